@@ -1,0 +1,552 @@
+#!/usr/bin/env python3
+"""dlam benchmark suite: times dlam against its peers in one invocation.
+
+Usage:  python3 bench/run.py [--runs N] [--only NAME[,NAME...]] [--dlam PATH]
+                             [--quick] [--list] [--json FILE] [--strict] ...
+
+Every command is run as a fresh process; wall time is measured around
+fork/exec/wait and peak memory is the child's ru_maxrss from os.wait4.
+Runs are interleaved round-robin across the commands of a workload so that
+drift in machine load affects every peer alike; the median is reported.
+
+Adding a workload: append a Workload(...) to WORKLOADS with one entry per peer
+key in `impls` (a source file relative to bench/, or a callable returning an
+argv).  Adding a peer: append a Peer(...) to PEERS (with an `available` check
+and, for compiled peers under bench/peers/, a `prepare` step that builds it).
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence, Union
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(BENCH)
+
+
+# --------------------------------------------------------------------------
+# Peers: how to run a source file (or an argv) for each implementation.
+# --------------------------------------------------------------------------
+
+@dataclass
+class Peer:
+    key: str                 # registry key, used in Workload.impls
+    label: str               # column header
+    # argv for running a source file (absolute path), given the options
+    argv: Callable[[argparse.Namespace, str], list]
+    # returns None if usable, else a short reason
+    available: Callable[[argparse.Namespace], Optional[str]]
+    # optional build step (compiled peers); returns None or an error string
+    prepare: Optional[Callable[[argparse.Namespace], Optional[str]]] = None
+    subject: bool = False    # True for dlam: the thing being measured
+
+
+def _which(prog: str) -> Callable[[argparse.Namespace], Optional[str]]:
+    def check(_opts):
+        return None if shutil.which(prog) else f"{prog} not found"
+    return check
+
+
+def _dlam_available(opts) -> Optional[str]:
+    p = opts.dlam
+    if not os.path.isfile(p):
+        return f"missing ({os.path.relpath(p, ROOT) if p.startswith(ROOT) else p})"
+    if not os.access(p, os.X_OK):
+        return "not executable"
+    return None
+
+
+PEERS = [
+    Peer("dlam", "dlam", lambda o, src: [o.dlam, src], _dlam_available, subject=True),
+    Peer("lua", "lua5.4", lambda o, src: ["lua5.4", src], _which("lua5.4")),
+    Peer("luajit", "luajit -joff", lambda o, src: ["luajit", "-joff", src], _which("luajit")),
+    # Later (gradients), e.g.:
+    # Peer("torch", "PyTorch", lambda o, src: [sys.executable, src], _torch_available),
+    # Peer("adolc", "ADOL-C", lambda o, bin: [bin], _adolc_available, prepare=_build_peers),
+    # Peer("cpp", "hand C++", lambda o, bin: [bin], _cxx_available, prepare=_build_peers),
+]
+PEER = {p.key: p for p in PEERS}
+
+# An implementation is a path relative to bench/ (run with the peer's argv)
+# or a callable (opts) -> argv for anything else (e.g. `dlam -e 1`).
+Impl = Union[str, Callable[[argparse.Namespace], list]]
+
+
+@dataclass
+class Workload:
+    name: str
+    group: str               # tables are printed per group
+    desc: str
+    impls: dict              # peer key -> Impl
+    expect: Optional[str] = None   # expected stdout (stripped); None: outputs must agree
+    ratios_vs: Sequence[str] = ()  # peers the subject is divided by (default: all)
+    reference: bool = False  # shown, but not one of the headline comparisons
+    runs_factor: int = 1     # multiply --runs (cheap workloads, e.g. startup)
+    mem_target: Optional[float] = None   # max dlam/lua5.4 ratio of peak RSS
+    time_target_ms: Optional[float] = None  # absolute target for dlam
+
+
+def _src(name: str) -> dict:
+    return {"dlam": f"dlam/{name}.dlam", "lua": f"lua/{name}.lua", "luajit": f"lua/{name}.lua"}
+
+
+WORKLOADS = [
+    Workload("startup", "eval",
+             "process start-up: `dlam -e 1` vs `lua5.4 -e ''` / `luajit -joff -e ''`",
+             {"dlam": lambda o: [o.dlam, "-e", "1"],
+              "lua": lambda o: ["lua5.4", "-e", ""],
+              "luajit": lambda o: ["luajit", "-joff", "-e", ""]},
+             expect=None, runs_factor=4, time_target_ms=10.0),
+    Workload("fib", "eval", "naive recursive fib(30): non-tail calls and arithmetic",
+             _src("fib"), expect="832040"),
+    Workload("closure", "eval",
+             "iota 10^6, map a capturing closure, fold-left +: allocation, GC, calls from map",
+             _src("closure"), expect="1499998500000", mem_target=2.0),
+    Workload("loop", "eval", "10^7-iteration tail-recursive loop (tail call per iteration on both sides)",
+             _src("loop"), expect="49999995000000"),
+    Workload("loop-for", "eval",
+             "reference: dlam named let vs Lua's idiomatic numeric for (no call per iteration)",
+             _src("loop-for"), expect="49999995000000", reference=True),
+]
+# startup: dlam prints "1", Lua prints nothing -- check per peer instead.
+STARTUP_EXPECT = {"dlam": "1", "lua": "", "luajit": ""}
+
+
+# --------------------------------------------------------------------------
+# Running one process
+# --------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    ok: bool
+    wall_ms: float
+    maxrss_kb: int
+    rc: int
+    out: str
+    err: str
+
+
+# Why a C launcher: on Linux, exec records the pre-exec address space's RSS
+# high-water mark in the child's ru_maxrss, so a child forked from this Python
+# process reports at least Python's own RSS (10-20 MB) however small it is.
+# The launcher (a ~1 MB process) forks, execs the command, wait4()s it and
+# reports wall time and ru_maxrss.  It is compiled once with `cc` into a cache
+# directory; without a C compiler we fall back to os.wait4 here, and say so.
+LAUNCHER_C = r"""
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+int main(int argc, char **argv) {
+  if (argc < 3) { fprintf(stderr, "usage: launcher REPORT CMD [ARG...]\n"); return 125; }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  pid_t pid = fork();
+  if (pid < 0) { perror("fork"); return 125; }
+  if (pid == 0) { execvp(argv[2], argv + 2); perror(argv[2]); _exit(127); }
+  int st; struct rusage ru;
+  if (wait4(pid, &st, 0, &ru) < 0) { perror("wait4"); return 125; }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  long long ns = (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
+  int code = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+  FILE *f = fopen(argv[1], "w");
+  if (!f) { perror(argv[1]); return 125; }
+  fprintf(f, "%d %lld %ld\n", code, ns, ru.ru_maxrss);
+  fclose(f);
+  return 0;
+}
+"""
+
+
+def build_launcher() -> tuple:
+    """Returns (path or None, note)."""
+    import hashlib
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        return None, "no C compiler: peak RSS from os.wait4 includes this Python's RSS as a floor"
+    tag = hashlib.sha1(LAUNCHER_C.encode()).hexdigest()[:12]
+    base = os.environ.get("XDG_CACHE_HOME") or tempfile.gettempdir()
+    d = os.path.join(base, f"dlam-bench-{os.getuid()}")
+    exe = os.path.join(d, f"launcher-{tag}")
+    if os.access(exe, os.X_OK):
+        return exe, ""
+    os.makedirs(d, exist_ok=True)
+    src = exe + ".c"
+    with open(src, "w") as f:
+        f.write(LAUNCHER_C)
+    tmp = exe + f".tmp{os.getpid()}"
+    r = subprocess.run([cc, "-O2", "-o", tmp, src], capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, "launcher did not compile (" + first_line(r.stderr) + "); using os.wait4"
+    os.replace(tmp, exe)
+    return exe, ""
+
+
+def run_once(argv: list, timeout: float, cpu: Optional[int], launcher: Optional[str]) -> Run:
+    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe, \
+            tempfile.NamedTemporaryFile("r", suffix=".rep") as rep:
+        pre = None
+        if cpu is not None:
+            def pre():
+                os.sched_setaffinity(0, {cpu})
+        full = [launcher, rep.name] + list(argv) if launcher else list(argv)
+        try:
+            t0 = time.perf_counter()
+            # own session, so a timeout can kill the launcher and its child together
+            p = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe,
+                                 preexec_fn=pre, cwd=BENCH, start_new_session=True)
+        except OSError as e:
+            return Run(False, float("nan"), 0, -1, "", f"cannot start: {e}")
+        timed_out = []
+
+        def kill():
+            timed_out.append(True)
+            try:
+                os.killpg(p.pid, 9)
+            except OSError:
+                pass
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            _, status, ru = os.wait4(p.pid, 0)
+            t1 = time.perf_counter()
+        finally:
+            timer.cancel()
+        rc = os.waitstatus_to_exitcode(status)
+        p.returncode = rc  # we reaped it; keep Popen from waiting again
+        wall_ms, maxrss = (t1 - t0) * 1000.0, ru.ru_maxrss
+        fo.seek(0)
+        fe.seek(0)
+        out = fo.read().decode("utf-8", "replace")
+        err = fe.read().decode("utf-8", "replace")
+        if launcher and not timed_out:
+            fields = rep.read().split()
+            if rc != 0 or len(fields) != 3:
+                return Run(False, float("nan"), 0, rc, out, "launcher failed: " + err)
+            rc, wall_ms, maxrss = int(fields[0]), int(fields[1]) / 1e6, int(fields[2])
+        if timed_out:
+            err = f"timed out after {timeout:g} s\n" + err
+        return Run(rc == 0 and not timed_out, wall_ms, maxrss, rc, out, err)
+
+
+# --------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------
+
+@dataclass
+class Result:
+    peer: str
+    status: str = "ok"       # ok | unavailable | failed | wrong
+    note: str = ""
+    times: list = field(default_factory=list)
+    rss: list = field(default_factory=list)
+    output: str = ""
+
+    @property
+    def ok(self):
+        return self.status == "ok"
+
+    @property
+    def median_ms(self):
+        return statistics.median(self.times) if self.ok and self.times else None
+
+    @property
+    def peak_kb(self):
+        return max(self.rss) if self.ok and self.rss else None
+
+
+def impl_argv(opts, w: Workload, key: str) -> list:
+    impl = w.impls[key]
+    if callable(impl):
+        return impl(opts)
+    return PEER[key].argv(opts, os.path.join(BENCH, impl))
+
+
+def first_line(s: str, n=70) -> str:
+    for line in s.splitlines():
+        if line.strip():
+            return line.strip()[:n]
+    return ""
+
+
+def bench_workload(opts, w: Workload, unavailable: dict) -> dict:
+    keys = [k for k in PEER if k in w.impls]
+    results = {k: Result(k) for k in keys}
+    live = []
+    for k in keys:
+        if k in unavailable:
+            results[k].status, results[k].note = "unavailable", unavailable[k]
+        else:
+            live.append(k)
+    runs = max(1, opts.runs * w.runs_factor)
+    warm = 0 if opts.quick else 1
+    for i in range(warm + runs):
+        for k in list(live):
+            r = run_once(impl_argv(opts, w, k), opts.timeout, opts.cpu, opts.launcher)
+            res = results[k]
+            if not r.ok:
+                res.status = "failed"
+                why = f"exit {r.rc}" if r.rc >= 0 else f"signal {-r.rc}"
+                msg = first_line(r.err) or first_line(r.out)
+                res.note = why + (f": {msg}" if msg else "")
+                live.remove(k)
+                continue
+            out = r.out.strip()
+            expect = STARTUP_EXPECT.get(k) if w.name == "startup" else w.expect
+            if expect is not None and out != expect:
+                res.status = "wrong"
+                res.note = f"printed {first_line(out, 40)!r}, expected {expect!r}"
+                live.remove(k)
+                continue
+            res.output = out
+            if i >= warm:
+                res.times.append(r.wall_ms)
+                res.rss.append(r.maxrss_kb)
+    if w.expect is None and w.name != "startup":
+        outs = {k: r.output for k, r in results.items() if r.ok}
+        if len(set(outs.values())) > 1:
+            for k, r in results.items():
+                if r.ok:
+                    r.status, r.note = "wrong", f"outputs disagree: {r.output[:30]!r}"
+    return results
+
+
+# --------------------------------------------------------------------------
+# Table printing
+# --------------------------------------------------------------------------
+
+def fmt_ms(v):
+    if v is None:
+        return "—"
+    return f"{v:.1f}" if v < 100 else f"{v:.0f}"
+
+
+def fmt_mb(kb):
+    return "—" if kb is None else f"{kb / 1024:.1f}"
+
+
+def fmt_ratio(a, b):
+    if a is None or b is None or b == 0:
+        return "—"
+    return f"{a / b:.2f}×"
+
+
+def cell(res: Result, val: str) -> str:
+    if res.status == "ok":
+        return val
+    if res.status == "unavailable":
+        return "n/a"
+    return res.status.upper()  # FAILED / WRONG
+
+
+def print_table(headers, rows):
+    widths = [max(len(str(r[i])) for r in [headers] + rows) for i in range(len(headers))]
+    def line(cells):
+        return "| " + " | ".join(str(c).ljust(widths[i]) if i == 0 else str(c).rjust(widths[i])
+                                 for i, c in enumerate(cells)) + " |"
+    print(line(headers))
+    print("|" + "|".join(("-" * (w + 1) + ":") if i else (":" + "-" * (w + 1))
+                         for i, w in enumerate(widths)) + "|")
+    for r in rows:
+        print(line(r))
+
+
+def report(opts, selected, all_results):
+    groups = []
+    for w in selected:
+        if w.group not in groups:
+            groups.append(w.group)
+    notes = []
+    for g in groups:
+        ws = [w for w in selected if w.group == g]
+        subj = [p for p in PEERS if p.subject and any(p.key in w.impls for w in ws)]
+        others = [p for p in PEERS if not p.subject and any(p.key in w.impls for w in ws)]
+        s = subj[0] if subj else None
+        headers = ["workload"] + [f"{p.label} ms" for p in subj + others]
+        if s:
+            headers += [f"{s.label}/{p.label}" for p in others]
+        rows = []
+        for w in ws:
+            res = all_results[w.name]
+            name = w.name + (" (ref)" if w.reference else "")
+            row = [name]
+            for p in subj + others:
+                r = res.get(p.key)
+                row.append(cell(r, fmt_ms(r.median_ms)) if r else "")
+            if s:
+                rs = res.get(s.key)
+                for p in others:
+                    rp = res.get(p.key)
+                    if rs is None or rp is None or (w.ratios_vs and p.key not in w.ratios_vs):
+                        row.append("")
+                    else:
+                        row.append(fmt_ratio(rs.median_ms, rp.median_ms))
+            rows.append(row)
+        print(f"\n### time ({g}): median wall ms of {opts.runs} run(s)"
+              + ("" if opts.quick else ", after 1 warm-up") + "\n")
+        print_table(headers, rows)
+
+        # Peak memory: max RSS over the runs, per peer.
+        mheaders = ["peak RSS"] + [f"{p.label} MB" for p in subj + others]
+        if s:
+            mheaders += [f"{s.label}/{p.label}" for p in others]
+        mrows = []
+        for w in ws:
+            res = all_results[w.name]
+            row = [w.name]
+            for p in subj + others:
+                r = res.get(p.key)
+                row.append(cell(r, fmt_mb(r.peak_kb)) if r else "")
+            if s:
+                rs = res.get(s.key)
+                for p in others:
+                    rp = res.get(p.key)
+                    row.append(fmt_ratio(rs.peak_kb, rp.peak_kb) if rs and rp else "")
+            mrows.append(row)
+        print(f"\n### peak memory ({g}): max RSS (MB)\n")
+        print_table(mheaders, mrows)
+
+    # Targets and problems.
+    print("\n### targets\n")
+    any_target = False
+    for w in selected:
+        res = all_results[w.name]
+        d = res.get("dlam")
+        if w.time_target_ms is not None:
+            any_target = True
+            v = d.median_ms if d else None
+            verdict = "—" if v is None else ("PASS" if v < w.time_target_ms else "MISS")
+            print(f"- {w.name}: dlam {fmt_ms(v)} ms, target < {w.time_target_ms:g} ms: {verdict}")
+        if w.mem_target is not None:
+            any_target = True
+            l = res.get("lua")
+            ratio = (d.peak_kb / l.peak_kb) if d and l and d.peak_kb and l.peak_kb else None
+            verdict = "—" if ratio is None else ("PASS" if ratio <= w.mem_target else "MISS")
+            rtxt = "—" if ratio is None else f"{ratio:.2f}×"
+            print(f"- {w.name}: peak RSS dlam/lua5.4 = {rtxt} "
+                  f"({fmt_mb(d.peak_kb if d else None)} / {fmt_mb(l.peak_kb if l else None)} MB), "
+                  f"target ≤ {w.mem_target:g}×: {verdict}")
+    if not any_target:
+        print("- (none in this selection)")
+    problems = [(w.name, r) for w in selected for r in all_results[w.name].values() if not r.ok]
+    if problems:
+        print("\n### not measured\n")
+        seen = set()
+        for name, r in problems:
+            if r.status == "unavailable":  # same reason for every workload: say it once
+                if r.peer not in seen:
+                    seen.add(r.peer)
+                    print(f"- {PEER[r.peer].label}: unavailable: {r.note}")
+            else:
+                print(f"- {name} / {PEER[r.peer].label}: {r.status}: {r.note}")
+    return problems
+
+
+# --------------------------------------------------------------------------
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=None, help="timed runs per command (median; default 5, quick 1)")
+    ap.add_argument("--only", action="append", default=[],
+                    help="workload name(s), comma-separated or repeated; or a group name")
+    ap.add_argument("--dlam", default=os.path.join(ROOT, "build", "dlam"),
+                    help="dlam binary (default: build/dlam in the repo root)")
+    ap.add_argument("--quick", action="store_true", help="1 run, no warm-up (smoke test)")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per run before kill")
+    ap.add_argument("--cpu", type=int, default=None, help="pin every child to this CPU")
+    ap.add_argument("--json", metavar="FILE", help="also write raw results as JSON")
+    ap.add_argument("--strict", action="store_true",
+                    help="exit 1 if any available implementation failed or printed a wrong result")
+    ap.add_argument("--no-launcher", action="store_true",
+                    help="spawn directly from Python (peak RSS then has Python's RSS as a floor)")
+    ap.add_argument("--list", action="store_true", help="list workloads and peers, then exit")
+    opts = ap.parse_args(argv)
+    if opts.runs is None:
+        opts.runs = 1 if opts.quick else 5
+    if opts.runs < 1:
+        ap.error("--runs must be >= 1")
+    opts.dlam = os.path.abspath(opts.dlam)
+
+    if opts.list:
+        for w in WORKLOADS:
+            print(f"{w.name:10} [{w.group}] {w.desc}")
+        print("peers: " + ", ".join(f"{p.key} ({p.label})" for p in PEERS))
+        return 0
+
+    names = [n for o in opts.only for n in o.split(",") if n]
+    if names:
+        known = {w.name for w in WORKLOADS} | {w.group for w in WORKLOADS}
+        bad = [n for n in names if n not in known]
+        if bad:
+            ap.error(f"unknown workload(s) {', '.join(bad)}; try --list")
+        selected = [w for w in WORKLOADS if w.name in names or w.group in names]
+    else:
+        selected = WORKLOADS
+
+    opts.launcher, launcher_note = (None, "--no-launcher") if opts.no_launcher \
+        else build_launcher()
+    if launcher_note:
+        import resource
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        launcher_note += f"; peak RSS values below {own / 1024:.1f} MB are this Python's, not the child's"
+
+    used = [p for p in PEERS if any(p.key in w.impls for w in selected)]
+    unavailable = {}
+    for p in used:
+        why = p.available(opts)
+        if why is None and p.prepare is not None:
+            why = p.prepare(opts)
+        if why is not None:
+            unavailable[p.key] = why
+
+    print(f"# dlam benchmarks — {time.strftime('%Y-%m-%d %H:%M')} on {os.uname().nodename}, "
+          f"{os.cpu_count()} CPU(s)" + (f", pinned to CPU {opts.cpu}" if opts.cpu is not None else ""))
+    if launcher_note:
+        print(f"note: {launcher_note}")
+    version = ""
+    if "dlam" not in unavailable:
+        try:
+            v = subprocess.run([opts.dlam, "--version"], capture_output=True, text=True, timeout=5)
+            version = first_line(v.stdout) if v.returncode == 0 else ""
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    print(f"dlam: {opts.dlam}" + (f" ({version})" if version else "")
+          + (f"  [{unavailable['dlam']}]" if "dlam" in unavailable else ""))
+
+    all_results = {}
+    for w in selected:
+        print(f"  running {w.name} ...", file=sys.stderr, flush=True)
+        all_results[w.name] = bench_workload(opts, w, unavailable)
+
+    problems = report(opts, selected, all_results)
+
+    if opts.json:
+        data = {"when": time.time(), "runs": opts.runs, "dlam": opts.dlam, "workloads": {
+            name: {PEER[k].label: {"status": r.status, "note": r.note, "times_ms": r.times,
+                                   "median_ms": r.median_ms, "maxrss_kb": r.rss}
+                   for k, r in res.items()}
+            for name, res in all_results.items()}}
+        with open(opts.json, "w") as f:
+            json.dump(data, f, indent=1)
+
+    if opts.strict and any(r.status in ("failed", "wrong") for _, r in problems):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

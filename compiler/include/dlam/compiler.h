@@ -1,0 +1,28 @@
+// compiler.h — the entry points from source text to running code.
+//
+// source → reader (Sx) → expander (core) → ANF → codegen (Proto) → vm.
+// Each top-level form is compiled and run before the next is read, so a
+// `define` is visible to the forms after it.
+#pragma once
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlam/vm.h"
+
+namespace dlam {
+
+// Compiles and runs every top-level form of `source`. `onValue` (optional) gets the
+// value of each top-level expression whose value is not void. Returns the value of
+// the last form (void if none). Throws dlam::Error.
+Value evalSource(VM& vm, std::string_view source, const std::string& file,
+                 const std::function<void(Value)>& onValue = {});
+// Reads and evaluates a file (its directory becomes the base of relative includes).
+Value evalFile(VM& vm, const std::string& path, const std::function<void(Value)>& onValue = {});
+// Compiles every top-level form without running it (for --disasm).
+std::vector<Proto*> compileSource(VM& vm, std::string_view source, const std::string& file);
+// Installs the reverse-mode transform into the VM (the hooks *j needs).
+void installTransform(VM& vm);
+
+}  // namespace dlam

@@ -1,0 +1,48 @@
+// syntax.h — s-expressions as the reader produces them, each with its source location.
+//
+// Nodes live in an arena (SxArena) and are freed together, so deeply nested input
+// is never destroyed recursively.
+#pragma once
+#include <deque>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlam/error.h"
+
+namespace dlam {
+
+struct Sx {
+  enum Kind : uint8_t { List, Symbol, Number, String, Bool };
+  Kind kind;
+  SrcLoc loc;
+  bool boolean = false;        // Bool
+  double number = 0;           // Number
+  std::string text;            // Symbol name, or String contents (escapes decoded)
+  std::vector<Sx*> items;      // List elements
+  Sx* tail = nullptr;          // List: the cdr after the last item for dotted lists `(a b . c)`
+
+  bool isSymbol(std::string_view s) const { return kind == Symbol && text == s; }
+};
+
+class SxArena {
+ public:
+  Sx* make(Sx::Kind kind, SrcLoc loc) {
+    nodes_.emplace_back();
+    Sx* n = &nodes_.back();
+    n->kind = kind;
+    n->loc = loc;
+    return n;
+  }
+
+ private:
+  std::deque<Sx> nodes_;
+};
+
+// Reads every datum of `source`. `'x` reads as (quote x). Throws dlam::Error of kind
+// Syntax with the file, line and column; `incomplete` is set when the text ended
+// inside a list, string or block comment (the REPL then asks for more lines).
+// Iterative: nesting depth is limited only by memory.
+std::vector<Sx*> readAll(SxArena& arena, std::string_view source, const std::string& file);
+
+}  // namespace dlam

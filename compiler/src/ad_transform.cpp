@@ -1,0 +1,865 @@
+// ad_transform.cpp — the reverse-mode transform of Lambda the Ultimate Backpropagator
+// on A-normal form (Estep, appendix A): φ (the forward sweep) and ρ (the backward
+// sweep), producing new ANF that goes through the ordinary code generator.
+//
+// A function λx. body becomes λx̀. φ(body); (cons ỳ backprop) where backprop is
+// λȳ. ρ(body) in reverse; (cons fbar xbar). Primitive calls of builtins are handled
+// inline: φ applies the primitive one reverse-tag level deeper (`level`), ρ emits
+// its derivative formula at the primal's level on primal values recovered with
+// *j-inverse. Any other call follows the rep-function convention. A conditional's
+// branches each return (cons value backprop-of-the-branch), the branch backprop
+// giving the sensitivities of the outer variables the branch used. Closures get
+// the list of their free variables' sensitivities; recursive closure groups
+// distribute theirs with the prelude's %rec-fix. Because the output is ordinary ANF
+// that keeps its IR, the transform applies again to its own output: nested
+// derivatives of any order take the same path.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ad_transform.h"
+#include "codegen.h"
+
+namespace dlam {
+
+using namespace anf;
+
+namespace {
+
+// Primitives that *j commutes with structurally: applied directly to transformed
+// values at level 0 (a pair's image is a pair of images, () and booleans are their
+// own images, a reverse-tagged number is still a number, a procedure's image a procedure).
+bool isStructural(NativeId id) {
+  switch (id) {
+    case NativeId::Cons: case NativeId::Car: case NativeId::Cdr: case NativeId::Caar: case NativeId::Cadr:
+    case NativeId::Cdar: case NativeId::Cddr: case NativeId::Caddr: case NativeId::Cdddr: case NativeId::List:
+    case NativeId::NullP: case NativeId::PairP: case NativeId::NumberP: case NativeId::BooleanP:
+    case NativeId::ProcedureP: case NativeId::StringP: case NativeId::SymbolP: case NativeId::Not:
+    case NativeId::EqP: case NativeId::EqualP: case NativeId::SZeroP: case NativeId::SCar: case NativeId::SCdr:
+    case NativeId::ListRef: case NativeId::ListTail: case NativeId::Append: case NativeId::Reverse:
+    case NativeId::Materialize:
+      return true;
+    default: return false;
+  }
+}
+
+class Transformer {
+ public:
+  Transformer(VM& vm, const std::shared_ptr<Module>& mod) : vm_(vm), mod_(mod), M(*mod) {}
+
+  Lambda* function(const Lambda* L) {
+    for (Var* f : L->freeVars)
+      if (!J_.count(f)) J_[f] = fresh(f, "`");
+    return transformLambda(L);
+  }
+
+ private:
+  // ---- helpers ----------------------------------------------------------------
+
+  [[noreturn]] void fail(SrcLoc loc, const std::string& file, const std::string& msg) {
+    throw Error(ErrorKind::Runtime, msg, file, loc);
+  }
+
+  Var* fresh(const Var* v, const char* prefix) {
+    Var* n = M.newVar(std::string(prefix) + (v ? v->name : std::string()));
+    if (v) n->rec = v->rec;
+    return n;
+  }
+
+  Native* builtin(NativeId id) {
+    Native* n = vm_.builtin(id);
+    if (!n) throw Error(ErrorKind::Runtime, "*j: the primitive needed by the transform is missing");
+    return n;
+  }
+
+  Atom prim(NativeId id) { return constAtom(Value::object(builtin(id)), loc_); }
+
+  // The builtin a callee atom denotes (a global still bound to it, or the native itself).
+  Native* calleeBuiltin(const Atom& a) {
+    Value v;
+    if (a.kind == Atom::Global) v = a.sym->global;
+    else if (a.kind == Atom::Const) v = a.value;
+    else return nullptr;
+    if (!isNative(v)) return nullptr;
+    Native* n = asNative(v);
+    if (n->kind != 0 || n->fn == nullptr) return nullptr;
+    if (n->id != 0 && vm_.builtin(static_cast<NativeId>(n->id)) != n) return nullptr;
+    return n;
+  }
+
+  Atom emitTo(Block* b, Bind bd) {
+    if (!bd.dst) bd.dst = M.newVar("");
+    if (!bd.loc.known()) bd.loc = loc_;
+    Var* d = bd.dst;
+    b->binds.push_back(std::move(bd));
+    return localAtom(d, loc_);
+  }
+
+  Atom call(Block* b, std::vector<Atom> args, uint16_t level = 0, Var* dst = nullptr) {
+    Bind bd;
+    bd.kind = Bind::Call;
+    bd.args = std::move(args);
+    bd.level = level;
+    bd.dst = dst;
+    return emitTo(b, std::move(bd));
+  }
+
+  Atom constJ(Value c, int times) {
+    for (int i = 0; i < times; ++i) c = vm_.starJ(c);
+    return constAtom(c, loc_);
+  }
+
+  // φ of an atom: its transformed counterpart.
+  Atom jAtom(Block* b, const Atom& a) {
+    switch (a.kind) {
+      case Atom::Local: {
+        auto it = J_.find(a.var);
+        if (it == J_.end()) throw Error(ErrorKind::Runtime, "*j: internal error: untransformed variable " + a.var->name);
+        return localAtom(it->second, a.loc);
+      }
+      case Atom::Const: return constJ(a.value, 1);
+      case Atom::Global: return call(b, {prim(NativeId::StarJ), a});
+    }
+    return a;
+  }
+
+  // ---- lambdas ------------------------------------------------------------------
+
+  Lambda* transformLambda(const Lambda* L) {
+    Lambda* T = M.newLambda();
+    T->name = L->name;
+    T->file = L->file;
+    T->loc = L->loc;
+    T->primalOf = L;
+    for (Var* p : L->params) T->params.push_back(J_[p] = fresh(p, "`"));
+    if (L->rest) T->rest = J_[L->rest] = fresh(L->rest, "`");
+    for (Var* f : L->freeVars) T->freeVars.push_back(J_.at(f));
+    T->body = M.newBlock();
+    file_ = L->file;
+    loc_ = L->loc;
+
+    Tape tape;
+    Atom result = phiBlock(L->body, T->body, tape);
+    // The backpropagator of the whole body.
+    Lambda* bp = backprop(L->body, tape, L->loc, L->name, [&](Block* out, Sens& st) {
+      Atom fbar;
+      if (L->freeVars.empty()) {
+        fbar = constAtom(Value::nil(), loc_);
+      } else {
+        std::vector<Atom> args{prim(NativeId::List)};
+        for (Var* f : L->freeVars) args.push_back(st.get(f));
+        fbar = call(out, std::move(args));
+      }
+      Atom xbar;
+      if (L->rest) {
+        std::vector<Atom> fixed{prim(NativeId::List)};
+        for (Var* p : L->params) fixed.push_back(st.get(p));
+        Atom fl = call(out, std::move(fixed));
+        xbar = call(out, {globalAtom(vm_.intern("%xbar-rest")), fl, st.get(L->rest), localAtom(J_[L->rest])});
+      } else if (L->params.empty()) {
+        xbar = constAtom(Value::nil(), loc_);
+      } else if (L->params.size() == 1) {
+        xbar = st.get(L->params[0]);
+      } else {
+        std::vector<Atom> args{prim(NativeId::List)};
+        for (Var* p : L->params) args.push_back(st.get(p));
+        xbar = call(out, std::move(args));
+      }
+      return call(out, {prim(NativeId::Cons), fbar, xbar});
+    });
+    Bind mk;
+    mk.kind = Bind::MakeLambda;
+    mk.lambda = bp;
+    Atom bpAtom = emitTo(T->body, std::move(mk));
+    Atom packed = call(T->body, {prim(NativeId::Cons), result, bpAtom});
+    T->body->result = packed;
+    return T;
+  }
+
+  // ---- the forward sweep φ ------------------------------------------------------
+
+  // The primal bindings of a block as processed (n-ary arithmetic expanded into
+  // binary chains), in order; ρ walks it backwards.
+  using Tape = std::vector<const Bind*>;
+
+  struct BranchInfo {
+    std::vector<Var*> outer;  // variables from outside the if that its branches use
+  };
+
+  Atom phiBlock(const Block* b, Block* out, Tape& tape) {
+    for (const Bind& bd : b->binds) {
+      loc_ = bd.loc;
+      for (const Bind* e : expand(bd)) {
+        loc_ = e->loc;
+        phiBind(*e, out);
+        tape.push_back(e);
+      }
+    }
+    loc_ = b->result.loc.known() ? b->result.loc : loc_;
+    return jAtom(out, b->result);
+  }
+
+  // n-ary arithmetic becomes a chain of binary calls (new primal bindings).
+  std::vector<const Bind*> expand(const Bind& bd) {
+    if (bd.kind != Bind::Call) return {&bd};
+    Native* n = calleeBuiltin(bd.args[0]);
+    if (!n) return {&bd};
+    auto id = static_cast<NativeId>(n->id);
+    size_t argc = bd.args.size() - 1;
+    bool chain = id == NativeId::Add || id == NativeId::Mul || id == NativeId::Min || id == NativeId::Max ||
+                 ((id == NativeId::Sub || id == NativeId::Div) && argc >= 2);
+    if (!chain) return {&bd};
+    if (argc == 2) return {&bd};
+    std::vector<const Bind*> out;
+    if (argc == 0) {
+      // (+) = 0, (*) = 1
+      Bind& c = synth_.emplace_back();
+      c.kind = Bind::Copy;
+      c.dst = bd.dst;
+      c.loc = bd.loc;
+      c.atom = constJ(Value::number(id == NativeId::Add ? 0 : 1), bd.level);
+      out.push_back(&c);
+      return out;
+    }
+    if (argc == 1 && (id == NativeId::Add || id == NativeId::Mul || id == NativeId::Min || id == NativeId::Max)) {
+      Bind& c = synth_.emplace_back();
+      c.kind = Bind::Copy;
+      c.dst = bd.dst;
+      c.loc = bd.loc;
+      c.atom = bd.args[1];
+      out.push_back(&c);
+      return out;
+    }
+    Atom acc = bd.args[1];
+    for (size_t i = 2; i <= argc; ++i) {
+      Bind& c = synth_.emplace_back();
+      c.kind = Bind::Call;
+      c.loc = bd.loc;
+      c.level = bd.level;
+      c.args = {bd.args[0], acc, bd.args[i]};
+      c.dst = i == argc ? bd.dst : M.newVar("");
+      acc = localAtom(c.dst, bd.loc);
+      out.push_back(&c);
+    }
+    return out;
+  }
+
+  void phiBind(const Bind& bd, Block* out) {
+    switch (bd.kind) {
+      case Bind::Copy: {
+        Atom a = jAtom(out, bd.atom);
+        Bind c;
+        c.kind = Bind::Copy;
+        c.dst = jDst(bd.dst);
+        c.atom = a;
+        emitTo(out, std::move(c));
+        return;
+      }
+      case Bind::Rec: {
+        Bind r;
+        r.kind = Bind::Rec;
+        for (Var* v : bd.recVars) r.recVars.push_back(J_[v] = fresh(v, "`"));
+        out->binds.push_back(std::move(r));
+        return;
+      }
+      case Bind::DefGlobal: fail(bd.loc, file_, "*j: cannot transform a top-level definition");
+      case Bind::MakeLambda: {
+        Lambda* t = transformLambda(bd.lambda);
+        file_ = bd.lambda->file;
+        Bind m;
+        m.kind = Bind::MakeLambda;
+        m.lambda = t;
+        m.dst = J_.count(bd.dst) ? J_[bd.dst] : (J_[bd.dst] = fresh(bd.dst, "`"));
+        emitTo(out, std::move(m));
+        return;
+      }
+      case Bind::If: phiIf(bd, out); return;
+      case Bind::Call: phiCall(bd, out); return;
+    }
+  }
+
+  Var* jDst(const Var* v) {
+    auto it = J_.find(v);
+    if (it != J_.end()) return it->second;
+    return J_[v] = fresh(v, "`");
+  }
+
+  void phiCall(const Bind& bd, Block* out) {
+    Native* n = calleeBuiltin(bd.args[0]);
+    std::vector<Atom> jargs;
+    for (size_t i = 1; i < bd.args.size(); ++i) jargs.push_back(jAtom(out, bd.args[i]));
+    Var* dst = jDst(bd.dst);
+    if (n) {
+      auto id = static_cast<NativeId>(n->id);
+      std::vector<Atom> args{constAtom(Value::object(n), loc_)};
+      args.insert(args.end(), jargs.begin(), jargs.end());
+      switch (id) {
+        case NativeId::StarJ:
+        case NativeId::StarJInverse:
+        case NativeId::Zero:
+        case NativeId::Plus:
+          call(out, std::move(args), 0, dst);
+          return;
+        case NativeId::Apply: {
+          Atom t = call(out, std::move(args));
+          call(out, {prim(NativeId::Car), t}, 0, dst);
+          bp_[bd.dst] = call(out, {prim(NativeId::Cdr), t}).var;
+          return;
+        }
+        default: break;
+      }
+      if (isStructural(id)) {
+        call(out, std::move(args), 0, dst);
+        return;
+      }
+      // Arithmetic and every other primitive: applied one reverse level deeper.
+      call(out, std::move(args), static_cast<uint16_t>(bd.level + 1), dst);
+      return;
+    }
+    // A procedure following the rep-function convention.
+    Atom f = jAtom(out, bd.args[0]);
+    std::vector<Atom> args{f};
+    args.insert(args.end(), jargs.begin(), jargs.end());
+    Atom t = call(out, std::move(args));
+    call(out, {prim(NativeId::Car), t}, 0, dst);
+    bp_[bd.dst] = call(out, {prim(NativeId::Cdr), t}).var;
+  }
+
+  // Variables bound outside `blocks` that they (or lambdas inside them) use.
+  std::vector<Var*> outerVars(std::initializer_list<const Block*> blocks) {
+    std::set<Var*, bool (*)(Var*, Var*)> used([](Var* a, Var* b) { return a->id < b->id; });
+    std::unordered_set<const Var*> bound;
+    std::vector<const Block*> work(blocks);
+    while (!work.empty()) {
+      const Block* b = work.back();
+      work.pop_back();
+      auto use = [&](const Atom& a) {
+        if (a.kind == Atom::Local) used.insert(a.var);
+      };
+      for (const Bind& bd : b->binds) {
+        if (bd.dst) bound.insert(bd.dst);
+        for (Var* v : bd.recVars) bound.insert(v);
+        use(bd.atom);
+        for (const Atom& a : bd.args) use(a);
+        if (bd.lambda)
+          for (Var* v : bd.lambda->freeVars) used.insert(v);
+        if (bd.thenB) work.push_back(bd.thenB);
+        if (bd.elseB) work.push_back(bd.elseB);
+      }
+      use(b->result);
+    }
+    std::vector<Var*> out;
+    for (Var* v : used)
+      if (!bound.count(v)) out.push_back(v);
+    return out;
+  }
+
+  void phiIf(const Bind& bd, Block* out) {
+    Atom c = jAtom(out, bd.atom);
+    BranchInfo info;
+    info.outer = outerVars({bd.thenB, bd.elseB});
+    bool needBp = !info.outer.empty();
+    Bind ifb;
+    ifb.kind = Bind::If;
+    ifb.atom = c;
+    ifb.loc = bd.loc;
+    auto branch = [&](const Block* primal) {
+      Block* nb = M.newBlock();
+      Tape tape;
+      Atom r = phiBlock(primal, nb, tape);
+      if (!needBp) {
+        nb->result = r;
+        return nb;
+      }
+      std::vector<Var*> outer = info.outer;
+      Lambda* bpL = backprop(primal, tape, bd.loc, "", [&](Block* o, Sens& st) {
+        std::vector<Atom> args{prim(NativeId::List)};
+        for (Var* u : outer) args.push_back(st.get(u));
+        return call(o, std::move(args));
+      });
+      Bind mk;
+      mk.kind = Bind::MakeLambda;
+      mk.lambda = bpL;
+      Atom bpAtom = emitTo(nb, std::move(mk));
+      nb->result = call(nb, {prim(NativeId::Cons), r, bpAtom});
+      return nb;
+    };
+    loc_ = bd.loc;
+    ifb.thenB = branch(bd.thenB);
+    loc_ = bd.loc;
+    ifb.elseB = branch(bd.elseB);
+    loc_ = bd.loc;
+    Var* dst = jDst(bd.dst);
+    if (!needBp) {
+      ifb.dst = dst;
+      emitTo(out, std::move(ifb));
+      return;
+    }
+    Atom p = emitTo(out, std::move(ifb));
+    call(out, {prim(NativeId::Car), p}, 0, dst);
+    bp_[bd.dst] = call(out, {prim(NativeId::Cdr), p}).var;
+    branchOuter_[&bd] = info.outer;
+  }
+
+  // ---- the backward sweep ρ -----------------------------------------------------
+
+  // Current sensitivity of each primal variable inside one backpropagator body.
+  struct Sens {
+    Transformer* t;
+    Block* out;
+    std::unordered_map<const Var*, Atom> cur;
+    Atom get(const Var* v) {
+      auto it = cur.find(v);
+      if (it == cur.end()) return constAtom(Value::zero(), t->loc_);
+      return it->second;
+    }
+    bool isZero(const Var* v) const { return !cur.count(v); }
+    void add(const Var* v, const Atom& e) {
+      if (e.kind == Atom::Const && e.value.isZero()) return;
+      auto it = cur.find(v);
+      if (it == cur.end()) {
+        cur[v] = e;
+        return;
+      }
+      cur[v] = t->call(out, {t->prim(NativeId::Plus), it->second, e});
+    }
+  };
+
+  template <class Finish>
+  Lambda* backprop(const Block* body, const Tape& tape, SrcLoc loc, const std::string& name, Finish finish) {
+    Lambda* bp = M.newLambda();
+    bp->name = name.empty() ? "backprop" : "backprop:" + name;
+    bp->file = file_;
+    bp->loc = loc;
+    Var* ybar = M.newVar("ybar");
+    bp->params.push_back(ybar);
+    bp->body = M.newBlock();
+    Sens st{this, bp->body, {}};
+    primalCache_.clear();
+    if (body->result.kind == Atom::Local) st.cur[body->result.var] = localAtom(ybar, loc);
+    for (size_t i = tape.size(); i-- > 0;) {
+      const Bind* bd = tape[i];
+      loc_ = bd->loc;
+      // A run of recursive closures is distributed together (see rhoRecGroup).
+      if (bd->kind == Bind::MakeLambda && bd->dst->rec) {
+        size_t start = i;
+        while (start > 0 && tape[start - 1]->kind == Bind::MakeLambda && tape[start - 1]->dst->rec) --start;
+        rhoRecGroup(tape, start, i, st);
+        i = start;
+        continue;
+      }
+      rhoBind(*bd, st);
+    }
+    bp->body->result = finish(bp->body, st);
+    computeFreeVars(bp);
+    return bp;
+  }
+
+  // The primal value of a variable inside the backpropagator: *j-inverse of its image.
+  Atom primal(Sens& st, const Atom& a) {
+    if (a.kind == Atom::Const) return a;
+    if (a.kind == Atom::Global) return a;
+    auto it = primalCache_.find(a.var);
+    if (it != primalCache_.end()) return it->second;
+    Atom p = call(st.out, {prim(NativeId::StarJInverse), localAtom(J_.at(a.var))});
+    primalCache_[a.var] = p;
+    return p;
+  }
+
+  void rhoBind(const Bind& bd, Sens& st) {
+    switch (bd.kind) {
+      case Bind::Copy:
+        if (bd.atom.kind == Atom::Local && !st.isZero(bd.dst)) st.add(bd.atom.var, st.get(bd.dst));
+        return;
+      case Bind::Rec:
+      case Bind::DefGlobal: return;
+      case Bind::MakeLambda: {
+        if (st.isZero(bd.dst)) return;
+        // A closure's sensitivity is the list of its free variables' sensitivities.
+        Atom s = st.get(bd.dst);
+        const auto& fvs = bd.lambda->freeVars;
+        for (size_t j = 0; j < fvs.size(); ++j) {
+          st.add(fvs[j], call(st.out, {prim(NativeId::SCar), s}));
+          if (j + 1 < fvs.size()) s = call(st.out, {prim(NativeId::SCdr), s});
+        }
+        return;
+      }
+      case Bind::If: {
+        auto it = branchOuter_.find(&bd);
+        if (it == branchOuter_.end() || st.isZero(bd.dst)) return;
+        Atom s = call(st.out, {localAtom(bp_.at(bd.dst)), st.get(bd.dst)});
+        for (Var* u : it->second) {
+          st.add(u, call(st.out, {prim(NativeId::SCar), s}));
+          s = call(st.out, {prim(NativeId::SCdr), s});
+        }
+        return;
+      }
+      case Bind::Call: rhoCall(bd, st); return;
+    }
+  }
+
+  void rhoGenericCall(const Bind& bd, Sens& st, bool calleeSens) {
+    Atom s = call(st.out, {localAtom(bp_.at(bd.dst)), st.get(bd.dst)});
+    if (calleeSens && bd.args[0].kind == Atom::Local) st.add(bd.args[0].var, call(st.out, {prim(NativeId::SCar), s}));
+    size_t n = bd.args.size() - 1;
+    if (n == 0) return;
+    Atom d = call(st.out, {prim(NativeId::SCdr), s});
+    if (n == 1) {
+      if (bd.args[1].kind == Atom::Local) st.add(bd.args[1].var, d);
+      return;
+    }
+    for (size_t i = 1; i <= n; ++i) {
+      if (bd.args[i].kind == Atom::Local) st.add(bd.args[i].var, call(st.out, {prim(NativeId::SCar), d}));
+      if (i < n) d = call(st.out, {prim(NativeId::SCdr), d});
+    }
+  }
+
+  void addTo(Sens& st, const Atom& a, const Atom& e) {
+    if (a.kind == Atom::Local) st.add(a.var, e);
+  }
+
+  void rhoCall(const Bind& bd, Sens& st) {
+    Native* n = calleeBuiltin(bd.args[0]);
+    if (!n) {
+      if (st.isZero(bd.dst)) {
+        // The call's result gets no sensitivity: its backpropagator would return zeros.
+        return;
+      }
+      rhoGenericCall(bd, st, true);
+      return;
+    }
+    auto id = static_cast<NativeId>(n->id);
+    if (id == NativeId::Apply) {
+      if (st.isZero(bd.dst)) return;
+      Atom s = call(st.out, {localAtom(bp_.at(bd.dst)), st.get(bd.dst)});
+      if (bd.args[1].kind == Atom::Local) st.add(bd.args[1].var, call(st.out, {prim(NativeId::SCar), s}));
+      size_t nfixed = bd.args.size() - 3;
+      Atom parts = call(st.out, {globalAtom(vm_.intern("%apply-split")), call(st.out, {prim(NativeId::SCdr), s}),
+                                 constAtom(Value::number(double(nfixed))), jAtom(st.out, bd.args.back())});
+      for (size_t i = 2; i < bd.args.size(); ++i) {
+        addTo(st, bd.args[i], call(st.out, {prim(NativeId::SCar), parts}));
+        if (i + 1 < bd.args.size()) parts = call(st.out, {prim(NativeId::SCdr), parts});
+      }
+      return;
+    }
+    if (st.isZero(bd.dst)) return;
+    Atom g = st.get(bd.dst);
+    size_t argc = bd.args.size() - 1;
+    const Atom* a = argc >= 1 ? &bd.args[1] : nullptr;
+    const Atom* b = argc >= 2 ? &bd.args[2] : nullptr;
+    uint16_t k = bd.level;
+    auto op = [&](NativeId o, std::vector<Atom> xs) {
+      xs.insert(xs.begin(), prim(o));
+      return call(st.out, std::move(xs), k);
+    };
+    auto K = [&](double c) { return constJ(Value::number(c), k); };
+    auto y = [&]() { return primal(st, localAtom(bd.dst)); };
+    auto P = [&](const Atom& x) { return primal(st, x); };
+    switch (id) {
+      // ---- structural ----
+      case NativeId::Cons:
+        addTo(st, *a, call(st.out, {prim(NativeId::SCar), g}));
+        addTo(st, *b, call(st.out, {prim(NativeId::SCdr), g}));
+        return;
+      case NativeId::Car:
+      case NativeId::SCar:
+        addTo(st, *a, call(st.out, {prim(NativeId::Cons), g, constAtom(Value::zero())}));
+        return;
+      case NativeId::Cdr:
+      case NativeId::SCdr:
+        addTo(st, *a, call(st.out, {prim(NativeId::Cons), constAtom(Value::zero()), g}));
+        return;
+      case NativeId::Caar: case NativeId::Cadr: case NativeId::Cdar: case NativeId::Cddr:
+      case NativeId::Caddr: case NativeId::Cdddr: {
+        // Innermost access last: cadr = car of cdr, so the sensitivity wraps car then cdr.
+        const char* path = id == NativeId::Caar ? "aa" : id == NativeId::Cadr ? "ad" : id == NativeId::Cdar ? "da"
+                           : id == NativeId::Cddr ? "dd" : id == NativeId::Caddr ? "add" : "ddd";
+        Atom s = g;
+        for (const char* p = path; *p; ++p)
+          s = *p == 'a' ? call(st.out, {prim(NativeId::Cons), s, constAtom(Value::zero())})
+                        : call(st.out, {prim(NativeId::Cons), constAtom(Value::zero()), s});
+        addTo(st, *a, s);
+        return;
+      }
+      case NativeId::List: {
+        Atom s = g;
+        for (size_t i = 1; i <= argc; ++i) {
+          addTo(st, bd.args[i], call(st.out, {prim(NativeId::SCar), s}));
+          if (i < argc) s = call(st.out, {prim(NativeId::SCdr), s});
+        }
+        return;
+      }
+      case NativeId::ListRef:
+        addTo(st, *a, call(st.out, {globalAtom(vm_.intern("%sens-at")), g, P(*b)}));
+        return;
+      case NativeId::ListTail:
+        addTo(st, *a, call(st.out, {globalAtom(vm_.intern("%sens-after")), g, P(*b)}));
+        return;
+      case NativeId::Reverse:
+        addTo(st, *a, call(st.out, {globalAtom(vm_.intern("%sens-reverse")), g, jAtom(st.out, *a)}));
+        return;
+      case NativeId::Append: {
+        std::vector<Atom> lists{prim(NativeId::List)};
+        for (size_t i = 1; i <= argc; ++i) lists.push_back(jAtom(st.out, bd.args[i]));
+        Atom parts = call(st.out, {globalAtom(vm_.intern("%sens-append-split")), g, call(st.out, std::move(lists))});
+        for (size_t i = 1; i <= argc; ++i) {
+          addTo(st, bd.args[i], call(st.out, {prim(NativeId::SCar), parts}));
+          if (i < argc) parts = call(st.out, {prim(NativeId::SCdr), parts});
+        }
+        return;
+      }
+      case NativeId::Materialize: addTo(st, *a, g); return;
+      // ---- the AD operators ----
+      case NativeId::StarJ: addTo(st, *a, call(st.out, {prim(NativeId::StarJInverse), g})); return;
+      case NativeId::StarJInverse: addTo(st, *a, call(st.out, {prim(NativeId::StarJ), g})); return;
+      case NativeId::Plus:
+        addTo(st, *a, g);
+        addTo(st, *b, g);
+        return;
+      // ---- arithmetic (binary chains after expand) ----
+      case NativeId::Add:
+        if (argc == 2) {
+          addTo(st, *a, g);
+          addTo(st, *b, g);
+        }
+        return;
+      case NativeId::Sub:
+        if (argc == 1) {
+          addTo(st, *a, op(NativeId::Sub, {g}));
+        } else if (argc == 2) {
+          addTo(st, *a, g);
+          if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Sub, {g}));
+        }
+        return;
+      case NativeId::Mul:
+        if (argc == 2) {
+          if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::Mul, {g, P(*b)}));
+          if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Mul, {g, P(*a)}));
+        }
+        return;
+      case NativeId::Div:
+        if (argc == 1) {
+          // d(1/a) = -1/a² = -y²
+          Atom yy = y();
+          addTo(st, *a, op(NativeId::Sub, {op(NativeId::Mul, {g, op(NativeId::Mul, {yy, yy})})}));
+        } else if (argc == 2) {
+          Atom bb = P(*b);
+          if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::Div, {g, bb}));
+          if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, y()}), bb})}));
+        }
+        return;
+      case NativeId::Expt: {
+        Atom aa = P(*a), bb = P(*b);
+        if (a->kind == Atom::Local)
+          addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Mul, {bb, op(NativeId::Expt, {aa, op(NativeId::Sub, {bb, K(1)})})})}));
+        // d(a^b)/db = a^b log a (NaN for a < 0, where the power is not differentiable in b).
+        if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Mul, {g, op(NativeId::Mul, {y(), op(NativeId::Log, {aa})})}));
+        return;
+      }
+      case NativeId::Sqrt: addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Mul, {K(2), y()})})); return;
+      case NativeId::Exp: addTo(st, *a, op(NativeId::Mul, {g, y()})); return;
+      case NativeId::Log:
+        if (argc == 1) {
+          addTo(st, *a, op(NativeId::Div, {g, P(*a)}));
+        } else {
+          Atom aa = P(*a), bb = P(*b);
+          Atom lb = op(NativeId::Log, {bb});
+          if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Mul, {aa, lb})}));
+          if (b->kind == Atom::Local)
+            addTo(st, *b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, y()}), op(NativeId::Mul, {bb, lb})})}));
+        }
+        return;
+      case NativeId::Log1p: addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Add, {K(1), P(*a)})})); return;
+      case NativeId::Expm1: addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Add, {y(), K(1)})})); return;
+      case NativeId::Sin: addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Cos, {P(*a)})})); return;
+      case NativeId::Cos: addTo(st, *a, op(NativeId::Sub, {op(NativeId::Mul, {g, op(NativeId::Sin, {P(*a)})})})); return;
+      case NativeId::Tan: {
+        Atom yy = y();
+        addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Add, {K(1), op(NativeId::Mul, {yy, yy})})}));
+        return;
+      }
+      case NativeId::Asin:
+      case NativeId::Acos: {
+        Atom aa = P(*a);
+        Atom d = op(NativeId::Div, {g, op(NativeId::Sqrt, {op(NativeId::Sub, {K(1), op(NativeId::Mul, {aa, aa})})})});
+        addTo(st, *a, id == NativeId::Asin ? d : op(NativeId::Sub, {d}));
+        return;
+      }
+      case NativeId::Atan:
+        if (argc == 1) {
+          Atom aa = P(*a);
+          addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Add, {K(1), op(NativeId::Mul, {aa, aa})})}));
+        } else {
+          // atan2(a, b): d/da = b/(a²+b²), d/db = -a/(a²+b²)
+          Atom aa = P(*a), bb = P(*b);
+          Atom r2 = op(NativeId::Add, {op(NativeId::Mul, {aa, aa}), op(NativeId::Mul, {bb, bb})});
+          if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::Div, {op(NativeId::Mul, {g, bb}), r2}));
+          if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, aa}), r2})}));
+        }
+        return;
+      case NativeId::Sinh: addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Cosh, {P(*a)})})); return;
+      case NativeId::Cosh: addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Sinh, {P(*a)})})); return;
+      case NativeId::Tanh: {
+        Atom yy = y();
+        addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Sub, {K(1), op(NativeId::Mul, {yy, yy})})}));
+        return;
+      }
+      case NativeId::Abs: addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Sign, {P(*a)})})); return;
+      case NativeId::Max:
+      case NativeId::Min: {
+        if (argc != 2) return;
+        // The sensitivity goes to the argument that was selected (the first on ties).
+        Atom sel = id == NativeId::Max ? op(NativeId::Step, {P(*a), P(*b)}) : op(NativeId::Step, {P(*b), P(*a)});
+        addTo(st, *a, op(NativeId::Mul, {g, sel}));
+        addTo(st, *b, op(NativeId::Mul, {g, op(NativeId::Sub, {K(1), sel})}));
+        return;
+      }
+      default:
+        // Comparisons, predicates, rounding and the rest: no sensitivity flows.
+        return;
+    }
+  }
+
+  // A run of recursive closure bindings tape[start..end]: their sensitivities refer
+  // to each other (a closure's free variables include itself or its partners), so
+  // they are distributed together until nothing is left (prelude %rec-fix).
+  void rhoRecGroup(const Tape& tape, size_t start, size_t end, Sens& st) {
+    std::vector<const Bind*> members(tape.begin() + static_cast<std::ptrdiff_t>(start),
+                                     tape.begin() + static_cast<std::ptrdiff_t>(end) + 1);
+    bool any = false;
+    for (const Bind* m : members)
+      if (!st.isZero(m->dst)) any = true;
+    if (!any) return;
+    std::unordered_map<const Var*, int> memberIndex;
+    for (size_t i = 0; i < members.size(); ++i) memberIndex[members[i]->dst] = static_cast<int>(i);
+    std::vector<Var*> ext;
+    std::unordered_map<const Var*, int> extIndex;
+    Value spec = Value::nil();
+    std::vector<Value> rows;
+    for (const Bind* m : members) {
+      std::vector<Value> targets;
+      for (Var* fv : m->lambda->freeVars) {
+        int t;
+        auto mi = memberIndex.find(fv);
+        if (mi != memberIndex.end()) {
+          t = mi->second;
+        } else {
+          auto ei = extIndex.find(fv);
+          if (ei == extIndex.end()) {
+            ei = extIndex.emplace(fv, static_cast<int>(ext.size())).first;
+            ext.push_back(fv);
+          }
+          t = static_cast<int>(members.size()) + ei->second;
+        }
+        targets.push_back(Value::number(t));
+      }
+      rows.push_back(vm_.list(targets.data(), targets.size()));
+    }
+    spec = vm_.list(rows.data(), rows.size());
+    std::vector<Atom> sens{prim(NativeId::List)};
+    for (const Bind* m : members) sens.push_back(st.get(m->dst));
+    Atom out = call(st.out, {globalAtom(vm_.intern("%rec-fix")), call(st.out, std::move(sens)), constAtom(spec),
+                             constAtom(Value::number(double(members.size()))),
+                             constAtom(Value::number(double(ext.size())))});
+    for (size_t j = 0; j < ext.size(); ++j) {
+      st.add(ext[j], call(st.out, {prim(NativeId::SCar), out}));
+      if (j + 1 < ext.size()) out = call(st.out, {prim(NativeId::SCdr), out});
+    }
+  }
+
+  // Free variables of a synthesised (straight-line) backpropagator, first use first.
+  void computeFreeVars(Lambda* lam) {
+    std::unordered_set<const Var*> bound(lam->params.begin(), lam->params.end());
+    std::unordered_set<const Var*> seen;
+    auto use = [&](const Atom& a) {
+      if (a.kind == Atom::Local && !bound.count(a.var) && seen.insert(a.var).second) lam->freeVars.push_back(a.var);
+    };
+    for (const Bind& bd : lam->body->binds) {
+      use(bd.atom);
+      for (const Atom& a : bd.args) use(a);
+      if (bd.dst) bound.insert(bd.dst);
+    }
+    use(lam->body->result);
+  }
+
+  VM& vm_;
+  std::shared_ptr<Module> mod_;
+  Module& M;
+  std::unordered_map<const Var*, Var*> J_;      // primal variable → its image
+  std::unordered_map<const Var*, Var*> bp_;     // primal call/if result → its backpropagator
+  std::unordered_map<const Bind*, std::vector<Var*>> branchOuter_;
+  std::unordered_map<const Var*, Atom> primalCache_;
+  std::deque<Bind> synth_;
+  std::string file_;
+  SrcLoc loc_;
+};
+
+// Maps each Lambda of a proto tree to its proto.
+void indexProtos(Proto* root, std::unordered_map<const Lambda*, Proto*>& out) {
+  std::vector<Proto*> work{root};
+  while (!work.empty()) {
+    Proto* p = work.back();
+    work.pop_back();
+    if (p->ir) out[static_cast<const Lambda*>(p->ir.get())] = p;
+    for (Proto* c : p->protos) work.push_back(c);
+  }
+}
+
+}  // namespace
+
+Proto* transformProto(VM& vm, Proto* primal) {
+  auto* L = static_cast<const Lambda*>(primal->ir.get());
+  if (!L) throw Error(ErrorKind::Runtime, "*j: this procedure has no intermediate code to transform");
+  auto mod = std::make_shared<Module>();
+  Transformer t(vm, mod);
+  Lambda* T = t.function(L);
+  Proto* result = compileLambda(vm, mod, T);
+  // Link every transformed proto to its primal, so *j-inverse of closures made by
+  // transformed code finds their primal code, and *j of primal closures reuses it.
+  std::unordered_map<const Lambda*, Proto*> primals;
+  indexProtos(primal, primals);
+  std::vector<Proto*> work{result};
+  while (!work.empty()) {
+    Proto* p = work.back();
+    work.pop_back();
+    auto* lam = static_cast<const Lambda*>(p->ir.get());
+    if (lam && lam->primalOf) {
+      auto it = primals.find(lam->primalOf);
+      if (it != primals.end()) {
+        p->primal = it->second;
+        if (!it->second->transformed) it->second->transformed = p;
+      }
+    }
+    for (Proto* c : p->protos) work.push_back(c);
+  }
+  return result;
+}
+
+Proto* etaProto(VM& vm, Native* base, int nargs) {
+  auto mod = std::make_shared<Module>();
+  Lambda* L = mod->newLambda();
+  L->name = base->name;
+  L->file = "<primitive>";
+  L->body = mod->newBlock();
+  Bind c;
+  c.kind = Bind::Call;
+  c.args.push_back(constAtom(Value::object(base)));
+  for (int i = 0; i < nargs; ++i) {
+    Var* v = mod->newVar("x" + std::to_string(i + 1));
+    L->params.push_back(v);
+    c.args.push_back(localAtom(v));
+  }
+  c.dst = mod->newVar("y");
+  L->body->result = localAtom(c.dst);
+  L->body->binds.push_back(std::move(c));
+  return compileLambda(vm, mod, L);
+}
+
+void installTransform(VM& vm) {
+  vm.transformProto = transformProto;
+  vm.etaProto = etaProto;
+}
+
+}  // namespace dlam

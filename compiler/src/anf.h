@@ -1,0 +1,114 @@
+// anf.h — the A-normal-form IR every dlam function is compiled from and keeps.
+//
+// A function body is a Block: a sequence of bindings, each naming one value
+// (a copy of an atom, a call, a closure creation, a conditional whose branches are
+// Blocks, a global definition), and a result atom. Lambdas list their free
+// variables in order of first occurrence in the source text, which is the order of
+// a closure's sensitivity (SPEC section 3). Codegen turns this IR into bytecode;
+// the reverse-mode transform (compiler/ad) rewrites it into new IR.
+#pragma once
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dlam/object.h"
+
+namespace dlam::anf {
+
+struct Var {
+  std::string name;
+  uint32_t id = 0;
+  bool rec = false;  // bound by letrec / internal define: may be captured before it is initialised
+};
+
+struct Atom {
+  enum Kind : uint8_t { Local, Global, Const };
+  Kind kind = Const;
+  Var* var = nullptr;      // Local
+  Symbol* sym = nullptr;   // Global
+  Value value;             // Const
+  SrcLoc loc;
+};
+
+struct Block;
+struct Lambda;
+
+struct Bind {
+  enum Kind : uint8_t {
+    Copy,        // dst = atom
+    Call,        // dst = (args[0] args[1] ...)
+    MakeLambda,  // dst = closure of lambda
+    If,          // dst = if atom then thenB else elseB
+    Rec,         // start of a letrec group binding recVars (initialised by later bindings)
+    DefGlobal,   // global sym = atom (top level only); dst unused
+  };
+  Kind kind = Copy;
+  Var* dst = nullptr;
+  SrcLoc loc;
+  Atom atom;
+  std::vector<Atom> args;
+  Lambda* lambda = nullptr;
+  Block* thenB = nullptr;
+  Block* elseB = nullptr;
+  std::vector<Var*> recVars;
+  Symbol* sym = nullptr;
+  uint16_t level = 0;  // Call of a builtin primitive: applied under this many reverse tags
+};
+
+struct Block {
+  std::vector<Bind> binds;
+  Atom result;
+};
+
+struct Lambda {
+  std::vector<Var*> params;
+  Var* rest = nullptr;
+  Block* body = nullptr;
+  std::vector<Var*> freeVars;  // first-occurrence order
+  std::string name;
+  std::string file;
+  SrcLoc loc;
+  const Lambda* primalOf = nullptr;  // set by the reverse transform: the lambda this one transforms
+};
+
+// Owns all IR nodes of one compilation unit (a top-level form, or a transform).
+struct Module {
+  std::deque<Var> vars;
+  std::deque<Block> blocks;
+  std::deque<Lambda> lambdas;
+  uint32_t nextId = 0;
+
+  Var* newVar(std::string name) {
+    vars.emplace_back();
+    vars.back().name = std::move(name);
+    vars.back().id = nextId++;
+    return &vars.back();
+  }
+  Block* newBlock() { return &blocks.emplace_back(); }
+  Lambda* newLambda() { return &lambdas.emplace_back(); }
+};
+
+inline Atom localAtom(Var* v, SrcLoc loc = {}) {
+  Atom a;
+  a.kind = Atom::Local;
+  a.var = v;
+  a.loc = loc;
+  return a;
+}
+inline Atom constAtom(Value v, SrcLoc loc = {}) {
+  Atom a;
+  a.kind = Atom::Const;
+  a.value = v;
+  a.loc = loc;
+  return a;
+}
+inline Atom globalAtom(Symbol* s, SrcLoc loc = {}) {
+  Atom a;
+  a.kind = Atom::Global;
+  a.sym = s;
+  a.loc = loc;
+  return a;
+}
+
+}  // namespace dlam::anf

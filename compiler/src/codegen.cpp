@@ -1,0 +1,493 @@
+// codegen.cpp — register allocation and bytecode emission from A-normal form.
+//
+// Every ANF variable gets its own register (parameters first, then captured values
+// loaded at entry, then bindings in order); registers of a branch are released when
+// the branch ends. Calls of builtin primitives whose global still holds the builtin
+// become dedicated opcodes; a comparison feeding an `if` becomes one compare-and-
+// jump. A call in tail position becomes TAILCALL (always followed by RETURN, which
+// the interpreter relies on for tail calls of natives). Letrec groups load
+// "undefined" into their registers first and patch closures that captured a
+// variable before it was initialised (SETUPVAL).
+#include "codegen.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "dlam/opcodes.h"
+
+namespace dlam {
+
+using namespace anf;
+
+namespace {
+
+constexpr uint32_t kMaxRegisters = 65535;
+
+struct Target {
+  enum Kind { Tail, Reg } kind;
+  uint32_t reg = 0;
+};
+
+bool isCompare(NativeId id) {
+  return id == NativeId::Lt || id == NativeId::Le || id == NativeId::Gt || id == NativeId::Ge || id == NativeId::NumEq;
+}
+
+class FnCompiler {
+ public:
+  FnCompiler(VM& vm, const std::shared_ptr<Module>& mod, const Lambda* lam, FnCompiler* parent)
+      : vm_(vm), mod_(mod), lam_(lam), parent_(parent) {}
+
+  Proto* compile() {
+    proto_ = vm_.makeProto();
+    proto_->name = lam_->name;
+    proto_->file = lam_->file;
+    proto_->loc = lam_->loc;
+    proto_->nparams = static_cast<uint16_t>(lam_->params.size());
+    proto_->hasRest = lam_->rest != nullptr;
+    proto_->ir = std::shared_ptr<const void>(mod_, lam_);
+    loc_ = lam_->loc;
+    if (lam_->params.size() > 60000) fail("too many parameters");
+    for (Var* p : lam_->params) reg_[p] = allocReg();
+    if (lam_->rest) reg_[lam_->rest] = allocReg();
+    for (size_t i = 0; i < lam_->freeVars.size(); ++i) {
+      Var* v = lam_->freeVars[i];
+      proto_->freeVars.push_back(v->name);
+      uint32_t r = allocReg();
+      reg_[v] = r;
+      emit(instr::make(Op::GETUPVAL, r, static_cast<uint32_t>(i)));
+    }
+    countUses(lam_->body);
+    compileBlock(lam_->body, Target{Target::Tail});
+    proto_->nregs = static_cast<uint16_t>(maxTop_ + 1);
+    return proto_;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& msg) { throw Error(ErrorKind::Syntax, msg, lam_->file, loc_); }
+
+  uint32_t allocReg() {
+    uint32_t r = top_++;
+    if (top_ > kMaxRegisters - 2) fail("function too large: needs more than 65533 registers");
+    if (top_ > maxTop_) maxTop_ = top_;
+    return r;
+  }
+
+  size_t emit(Instr i) {
+    proto_->code.push_back(i);
+    proto_->locs.push_back(loc_);
+    return proto_->code.size() - 1;
+  }
+
+  uint32_t constant(Value v) {
+    auto it = constIndex_.find(v.bits());
+    if (it != constIndex_.end()) return it->second;
+    uint32_t idx = static_cast<uint32_t>(proto_->constants.size());
+    proto_->constants.push_back(v);
+    constIndex_.emplace(v.bits(), idx);
+    return idx;
+  }
+
+  void countUses(const Block* b) {
+    // Iterative over nested branch blocks; nested lambdas count as uses of what they capture.
+    std::vector<const Block*> work{b};
+    while (!work.empty()) {
+      const Block* blk = work.back();
+      work.pop_back();
+      auto use = [&](const Atom& a) {
+        if (a.kind == Atom::Local) ++uses_[a.var];
+      };
+      for (const Bind& bd : blk->binds) {
+        use(bd.atom);
+        for (const Atom& a : bd.args) use(a);
+        if (bd.lambda)
+          for (Var* v : bd.lambda->freeVars) ++uses_[v];
+        if (bd.thenB) work.push_back(bd.thenB);
+        if (bd.elseB) work.push_back(bd.elseB);
+      }
+      use(blk->result);
+    }
+  }
+
+  uint32_t regOf(const Var* v) {
+    auto it = reg_.find(v);
+    if (it == reg_.end()) fail("internal error: variable '" + v->name + "' has no register");
+    return it->second;
+  }
+
+  void loadAtom(const Atom& a, uint32_t r) {
+    switch (a.kind) {
+      case Atom::Local: {
+        uint32_t src = regOf(a.var);
+        if (src != r) emit(instr::make(Op::MOVE, r, src));
+        break;
+      }
+      case Atom::Global: emit(instr::makeBx(Op::GETGLOBAL, r, constant(Value::object(a.sym)))); break;
+      case Atom::Const: emit(instr::makeBx(Op::LOADK, r, constant(a.value))); break;
+    }
+  }
+
+  // The register holding `a`, loading it into a fresh temporary if it is not a local.
+  uint32_t atomReg(const Atom& a) {
+    if (a.kind == Atom::Local) return regOf(a.var);
+    SrcLoc saved = loc_;
+    if (a.loc.known()) loc_ = a.loc;
+    uint32_t r = allocReg();
+    loadAtom(a, r);
+    loc_ = saved;
+    return r;
+  }
+
+  void deliver(const Atom& a, const Target& t) {
+    if (t.kind == Target::Reg) {
+      loadAtom(a, t.reg);
+    } else {
+      uint32_t r = atomReg(a);
+      emit(instr::make(Op::RETURN, r));
+    }
+  }
+
+  NativeId primitiveOf(const Atom& callee) {
+    Value g;
+    if (callee.kind == Atom::Global)
+      g = callee.sym->global;
+    else if (callee.kind == Atom::Const)
+      g = callee.value;
+    else
+      return NativeId::None;
+    if (!isNative(g)) return NativeId::None;
+    auto id = static_cast<NativeId>(asNative(g)->id);
+    if (id == NativeId::None || vm_.builtin(id) != asNative(g)) return NativeId::None;
+    return id;
+  }
+
+  static bool isNumberConst(const Atom& a) { return a.kind == Atom::Const && a.value.isNumber(); }
+
+  // Emits a dedicated opcode for a primitive call into register `dst`; false if none applies.
+  bool emitPrimitive(NativeId id, const std::vector<Atom>& args, uint32_t dst) {
+    size_t n = args.size() - 1;
+    const Atom* x = n >= 1 ? &args[1] : nullptr;
+    const Atom* y = n >= 2 ? &args[2] : nullptr;
+    auto binop = [&](Op rr, Op rk, bool commutative, NativeId cmpId) -> bool {
+      if (n != 2) return false;
+      if (isNumberConst(*y)) {
+        uint32_t k = constant(y->value);
+        if (k > 0xffff) return false;
+        emit(instr::make(rk, dst, atomReg(*x), k));
+        return true;
+      }
+      if (isNumberConst(*x) && commutative) {
+        uint32_t k = constant(x->value);
+        if (k > 0xffff) return false;
+        emit(instr::make(rk, dst, atomReg(*y), k) | instr::kSwapped);
+        return true;
+      }
+      uint32_t a = atomReg(*x), b = atomReg(*y);
+      emit(instr::make(rr, dst, a, b));
+      return true;
+    };
+    switch (id) {
+      case NativeId::Add: return binop(Op::ADD, Op::ADDK, true, NativeId::None);
+      case NativeId::Mul: return binop(Op::MUL, Op::MULK, true, NativeId::None);
+      case NativeId::Sub: return binop(Op::SUB, Op::SUBK, false, NativeId::None);
+      case NativeId::Div: return binop(Op::DIV, Op::DIVK, false, NativeId::None);
+      case NativeId::Lt:
+      case NativeId::Le:
+      case NativeId::Gt:
+      case NativeId::Ge:
+      case NativeId::NumEq: return binop(compareOp(id, false), compareOp(id, true), false, id);
+      case NativeId::Cons:
+        if (n != 2) return false;
+        {
+          uint32_t a = atomReg(*x), b = atomReg(*y);
+          emit(instr::make(Op::CONS, dst, a, b));
+        }
+        return true;
+      case NativeId::EqP:
+        if (n != 2) return false;
+        {
+          uint32_t a = atomReg(*x), b = atomReg(*y);
+          emit(instr::make(Op::EQP, dst, a, b));
+        }
+        return true;
+      case NativeId::Car:
+      case NativeId::Cdr:
+      case NativeId::Not:
+      case NativeId::NullP:
+      case NativeId::PairP: {
+        if (n != 1) return false;
+        Op op = id == NativeId::Car   ? Op::CAR
+                : id == NativeId::Cdr ? Op::CDR
+                : id == NativeId::Not ? Op::NOT
+                : id == NativeId::NullP ? Op::NULLP
+                                        : Op::PAIRP;
+        emit(instr::make(op, dst, atomReg(*x)));
+        return true;
+      }
+      default: return false;
+    }
+  }
+
+  static Op compareOp(NativeId id, bool k) {
+    switch (id) {
+      case NativeId::Lt: return k ? Op::LTK : Op::LT;
+      case NativeId::Le: return k ? Op::LEK : Op::LE;
+      case NativeId::Gt: return k ? Op::GTK : Op::GT;
+      case NativeId::Ge: return k ? Op::GEK : Op::GE;
+      default: return k ? Op::NUMEQK : Op::NUMEQ;
+    }
+  }
+
+  static Op jumpOp(NativeId id, bool k) {
+    switch (id) {
+      case NativeId::Lt: return k ? Op::JNLTK : Op::JNLT;
+      case NativeId::Le: return k ? Op::JNLEK : Op::JNLE;
+      case NativeId::Gt: return k ? Op::JNGTK : Op::JNGT;
+      case NativeId::Ge: return k ? Op::JNGEK : Op::JNGE;
+      default: return k ? Op::JNNUMEQK : Op::JNNUMEQ;
+    }
+  }
+
+  // ---- blocks and bindings ----------------------------------------------------
+
+  void compileBlock(const Block* b, const Target& t) {
+    size_t n = b->binds.size();
+    bool delivered = false;
+    for (size_t i = 0; i < n; ++i) {
+      const Bind& bd = b->binds[i];
+      loc_ = bd.loc;
+      bool last = i + 1 == n && b->result.kind == Atom::Local && b->result.var == bd.dst &&
+                  (bd.kind == Bind::Call || bd.kind == Bind::If);
+      if (bd.kind == Bind::Call && i + 1 < n) {
+        const Bind& next = b->binds[i + 1];
+        NativeId id = primitiveOf(bd.args[0]);
+        if (next.kind == Bind::If && next.atom.kind == Atom::Local && next.atom.var == bd.dst && isCompare(id) && bd.level == 0 &&
+            bd.args.size() == 3 && uses_[bd.dst] == 1) {
+          bool nextLast = i + 2 == n && b->result.kind == Atom::Local && b->result.var == next.dst;
+          compileIf(next, nextLast ? &t : nullptr, &bd, id);
+          if (nextLast) delivered = true;
+          ++i;
+          continue;
+        }
+      }
+      compileBind(bd, last ? &t : nullptr);
+      if (last) delivered = true;
+    }
+    if (!delivered) {
+      loc_ = b->result.loc.known() ? b->result.loc : loc_;
+      deliver(b->result, t);
+    }
+  }
+
+  void initRec(const Var* v) {
+    if (!pendingRec_.erase(v)) return;
+    uint32_t r = regOf(v);
+    for (const auto& gc : groupClosures_)
+      for (size_t j = 0; j < gc.lam->freeVars.size(); ++j)
+        if (gc.lam->freeVars[j] == v) emit(instr::make(Op::SETUPVAL, gc.reg, static_cast<uint32_t>(j), r));
+  }
+
+  uint32_t dstReg(const Bind& bd) {
+    auto it = reg_.find(bd.dst);
+    if (it != reg_.end()) return it->second;  // letrec variable: preallocated
+    uint32_t r = allocReg();
+    reg_[bd.dst] = r;
+    return r;
+  }
+
+  void compileBind(const Bind& bd, const Target* t) {
+    switch (bd.kind) {
+      case Bind::Rec:
+        for (Var* v : bd.recVars) {
+          uint32_t r = allocReg();
+          reg_[v] = r;
+          emit(instr::makeBx(Op::LOADK, r, constant(Value::undefined())));
+          pendingRec_.insert(v);
+        }
+        return;
+      case Bind::DefGlobal: {
+        uint32_t saved = top_;
+        uint32_t r = atomReg(bd.atom);
+        emit(instr::makeBx(Op::SETGLOBAL, r, constant(Value::object(bd.sym))));
+        top_ = saved;
+        return;
+      }
+      case Bind::Copy: {
+        if (!bd.dst->rec && bd.atom.kind == Atom::Local) {
+          reg_[bd.dst] = regOf(bd.atom.var);  // registers are written once: alias
+          return;
+        }
+        uint32_t r = dstReg(bd);
+        loadAtom(bd.atom, r);
+        initRec(bd.dst);
+        return;
+      }
+      case Bind::MakeLambda: {
+        uint32_t r = dstReg(bd);
+        FnCompiler child(vm_, mod_, bd.lambda, this);
+        Proto* p = child.compile();
+        uint32_t idx = static_cast<uint32_t>(proto_->protos.size());
+        proto_->protos.push_back(p);
+        std::vector<uint16_t> caps;
+        bool capturesPending = false;
+        for (Var* v : bd.lambda->freeVars) {
+          caps.push_back(static_cast<uint16_t>(regOf(v)));
+          if (pendingRec_.count(v)) capturesPending = true;
+        }
+        proto_->captures.push_back(std::move(caps));
+        emit(instr::makeBx(Op::CLOSURE, r, idx));
+        if (capturesPending) groupClosures_.push_back({r, bd.lambda});
+        initRec(bd.dst);
+        return;
+      }
+      case Bind::Call: compileCall(bd, t); return;
+      case Bind::If: compileIf(bd, t, nullptr, NativeId::None); return;
+    }
+  }
+
+  void compileCall(const Bind& bd, const Target* t) {
+    if (bd.level > 0) {
+      // A primitive applied under reverse tags (transformed code): call its lifted form.
+      Bind lifted = bd;
+      Value base = bd.args[0].kind == Atom::Const ? bd.args[0].value : bd.args[0].sym->global;
+      lifted.args[0] = constAtom(Value::object(vm_.liftedNative(asNative(base), bd.level)), bd.loc);
+      lifted.level = 0;
+      compileGenericCall(lifted, t);
+      return;
+    }
+    NativeId id = primitiveOf(bd.args[0]);
+    if (id != NativeId::None) {
+      uint32_t saved = top_;
+      bool tail = t && t->kind == Target::Tail;
+      uint32_t dst = t ? (tail ? allocReg() : t->reg) : dstReg(bd);
+      uint32_t tempBase = top_;
+      if (emitPrimitive(id, bd.args, dst)) {
+        top_ = tempBase;
+        if (tail) {
+          emit(instr::make(Op::RETURN, dst));
+          top_ = saved;
+        }
+        return;
+      }
+      // No opcode for this shape: undo the register choice and fall through to a call.
+      top_ = saved;
+      if (!t) reg_.erase(bd.dst);
+    }
+    compileGenericCall(bd, t);
+  }
+
+  void compileGenericCall(const Bind& bd, const Target* t) {
+    uint32_t base = top_;
+    uint32_t nargs = static_cast<uint32_t>(bd.args.size() - 1);
+    for (size_t i = 0; i < bd.args.size(); ++i) allocReg();
+    for (size_t i = 0; i < bd.args.size(); ++i) loadAtom(bd.args[i], base + static_cast<uint32_t>(i));
+    loc_ = bd.loc;
+    if (t && t->kind == Target::Tail) {
+      emit(instr::make(Op::TAILCALL, base, nargs));
+      emit(instr::make(Op::RETURN, base));
+      top_ = base;
+      return;
+    }
+    emit(instr::make(Op::CALL, base, nargs));
+    if (t) {
+      if (t->reg != base) emit(instr::make(Op::MOVE, t->reg, base));
+      top_ = base;
+    } else {
+      reg_[bd.dst] = base;
+      top_ = base + 1;
+    }
+  }
+
+  struct Checkpoint {
+    size_t code, protos, closures;
+    uint32_t top;
+  };
+
+  // Compiles an `if` binding. With `cmp`, the condition is that comparison call,
+  // fused into one compare-and-jump (falling back to a plain test if the jump
+  // offset does not fit in 16 bits).
+  void compileIf(const Bind& bd, const Target* t, const Bind* cmp, NativeId cmpId) {
+    Target target = t ? *t : Target{Target::Reg, dstReg(bd)};
+    Checkpoint cp{proto_->code.size(), proto_->protos.size(), groupClosures_.size(), top_};
+    size_t jumpElse;
+    bool fused = false;
+    if (cmp) {
+      loc_ = cmp->loc;
+      const Atom& x = cmp->args[1];
+      const Atom& y = cmp->args[2];
+      uint32_t saved = top_;
+      if (isNumberConst(y) && constant(y.value) <= 0xffff) {
+        jumpElse = emit(instr::make(jumpOp(cmpId, true), atomReg(x), constant(y.value)));
+      } else {
+        uint32_t a = atomReg(x), b = atomReg(y);
+        jumpElse = emit(instr::make(jumpOp(cmpId, false), a, b));
+      }
+      top_ = saved;
+      fused = true;
+    } else {
+      uint32_t saved = top_;
+      jumpElse = emit(instr::makeBx(Op::JMPIFNOT, atomReg(bd.atom), 0));
+      top_ = saved;
+    }
+    loc_ = bd.loc;
+    uint32_t branchTop = top_;
+    compileBlock(bd.thenB, target);
+    top_ = branchTop;
+    size_t jumpEnd = 0;
+    bool needEnd = target.kind != Target::Tail;
+    if (needEnd) jumpEnd = emit(instr::makeBx(Op::JMP, 0, 0));
+    int64_t elseOff = static_cast<int64_t>(proto_->code.size()) - static_cast<int64_t>(jumpElse) - 1;
+    if (fused) {
+      if (elseOff > 32767) {
+        // Too far for a 16-bit offset: redo this `if` without fusion.
+        proto_->code.resize(cp.code);
+        proto_->locs.resize(cp.code);
+        proto_->protos.resize(cp.protos);
+        proto_->captures.resize(cp.protos);
+        groupClosures_.resize(cp.closures);
+        top_ = cp.top;
+        Var* cond = cmp->dst;
+        compileBind(*cmp, nullptr);
+        (void)cond;
+        compileIf(bd, t, nullptr, NativeId::None);
+        return;
+      }
+      proto_->code[jumpElse] = instr::withSC(proto_->code[jumpElse], static_cast<int32_t>(elseOff));
+    } else {
+      proto_->code[jumpElse] = instr::withSBx(proto_->code[jumpElse], static_cast<int32_t>(elseOff));
+    }
+    compileBlock(bd.elseB, target);
+    top_ = branchTop;
+    if (needEnd) {
+      int64_t endOff = static_cast<int64_t>(proto_->code.size()) - static_cast<int64_t>(jumpEnd) - 1;
+      proto_->code[jumpEnd] = instr::withSBx(proto_->code[jumpEnd], static_cast<int32_t>(endOff));
+    }
+  }
+
+  struct GroupClosure {
+    uint32_t reg;
+    const Lambda* lam;
+  };
+
+  VM& vm_;
+  std::shared_ptr<Module> mod_;
+  const Lambda* lam_;
+  FnCompiler* parent_;
+  Proto* proto_ = nullptr;
+  std::unordered_map<const Var*, uint32_t> reg_;
+  std::unordered_map<const Var*, int> uses_;
+  std::unordered_map<uint64_t, uint32_t> constIndex_;
+  std::unordered_set<const Var*> pendingRec_;
+  std::vector<GroupClosure> groupClosures_;
+  uint32_t top_ = 0;
+  uint32_t maxTop_ = 0;
+  SrcLoc loc_;
+};
+
+}  // namespace
+
+Proto* compileLambda(VM& vm, const std::shared_ptr<Module>& mod, const Lambda* lam) {
+  FnCompiler c(vm, mod, lam, nullptr);
+  return c.compile();
+}
+
+}  // namespace dlam

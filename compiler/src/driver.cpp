@@ -1,0 +1,104 @@
+// driver.cpp — evalSource / evalFile / compileSource: read, expand, compile and run
+// top-level forms one at a time, splicing top-level `begin` and `include`.
+#include <fstream>
+#include <sstream>
+
+#include "codegen.h"
+#include "dlam/compiler.h"
+#include "dlam/syntax.h"
+#include "expand.h"
+
+namespace dlam {
+
+namespace {
+
+std::string dirOf(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+class Toplevel {
+ public:
+  Toplevel(VM& vm, const std::function<void(Value)>* onValue, bool run)
+      : vm_(vm), onValue_(onValue), run_(run), last_(vm, Value::voidValue()) {}
+
+  void source(std::string_view text, const std::string& file) {
+    auto forms = readAll(arena_, text, file);
+    ExpandOptions opts{file, dirOf(file), !vm_.config().sandbox};
+    for (Sx* f : forms) form(f, opts);
+  }
+
+  Value last() const { return last_.get(); }
+  std::vector<Proto*> protos;
+
+ private:
+  static bool isForm(const Sx* x, const char* kw) {
+    return x->kind == Sx::List && !x->items.empty() && x->items[0]->isSymbol(kw);
+  }
+
+  void form(Sx* f, const ExpandOptions& opts) {
+    if (isForm(f, "begin")) {
+      for (size_t i = 1; i < f->items.size(); ++i) form(f->items[i], opts);
+      return;
+    }
+    if (isForm(f, "include")) {
+      if (!opts.allowInclude) throw Error(ErrorKind::Syntax, "include: not allowed in the sandbox", opts.file, f->loc);
+      if (f->items.size() != 2 || f->items[1]->kind != Sx::String)
+        throw Error(ErrorKind::Syntax, "include: expected (include \"file\")", opts.file, f->loc);
+      if (++includeDepth_ > 64)
+        throw Error(ErrorKind::Syntax, "include: nested too deeply (an include cycle?)", opts.file, f->loc);
+      std::string path = f->items[1]->text;
+      if (!path.empty() && path[0] != '/') path = opts.baseDir + "/" + path;
+      std::string text = readIncludeFile(path, opts.file, f->loc);
+      source(text, path);
+      --includeDepth_;
+      return;
+    }
+    auto mod = std::make_shared<anf::Module>();
+    anf::Lambda* lam = expandToplevel(vm_, *mod, f, arena_, opts);
+    Proto* proto = compileLambda(vm_, mod, lam);
+    if (!run_) {
+      protos.push_back(proto);
+      protoRoots_.push_back(std::make_unique<VM::Root>(vm_, Value::object(proto)));
+      return;
+    }
+    vm_.currentFile = opts.file;
+    Value v = vm_.runToplevel(proto);
+    last_.set(v);
+    if (!v.isVoid() && onValue_ && *onValue_) (*onValue_)(v);
+  }
+
+  VM& vm_;
+  const std::function<void(Value)>* onValue_;
+  bool run_;
+  SxArena arena_;
+  VM::Root last_;
+  std::vector<std::unique_ptr<VM::Root>> protoRoots_;
+  int includeDepth_ = 0;
+};
+
+}  // namespace
+
+Value evalSource(VM& vm, std::string_view source, const std::string& file, const std::function<void(Value)>& onValue) {
+  Toplevel t(vm, &onValue, true);
+  t.source(source, file);
+  return t.last();
+}
+
+Value evalFile(VM& vm, const std::string& path, const std::function<void(Value)>& onValue) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorKind::Syntax, "cannot open '" + path + "'", path, {});
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return evalSource(vm, ss.str(), path, onValue);
+}
+
+std::vector<Proto*> compileSource(VM& vm, std::string_view source, const std::string& file) {
+  Toplevel t(vm, nullptr, false);
+  t.source(source, file);
+  return t.protos;
+}
+
+}  // namespace dlam

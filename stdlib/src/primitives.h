@@ -1,0 +1,38 @@
+// primitives.h — private helpers shared by the primitive families
+// (primitives_math.cpp, primitives_lists.cpp, primitives_io.cpp).
+//
+// Argument indices passed to VM::typeError are 0-based positions in `args`;
+// typeError prints them 1-based ("car: expected pair as argument 1, got 5").
+#pragma once
+#include "dlam/builtins.h"
+#include "dlam/vm.h"
+
+namespace dlam::prim {
+
+// An attached derivative is invisible outside *j, so primitives look through it.
+inline Value unwrap(Value v) {
+  while (isObj(v, ObjType::Attached)) v = static_cast<Attached*>(v.asObject())->primal;
+  return v;
+}
+
+// The slow path of num(): attached values, the symbolic zero, and the errors.
+double numSlow(VM& vm, const char* who, const Value* args, int i);
+
+// The number in args[i], or an error naming `who`. A reverse-tagged value gets its
+// own message: reaching an untransformed primitive means a derivative level was mixed up.
+inline double num(VM& vm, const char* who, const Value* args, int i) {
+  if (args[i].isNumber()) [[likely]] return args[i].asNumber();
+  return numSlow(vm, who, args, i);
+}
+
+// libm may hand back any NaN; only canonical ones may enter a Value.
+inline Value numberResult(double d) { return Value::numberChecked(d); }
+
+inline uint16_t idOf(NativeId id) { return static_cast<uint16_t>(id); }
+
+void openMathPrimitives(VM& vm);
+void openListPrimitives(VM& vm);
+void openIoPrimitives(VM& vm);
+void openAdPrimitives(VM& vm);
+
+}  // namespace dlam::prim

@@ -1,0 +1,143 @@
+// primitives_ad.cpp — the differentiation primitives: *j, *j-inverse, zero, plus,
+// free-variables, and the %-helpers that transformed code and the prelude use
+// (symbolic-zero-aware car/cdr, sign and step for derivative rules, materialising
+// symbolic zeros into the shape of a value).
+#include <vector>
+
+#include "dlam/compiler.h"
+#include "primitives.h"
+
+namespace dlam::prim {
+
+namespace {
+
+Value starJ(VM& vm, Value* a, int) { return vm.starJ(a[0]); }
+Value starJInverse(VM& vm, Value* a, int) { return vm.starJInverse(a[0]); }
+Value zero(VM& vm, Value* a, int) { return vm.zeroOf(a[0]); }
+Value plus(VM& vm, Value* a, int) { return vm.plus(a[0], a[1]); }
+
+Value szeroP(VM&, Value* a, int) { return Value::boolean(a[0].isZero()); }
+
+// car and cdr of a sensitivity, where the symbolic zero stands for a pair of zeros.
+Value scar(VM& vm, Value* a, int) {
+  if (a[0].isZero()) return a[0];
+  if (!isPair(a[0])) vm.typeError("%scar", 0, "pair sensitivity", a[0]);
+  return asPair(a[0])->car;
+}
+Value scdr(VM& vm, Value* a, int) {
+  if (a[0].isZero()) return a[0];
+  if (!isPair(a[0])) vm.typeError("%scdr", 0, "pair sensitivity", a[0]);
+  return asPair(a[0])->cdr;
+}
+
+// Strips reverse tags (for indices, which are not differentiable).
+Value strip(VM&, Value* a, int) {
+  Value v = a[0];
+  while (isObj(v, ObjType::Rev)) v = static_cast<Rev*>(v.asObject())->primal;
+  return v;
+}
+
+// (%sign x): -1, 0 or 1 — the derivative of abs.
+Value sign(VM& vm, Value* a, int) {
+  double x = num(vm, "%sign", a, 0);
+  return Value::number(x > 0 ? 1 : x < 0 ? -1 : 0);
+}
+
+// (%step a b): 1 if a >= b else 0 — which argument max selected.
+Value step(VM& vm, Value* a, int) {
+  return Value::number(num(vm, "%step", a, 0) >= num(vm, "%step", a, 1) ? 1 : 0);
+}
+
+Value freeVariables(VM& vm, Value* a, int) {
+  Value f = unwrap(a[0]);
+  if (isNative(f)) return Value::nil();
+  if (!isClosure(f)) vm.typeError("free-variables", 0, "procedure", a[0]);
+  const auto& names = asClosure(f)->proto->freeVars;
+  std::vector<Value> syms;
+  for (const auto& n : names) syms.push_back(vm.symbol(n));
+  return vm.list(syms.data(), syms.size());
+}
+
+// (%materialize sens value): sens with every symbolic zero replaced by a zero of the
+// shape of the corresponding part of value (numbers 0, pairs part by part, closures
+// the list of their captured values' zeros, everything else ()). Iterative.
+Value materialize(VM& vm, Value* a, int) {
+  struct Item {
+    Value s, v;
+    int kind;  // 0: visit, 1: build pair
+  };
+  std::vector<Item> work{{a[0], a[1], 0}};
+  std::vector<Value> results;
+  while (!work.empty()) {
+    Item it = work.back();
+    work.pop_back();
+    if (it.kind == 1) {
+      Value cdr = results.back();
+      results.pop_back();
+      Value car = results.back();
+      results.pop_back();
+      results.push_back(vm.cons(car, cdr));
+      continue;
+    }
+    Value s = it.s, v = unwrap(it.v);
+    // A zero for a reverse-tagged number carries the same tags, so that
+    // (%materialize (*j s) (*j v)) is (*j (%materialize s v)).
+    int tags = 0;
+    while (isObj(v, ObjType::Rev)) {
+      v = static_cast<Rev*>(v.asObject())->primal;
+      ++tags;
+    }
+    if (!s.isZero()) {
+      if (isPair(s) && isPair(v)) {
+        work.push_back({s, v, 1});
+        work.push_back({asPair(s)->cdr, asPair(v)->cdr, 0});
+        work.push_back({asPair(s)->car, asPair(v)->car, 0});
+      } else if (isPair(s) && isClosure(v)) {
+        // A closure's sensitivity: one entry per captured value.
+        Closure* c = asClosure(v);
+        vm.forceClosure(c);
+        Value caps = vm.list(c->upvals, c->count());
+        work.push_back({s, caps, 0});
+      } else {
+        results.push_back(s);
+      }
+      continue;
+    }
+    if (v.isNumber()) {
+      Value z = Value::number(0);
+      for (int i = 0; i < tags; ++i) z = Value::object(vm.makeRev(z));
+      results.push_back(z);
+    } else if (isPair(v)) {
+      work.push_back({s, v, 1});
+      work.push_back({s, asPair(v)->cdr, 0});
+      work.push_back({s, asPair(v)->car, 0});
+    } else if (isClosure(v)) {
+      Closure* c = asClosure(v);
+      vm.forceClosure(c);
+      work.push_back({s, vm.list(c->upvals, c->count()), 0});
+    } else {
+      results.push_back(Value::nil());
+    }
+  }
+  return results.back();
+}
+
+}  // namespace
+
+void openAdPrimitives(VM& vm) {
+  vm.defineNative("*j", starJ, 1, 1, idOf(NativeId::StarJ));
+  vm.defineNative("*j-inverse", starJInverse, 1, 1, idOf(NativeId::StarJInverse));
+  vm.defineNative("zero", zero, 1, 1, idOf(NativeId::Zero));
+  vm.defineNative("plus", plus, 2, 2, idOf(NativeId::Plus));
+  vm.defineNative("%zero?", szeroP, 1, 1, idOf(NativeId::SZeroP));
+  vm.defineNative("%scar", scar, 1, 1, idOf(NativeId::SCar));
+  vm.defineNative("%scdr", scdr, 1, 1, idOf(NativeId::SCdr));
+  vm.defineNative("%sign", sign, 1, 1, idOf(NativeId::Sign));
+  vm.defineNative("%step", step, 2, 2, idOf(NativeId::Step));
+  vm.defineNative("%strip", strip, 1, 1);
+  vm.defineNative("%materialize", materialize, 2, 2, idOf(NativeId::Materialize));
+  vm.defineNative("free-variables", freeVariables, 1, 1);
+  installTransform(vm);
+}
+
+}  // namespace dlam::prim

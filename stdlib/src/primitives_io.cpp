@@ -1,0 +1,86 @@
+// primitives_io.cpp — output, errors and introspection: display, write, newline,
+// print, error, assert, disasm, gc-stats.
+//
+// All output goes through vm.output so embedders and tests can capture it.
+// There is deliberately no collect-garbage: natives are not safe points, and a
+// collection here could free values the interpreter still holds only in C++.
+#include <string>
+
+#include "primitives.h"
+
+namespace dlam::prim {
+
+namespace {
+
+void emit(VM& vm, const std::string& s) {
+  // `for-each` in the prelude returns void via (display ""): keep that silent.
+  if (!s.empty()) vm.output(s);
+}
+
+Value display(VM& vm, Value* a, int) {
+  emit(vm, vm.show(a[0], false));
+  return Value::voidValue();
+}
+
+Value write(VM& vm, Value* a, int) {
+  emit(vm, vm.show(a[0], true));
+  return Value::voidValue();
+}
+
+Value newline(VM& vm, Value*, int) {
+  vm.output("\n");
+  return Value::voidValue();
+}
+
+Value print(VM& vm, Value* a, int) {
+  vm.output(vm.show(a[0], false) + "\n");
+  return Value::voidValue();
+}
+
+// A message argument: a string's text, or any other value written.
+std::string messageText(VM& vm, Value v) {
+  Value u = unwrap(v);
+  return isString(u) ? std::string(asString(u)->view()) : vm.show(v, true);
+}
+
+// (error "message" irritant...): the message, then the irritants written, space-separated.
+Value error(VM& vm, Value* a, int n) {
+  std::string msg = messageText(vm, a[0]);
+  for (int i = 1; i < n; ++i) msg += " " + vm.show(a[i], true);
+  vm.runtimeError(msg);
+}
+
+Value assertion(VM& vm, Value* a, int n) {
+  if (unwrap(a[0]).isTruthy()) return Value::voidValue();
+  vm.runtimeError(n == 2 ? "assertion failed: " + messageText(vm, a[1]) : std::string("assertion failed"));
+}
+
+Value disasm(VM& vm, Value* a, int) {
+  Value f = unwrap(a[0]);
+  if (!isClosure(f)) vm.typeError("disasm", 0, "compiled procedure", a[0]);
+  emit(vm, vm.disassemble(asClosure(f)->proto));
+  return Value::voidValue();
+}
+
+// (gc-stats) → (live-objects live-bytes collections)
+Value gcStats(VM& vm, Value*, int) {
+  GcStats s = vm.gcStats();
+  Value xs[] = {Value::number(static_cast<double>(s.liveObjects)), Value::number(static_cast<double>(s.liveBytes)),
+                Value::number(static_cast<double>(s.collections))};
+  return vm.list(xs, 3);
+}
+
+}  // namespace
+
+void openIoPrimitives(VM& vm) {
+  vm.defineNative("display", display, 1, 1, idOf(NativeId::Display));
+  vm.defineNative("write", write, 1, 1, idOf(NativeId::Write));
+  vm.defineNative("newline", newline, 0, 0, idOf(NativeId::Newline));
+  vm.defineNative("print", print, 1, 1, idOf(NativeId::Print));
+  vm.defineNative("error", error, 1, -1, idOf(NativeId::Error));
+  vm.defineNative("assert", assertion, 1, 2, idOf(NativeId::Assert));
+  vm.defineNative("disasm", disasm, 1, 1);
+  vm.defineNative("gc-stats", gcStats, 0, 0);
+}
+
+}  // namespace dlam::prim

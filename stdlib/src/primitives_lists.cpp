@@ -1,0 +1,275 @@
+// primitives_lists.cpp — the data primitives of SPEC §2: pairs and lists, type
+// predicates, eq?/equal?, strings and iota.
+//
+// Everything that walks a list or a structure loops (equal? with an explicit
+// stack): lists of a million elements and deeply nested data must not grow the
+// C++ stack. Natives run between safe points, so Values held in C++ locals and
+// vectors here are never collected under our feet.
+#include <charconv>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "primitives.h"
+
+namespace dlam::prim {
+
+namespace {
+
+// ---- pairs -------------------------------------------------------------------
+
+Value cons(VM& vm, Value* a, int) { return vm.cons(a[0], a[1]); }
+
+// car, cdr and their compositions, table-driven. `path` is read right to left, as
+// the name is: "ad" for cadr means take the cdr, then the car.
+struct Accessor {
+  const char* name;
+  NativeId id;
+  const char* path;
+  const char* expected;  // what argument 1 must be, for the error message
+};
+
+constexpr Accessor kAccessors[] = {
+    {"car", NativeId::Car, "a", "pair"},
+    {"cdr", NativeId::Cdr, "d", "pair"},
+    {"caar", NativeId::Caar, "aa", "pair whose car is a pair"},
+    {"cadr", NativeId::Cadr, "ad", "list of at least 2 elements"},
+    {"cdar", NativeId::Cdar, "da", "pair whose car is a pair"},
+    {"cddr", NativeId::Cddr, "dd", "pair whose cdr is a pair"},
+    {"caddr", NativeId::Caddr, "add", "list of at least 3 elements"},
+    {"cdddr", NativeId::Cdddr, "ddd", "pair whose cddr is a pair"},
+};
+
+template <size_t I>
+Value access(VM& vm, Value* a, int) {
+  const Accessor& acc = kAccessors[I];
+  Value v = unwrap(a[0]);
+  if (!isPair(v)) vm.typeError(acc.name, 0, "pair", a[0]);
+  for (const char* p = acc.path + std::char_traits<char>::length(acc.path); p != acc.path;) {
+    v = unwrap(v);
+    if (!isPair(v)) vm.typeError(acc.name, 0, acc.expected, a[0]);
+    v = *--p == 'a' ? asPair(v)->car : asPair(v)->cdr;
+  }
+  return v;
+}
+
+template <size_t... I>
+void defineAccessors(VM& vm, std::index_sequence<I...>) {
+  (vm.defineNative(kAccessors[I].name, &access<I>, 1, 1, idOf(kAccessors[I].id)), ...);
+}
+
+// ---- lists -------------------------------------------------------------------
+
+// Appends the elements of the proper list a[i] to `out`, or raises a type error.
+void collectList(VM& vm, const char* who, Value* a, int i, std::vector<Value>& out) {
+  Value l = unwrap(a[i]);
+  while (isPair(l)) {
+    out.push_back(asPair(l)->car);
+    l = unwrap(asPair(l)->cdr);
+  }
+  if (!l.isNil()) vm.typeError(who, i, "list", a[i]);
+}
+
+// Length of the proper list a[i], or a type error.
+size_t listLength(VM& vm, const char* who, Value* a, int i) {
+  size_t n = 0;
+  Value l = unwrap(a[i]);
+  for (; isPair(l); l = unwrap(asPair(l)->cdr)) ++n;
+  if (!l.isNil()) vm.typeError(who, i, "list", a[i]);
+  return n;
+}
+
+Value list(VM& vm, Value* a, int n) { return vm.list(a, static_cast<size_t>(n)); }
+
+Value length(VM& vm, Value* a, int) { return Value::number(static_cast<double>(listLength(vm, "length", a, 0))); }
+
+// Copies every list but the last, which is shared (and may be any value).
+Value append(VM& vm, Value* a, int n) {
+  if (n == 0) return Value::nil();
+  std::vector<Value> items;
+  for (int i = 0; i < n - 1; ++i) collectList(vm, "append", a, i, items);
+  Value result = a[n - 1];
+  for (size_t i = items.size(); i > 0; --i) result = vm.cons(items[i - 1], result);
+  return result;
+}
+
+Value reverse(VM& vm, Value* a, int) {
+  Value result = Value::nil();
+  Value l = unwrap(a[0]);
+  for (; isPair(l); l = unwrap(asPair(l)->cdr)) result = vm.cons(asPair(l)->car, result);
+  if (!l.isNil()) vm.typeError("reverse", 0, "list", a[0]);
+  return result;
+}
+
+// A list index: a non-negative integer.
+size_t indexArg(VM& vm, const char* who, Value* a, int i) {
+  // Indices are not differentiable: in transformed code they arrive reverse-tagged.
+  Value v = a[i];
+  while (isObj(v, ObjType::Rev)) v = static_cast<Rev*>(v.asObject())->primal;
+  if (!v.isNumber()) vm.typeError(who, i, "number", a[i]);
+  double k = v.asNumber();
+  if (!(k >= 0) || k != std::trunc(k) || k > 9007199254740992.0)
+    vm.typeError(who, i, "non-negative integer", a[i]);
+  return static_cast<size_t>(k);
+}
+
+[[noreturn]] void indexRangeError(VM& vm, const char* who, size_t k, size_t len) {
+  vm.runtimeError(std::string(who) + ": index " + std::to_string(k) + " out of range for a list of length " +
+                  std::to_string(len));
+}
+
+// The k-th tail of a[0]; `needPair` asks for a pair there (list-ref), otherwise
+// any tail will do (list-tail, whose result may be '() or an improper end).
+Value tailAt(VM& vm, const char* who, Value* a, bool needPair) {
+  size_t k = indexArg(vm, who, a, 1);
+  Value l = unwrap(a[0]);
+  size_t i = 0;
+  for (; i < k && isPair(l); ++i) l = unwrap(asPair(l)->cdr);
+  if (i == k && (isPair(l) || !needPair)) return l;
+  size_t len = listLength(vm, who, a, 0);  // a type error if a[0] is not a list at all
+  indexRangeError(vm, who, k, len);
+}
+
+Value listRef(VM& vm, Value* a, int) { return asPair(tailAt(vm, "list-ref", a, true))->car; }
+Value listTail(VM& vm, Value* a, int) { return tailAt(vm, "list-tail", a, false); }
+
+// ---- predicates --------------------------------------------------------------
+
+Value nullP(VM&, Value* a, int) { return Value::boolean(unwrap(a[0]).isNil()); }
+Value pairP(VM&, Value* a, int) { return Value::boolean(isPair(unwrap(a[0]))); }
+Value numberP(VM&, Value* a, int) {
+  Value v = unwrap(a[0]);
+  return Value::boolean(v.isNumber() || v.isZero() || isObj(v, ObjType::Rev));
+}
+Value booleanP(VM&, Value* a, int) { return Value::boolean(unwrap(a[0]).isBool()); }
+Value procedureP(VM&, Value* a, int) { return Value::boolean(isProcedure(unwrap(a[0]))); }
+Value stringP(VM&, Value* a, int) { return Value::boolean(isString(unwrap(a[0]))); }
+Value symbolP(VM&, Value* a, int) { return Value::boolean(isSymbol(unwrap(a[0]))); }
+Value notP(VM&, Value* a, int) { return Value::boolean(unwrap(a[0]).isFalse()); }
+
+// ---- eq? and equal? -----------------------------------------------------------
+
+bool isNumeric(Value v) { return v.isNumber() || v.isZero(); }
+double numericValue(Value v) { return v.isNumber() ? v.asNumber() : 0.0; }
+
+// Identity, except that numbers compare by value and reverse-tagged values by
+// their primals (a tag is not an identity of its own). Loops through nested tags.
+bool eqValues(Value x, Value y) {
+  for (;;) {
+    x = unwrap(x);
+    y = unwrap(y);
+    if (x == y) return true;
+    if (isNumeric(x) && isNumeric(y)) return numericValue(x) == numericValue(y);
+    if (isObj(x, ObjType::Rev) && isObj(y, ObjType::Rev)) {
+      x = static_cast<Rev*>(x.asObject())->primal;
+      y = static_cast<Rev*>(y.asObject())->primal;
+      continue;
+    }
+    return false;
+  }
+}
+
+bool equalValues(Value x0, Value y0) {
+  std::vector<std::pair<Value, Value>> todo{{x0, y0}};
+  while (!todo.empty()) {
+    auto [x, y] = todo.back();
+    todo.pop_back();
+    x = unwrap(x);
+    y = unwrap(y);
+    if (isPair(x) && isPair(y)) {
+      if (x == y) continue;
+      todo.push_back({asPair(x)->cdr, asPair(y)->cdr});
+      todo.push_back({asPair(x)->car, asPair(y)->car});
+    } else if (isString(x) && isString(y)) {
+      if (asString(x)->view() != asString(y)->view()) return false;
+    } else if (isObj(x, ObjType::Vector) && isObj(y, ObjType::Vector)) {
+      auto* vx = static_cast<Vector*>(x.asObject());
+      auto* vy = static_cast<Vector*>(y.asObject());
+      if (vx->aux != vy->aux) return false;
+      for (uint32_t i = 0; i < vx->aux; ++i)
+        if (!(vx->items[i] == vy->items[i])) return false;
+    } else if (isObj(x, ObjType::Rev) && isObj(y, ObjType::Rev)) {
+      todo.push_back({static_cast<Rev*>(x.asObject())->primal, static_cast<Rev*>(y.asObject())->primal});
+    } else if (!eqValues(x, y)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Value eqP(VM&, Value* a, int) { return Value::boolean(eqValues(a[0], a[1])); }
+Value equalP(VM&, Value* a, int) { return Value::boolean(equalValues(a[0], a[1])); }
+
+// ---- strings -----------------------------------------------------------------
+
+// Integers in radix 2..36; anything else only in radix 10.
+Value numberToString(VM& vm, Value* a, int n) {
+  double x = num(vm, "number->string", a, 0);
+  int radix = 10;
+  if (n == 2) {
+    double r = num(vm, "number->string", a, 1);
+    if (r != std::trunc(r) || r < 2 || r > 36) vm.typeError("number->string", 1, "radix between 2 and 36", a[1]);
+    radix = static_cast<int>(r);
+  }
+  if (radix == 10) return vm.makeString(vm.show(Value::numberChecked(x), false));
+  if (x != std::trunc(x) || std::fabs(x) >= 9.2e18)
+    vm.runtimeError("number->string: only integers can be written in radix " + std::to_string(radix) + ", got " +
+                    vm.show(Value::numberChecked(x)));
+  char buf[80];
+  auto r = std::to_chars(buf, buf + sizeof buf, static_cast<long long>(x), radix);
+  return vm.makeString(std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
+}
+
+Value stringAppend(VM& vm, Value* a, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) {
+    Value v = unwrap(a[i]);
+    if (!isString(v)) vm.typeError("string-append", i, "string", a[i]);
+    s += asString(v)->view();
+  }
+  return vm.makeString(s);
+}
+
+// ---- iota --------------------------------------------------------------------
+
+// (iota count [start [step]]): element i is start + i*step (no accumulated rounding).
+Value iota(VM& vm, Value* a, int n) {
+  double count = num(vm, "iota", a, 0);
+  if (!(count >= 0) || count != std::trunc(count) || count > 4294967295.0)
+    vm.typeError("iota", 0, "non-negative integer", a[0]);
+  double start = n >= 2 ? num(vm, "iota", a, 1) : 0;
+  double step = n >= 3 ? num(vm, "iota", a, 2) : 1;
+  Value result = Value::nil();
+  for (size_t i = static_cast<size_t>(count); i > 0; --i)
+    result = vm.cons(numberResult(start + static_cast<double>(i - 1) * step), result);
+  return result;
+}
+
+}  // namespace
+
+void openListPrimitives(VM& vm) {
+  vm.defineNative("cons", cons, 2, 2, idOf(NativeId::Cons));
+  defineAccessors(vm, std::make_index_sequence<std::size(kAccessors)>());
+  vm.defineNative("list", list, 0, -1, idOf(NativeId::List));
+  vm.defineNative("length", length, 1, 1, idOf(NativeId::Length));
+  vm.defineNative("append", append, 0, -1, idOf(NativeId::Append));
+  vm.defineNative("reverse", reverse, 1, 1, idOf(NativeId::Reverse));
+  vm.defineNative("list-ref", listRef, 2, 2, idOf(NativeId::ListRef));
+  vm.defineNative("list-tail", listTail, 2, 2, idOf(NativeId::ListTail));
+  vm.defineNative("null?", nullP, 1, 1, idOf(NativeId::NullP));
+  vm.defineNative("pair?", pairP, 1, 1, idOf(NativeId::PairP));
+  vm.defineNative("number?", numberP, 1, 1, idOf(NativeId::NumberP));
+  vm.defineNative("boolean?", booleanP, 1, 1, idOf(NativeId::BooleanP));
+  vm.defineNative("procedure?", procedureP, 1, 1, idOf(NativeId::ProcedureP));
+  vm.defineNative("string?", stringP, 1, 1, idOf(NativeId::StringP));
+  vm.defineNative("symbol?", symbolP, 1, 1, idOf(NativeId::SymbolP));
+  vm.defineNative("not", notP, 1, 1, idOf(NativeId::Not));
+  vm.defineNative("eq?", eqP, 2, 2, idOf(NativeId::EqP));
+  vm.defineNative("equal?", equalP, 2, 2, idOf(NativeId::EqualP));
+  vm.defineNative("number->string", numberToString, 1, 2, idOf(NativeId::NumberToString));
+  vm.defineNative("string-append", stringAppend, 0, -1, idOf(NativeId::StringAppend));
+  vm.defineNative("iota", iota, 1, 3, idOf(NativeId::Iota));
+}
+
+}  // namespace dlam::prim

@@ -1,0 +1,184 @@
+// primitives_math.cpp — the numeric primitives of SPEC §2: arithmetic, libm
+// functions, rounding, comparisons and numeric predicates.
+//
+// These natives are what first-class uses of `+`, `sin`, ... call (codegen
+// emits dedicated opcodes for direct calls). All numbers are IEEE doubles, so
+// division by zero and domain errors give infinities and NaNs, not errors.
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "primitives.h"
+
+namespace dlam::prim {
+
+double numSlow(VM& vm, const char* who, const Value* args, int i) {
+  Value v = unwrap(args[i]);
+  if (v.isNumber()) return v.asNumber();
+  if (v.isZero()) return 0.0;  // the symbolic zero sensitivity is the number 0 here
+  if (isObj(v, ObjType::Rev))
+    vm.runtimeError(std::string(who) + ": got a reverse-tagged value (a derivative level was mixed up)");
+  vm.typeError(who, i, "number", args[i]);
+}
+
+namespace {
+
+// ---- arithmetic ------------------------------------------------------------
+
+Value add(VM& vm, Value* a, int n) {
+  double s = 0;
+  for (int i = 0; i < n; ++i) s += num(vm, "+", a, i);
+  return numberResult(s);
+}
+
+Value sub(VM& vm, Value* a, int n) {
+  double d = num(vm, "-", a, 0);
+  if (n == 1) return numberResult(-d);
+  for (int i = 1; i < n; ++i) d -= num(vm, "-", a, i);
+  return numberResult(d);
+}
+
+Value mul(VM& vm, Value* a, int n) {
+  double p = 1;
+  for (int i = 0; i < n; ++i) p *= num(vm, "*", a, i);
+  return numberResult(p);
+}
+
+Value div(VM& vm, Value* a, int n) {
+  double q = num(vm, "/", a, 0);
+  if (n == 1) return numberResult(1 / q);
+  for (int i = 1; i < n; ++i) q /= num(vm, "/", a, i);
+  return numberResult(q);
+}
+
+Value expt(VM& vm, Value* a, int) { return numberResult(std::pow(num(vm, "expt", a, 0), num(vm, "expt", a, 1))); }
+
+Value log(VM& vm, Value* a, int n) {
+  double x = std::log(num(vm, "log", a, 0));
+  if (n == 2) x /= std::log(num(vm, "log", a, 1));
+  return numberResult(x);
+}
+
+Value atan(VM& vm, Value* a, int n) {
+  if (n == 2) return numberResult(std::atan2(num(vm, "atan", a, 0), num(vm, "atan", a, 1)));
+  return numberResult(std::atan(num(vm, "atan", a, 0)));
+}
+
+// min/max propagate NaN (an unordered argument makes the answer unknown).
+template <bool kMax>
+Value extremum(VM& vm, Value* a, int n) {
+  const char* who = kMax ? "max" : "min";
+  double m = num(vm, who, a, 0);
+  for (int i = 1; i < n; ++i) {
+    double x = num(vm, who, a, i);
+    if (std::isnan(x) || (kMax ? x > m : x < m)) m = x;
+    if (std::isnan(m)) {
+      for (int j = i + 1; j < n; ++j) num(vm, who, a, j);  // still type-check the rest
+      break;
+    }
+  }
+  return numberResult(m);
+}
+
+// ---- one-argument functions, table-driven ----------------------------------
+
+struct UnaryFn {
+  const char* name;
+  NativeId id;
+  double (*fn)(double);
+};
+
+constexpr UnaryFn kUnary[] = {
+    {"sqrt", NativeId::Sqrt, [](double x) { return std::sqrt(x); }},
+    {"exp", NativeId::Exp, [](double x) { return std::exp(x); }},
+    {"log1p", NativeId::Log1p, [](double x) { return std::log1p(x); }},
+    {"expm1", NativeId::Expm1, [](double x) { return std::expm1(x); }},
+    {"sin", NativeId::Sin, [](double x) { return std::sin(x); }},
+    {"cos", NativeId::Cos, [](double x) { return std::cos(x); }},
+    {"tan", NativeId::Tan, [](double x) { return std::tan(x); }},
+    {"asin", NativeId::Asin, [](double x) { return std::asin(x); }},
+    {"acos", NativeId::Acos, [](double x) { return std::acos(x); }},
+    {"sinh", NativeId::Sinh, [](double x) { return std::sinh(x); }},
+    {"cosh", NativeId::Cosh, [](double x) { return std::cosh(x); }},
+    {"tanh", NativeId::Tanh, [](double x) { return std::tanh(x); }},
+    {"abs", NativeId::Abs, [](double x) { return std::fabs(x); }},
+    {"floor", NativeId::Floor, [](double x) { return std::floor(x); }},
+    {"ceiling", NativeId::Ceiling, [](double x) { return std::ceil(x); }},
+    // Half to even, as Scheme's round: nearbyint under the default rounding mode.
+    {"round", NativeId::Round, [](double x) { return std::nearbyint(x); }},
+    {"truncate", NativeId::Truncate, [](double x) { return std::trunc(x); }},
+};
+
+template <size_t I>
+Value unary(VM& vm, Value* a, int) {
+  return numberResult(kUnary[I].fn(num(vm, kUnary[I].name, a, 0)));
+}
+
+template <size_t... I>
+void defineUnary(VM& vm, std::index_sequence<I...>) {
+  (vm.defineNative(kUnary[I].name, &unary<I>, 1, 1, idOf(kUnary[I].id)), ...);
+}
+
+// ---- comparisons (chained: (< a b c) is a < b and b < c) -------------------
+
+struct CompareFn {
+  const char* name;
+  NativeId id;
+  bool (*holds)(double, double);
+};
+
+constexpr CompareFn kCompare[] = {
+    {"=", NativeId::NumEq, [](double x, double y) { return x == y; }},
+    {"<", NativeId::Lt, [](double x, double y) { return x < y; }},
+    {">", NativeId::Gt, [](double x, double y) { return x > y; }},
+    {"<=", NativeId::Le, [](double x, double y) { return x <= y; }},
+    {">=", NativeId::Ge, [](double x, double y) { return x >= y; }},
+};
+
+template <size_t I>
+Value compare(VM& vm, Value* a, int n) {
+  const CompareFn& c = kCompare[I];
+  bool result = true;
+  double prev = num(vm, c.name, a, 0);
+  // Every argument is checked even once the answer is known, so a type error is never hidden.
+  for (int i = 1; i < n; ++i) {
+    double x = num(vm, c.name, a, i);
+    result = result && c.holds(prev, x);
+    prev = x;
+  }
+  return Value::boolean(result);
+}
+
+template <size_t... I>
+void defineCompare(VM& vm, std::index_sequence<I...>) {
+  (vm.defineNative(kCompare[I].name, &compare<I>, 1, -1, idOf(kCompare[I].id)), ...);
+}
+
+// ---- numeric predicates ------------------------------------------------------
+
+Value zeroP(VM& vm, Value* a, int) { return Value::boolean(num(vm, "zero?", a, 0) == 0); }
+Value positiveP(VM& vm, Value* a, int) { return Value::boolean(num(vm, "positive?", a, 0) > 0); }
+Value negativeP(VM& vm, Value* a, int) { return Value::boolean(num(vm, "negative?", a, 0) < 0); }
+Value nanP(VM& vm, Value* a, int) { return Value::boolean(std::isnan(num(vm, "nan?", a, 0))); }
+
+}  // namespace
+
+void openMathPrimitives(VM& vm) {
+  vm.defineNative("+", add, 0, -1, idOf(NativeId::Add));
+  vm.defineNative("-", sub, 1, -1, idOf(NativeId::Sub));
+  vm.defineNative("*", mul, 0, -1, idOf(NativeId::Mul));
+  vm.defineNative("/", div, 1, -1, idOf(NativeId::Div));
+  vm.defineNative("expt", expt, 2, 2, idOf(NativeId::Expt));
+  vm.defineNative("log", log, 1, 2, idOf(NativeId::Log));
+  vm.defineNative("atan", atan, 1, 2, idOf(NativeId::Atan));
+  vm.defineNative("min", extremum<false>, 1, -1, idOf(NativeId::Min));
+  vm.defineNative("max", extremum<true>, 1, -1, idOf(NativeId::Max));
+  defineUnary(vm, std::make_index_sequence<std::size(kUnary)>());
+  defineCompare(vm, std::make_index_sequence<std::size(kCompare)>());
+  vm.defineNative("zero?", zeroP, 1, 1, idOf(NativeId::ZeroP));
+  vm.defineNative("positive?", positiveP, 1, 1, idOf(NativeId::PositiveP));
+  vm.defineNative("negative?", negativeP, 1, 1, idOf(NativeId::NegativeP));
+  vm.defineNative("nan?", nanP, 1, 1, idOf(NativeId::NanP));
+}
+
+}  // namespace dlam::prim

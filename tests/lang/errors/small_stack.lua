@@ -1,0 +1,2 @@
+-- A small dlam frame limit.
+stack_limit = 1000

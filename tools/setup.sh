@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# setup.sh — installs the Debian 12 packages dlam needs to build, test and benchmark,
+# skipping everything that is already installed (fast when nothing is missing).
+# Run as root (or with sudo available) on Debian 12.
+set -euo pipefail
+
+packages=(
+  cmake g++ make pkg-config          # the build
+  liblua5.4-dev                      # configuration files (SPEC section 6)
+  libffi-dev                         # foreign functions
+  libmimalloc-dev                    # the GC heap
+  libgtest-dev                       # unit and lang tests
+  libedit-dev                        # the REPL's line editing
+  lua5.4 luajit                      # benchmark peers
+)
+
+# One dpkg-query for all of them; a package it does not know is simply absent from its output.
+installed="$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${packages[@]}" 2>/dev/null || true)"
+missing=()
+for p in "${packages[@]}"; do
+  if ! grep -qx "$p installed" <<<"$installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "setup.sh: installing ${missing[*]}" >&2
+sudo=()
+if [[ "$(id -u)" -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+  else
+    echo "setup.sh: missing packages (${missing[*]}) and not root; run as root" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null

@@ -1,0 +1,156 @@
+// object.h — the layout of every heap object the VM allocates.
+//
+// All objects start with Obj: an 8-byte header with the type tag, the mark bit,
+// flags and a small per-type payload. Objects are allocated from the VM's own
+// mimalloc heap (vm/src/heap.cpp), which the sweeper walks, and never move.
+// Pairs and closures carry a memo slot for the AD operators: the value *j made of
+// them, or the value *j-inverse made of them (flags say which; both: a record).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlam/error.h"
+#include "dlam/value.h"
+
+namespace dlam {
+
+class VM;
+
+enum class ObjType : uint8_t {
+  String,
+  Symbol,
+  Pair,
+  Closure,
+  Proto,
+  Native,
+  Rev,       // reverse-tagged value (AD)
+  Attached,  // value with an attached *j (AD)
+  Foreign,   // libffi function
+  Vector,    // immutable vector of doubles
+};
+
+// Obj::flags bits.
+enum ObjFlag : uint16_t {
+  kMemoFwd = 1 << 0,     // memo holds (*j this)
+  kMemoInv = 1 << 1,     // memo holds (*j-inverse this)
+  kMemoBoth = 1 << 2,    // memo holds a Pair record ((*j this) . (*j-inverse this))
+  kLazyJ = 1 << 3,       // closure: upvals still need *j applied (lazy environment)
+  kLazyJInv = 1 << 4,    // closure: upvals still need *j-inverse applied
+};
+
+struct Obj {
+  ObjType type;
+  uint8_t marked;
+  uint16_t flags;
+  uint32_t aux;  // small per-type payload (lengths, counts)
+};
+
+struct String : Obj {
+  // aux: length. Bytes follow, NUL-terminated.
+  char chars[1];
+  uint32_t length() const { return aux; }
+  std::string_view view() const { return {chars, aux}; }
+};
+
+struct Symbol : Obj {
+  Value global;       // the top-level binding, Value::undefined() if none
+  std::string name;
+};
+
+struct Pair : Obj {
+  Value car;
+  Value cdr;
+  Value memo;
+};
+
+struct Proto;
+
+struct Closure : Obj {
+  // aux: number of captured values.
+  Proto* proto;
+  Value memo;
+  Value upvals[1];
+  uint32_t count() const { return aux; }
+};
+
+using Instr = uint64_t;
+
+// A compiled function. The compiler owns its construction; the VM only executes it.
+// `ir` keeps the function's A-normal form so a later transform can derive its
+// reverse-mode version at run time (the VM treats it as opaque).
+struct Proto : Obj {
+  std::vector<Instr> code;
+  std::vector<Value> constants;
+  std::vector<Proto*> protos;               // lambdas created by this function
+  std::vector<std::vector<uint16_t>> captures;  // per child proto: registers of this frame it captures
+  std::vector<SrcLoc> locs;                 // per instruction
+  std::vector<std::string> freeVars;        // captured variables, first-occurrence order
+  std::string name;                         // "" for anonymous lambdas
+  std::string file;
+  SrcLoc loc;
+  uint16_t nparams = 0;
+  bool hasRest = false;
+  uint16_t nregs = 0;
+  std::shared_ptr<const void> ir;           // compiler-owned IR (anf::Lambda)
+  Proto* transformed = nullptr;             // memoised reverse transform
+  Proto* primal = nullptr;                  // for a transformed proto: the proto it came from
+};
+
+using NativeFn = Value (*)(VM& vm, Value* args, int nargs);
+
+struct Native : Obj {
+  NativeFn fn;
+  const char* name;  // static storage, or owned by `ownedName`
+  int16_t minArgs;
+  int16_t maxArgs;   // -1: variadic
+  uint16_t id;       // builtin identifier (NativeId) for the compiler and AD rules
+  Value data;        // per-native payload (host callbacks; the base native of a lifted one)
+  Value memo;        // (*j this) once made
+  uint16_t level = 0;  // lifted/rep natives: how many *j levels they work at
+  uint16_t kind = 0;   // NativeKind
+  std::string ownedName;
+};
+
+enum class NativeKind : uint16_t {
+  Plain = 0,
+  Lifted,  // base native applied under `level` reverse tags: strips them, calls, re-tags
+  Rep,     // (*j base) at `level`: follows the rep-function convention via eta expansion
+};
+
+struct Rev : Obj {
+  Value primal;
+};
+
+struct Attached : Obj {
+  Value primal;
+  Value rep;
+};
+
+struct Vector : Obj {
+  // aux: length.
+  double items[1];
+};
+
+inline bool isObj(Value v, ObjType t) { return v.isObject() && v.asObject()->type == t; }
+inline bool isPair(Value v) { return isObj(v, ObjType::Pair); }
+inline Pair* asPair(Value v) { return static_cast<Pair*>(v.asObject()); }
+inline bool isString(Value v) { return isObj(v, ObjType::String); }
+inline String* asString(Value v) { return static_cast<String*>(v.asObject()); }
+inline bool isSymbol(Value v) { return isObj(v, ObjType::Symbol); }
+inline Symbol* asSymbol(Value v) { return static_cast<Symbol*>(v.asObject()); }
+inline bool isClosure(Value v) { return isObj(v, ObjType::Closure); }
+inline Closure* asClosure(Value v) { return static_cast<Closure*>(v.asObject()); }
+inline bool isNative(Value v) { return isObj(v, ObjType::Native); }
+inline Native* asNative(Value v) { return static_cast<Native*>(v.asObject()); }
+inline bool isProcedure(Value v) {
+  if (!v.isObject()) return false;
+  ObjType t = v.asObject()->type;
+  return t == ObjType::Closure || t == ObjType::Native || t == ObjType::Foreign ||
+         (t == ObjType::Attached);
+}
+
+}  // namespace dlam

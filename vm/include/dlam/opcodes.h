@@ -1,0 +1,109 @@
+// opcodes.h — every bytecode instruction, defined once.
+//
+// An instruction is a 64-bit word: op (8 bits) | A (16) | B (16) | C (16).
+// Bx is the 32 bits of B and C together (unsigned: constant and proto indices;
+// signed sBx: jump offsets relative to the next instruction). sC is C read as a
+// signed 16-bit jump offset. The top bit marks a K-form arithmetic instruction
+// whose operands were swapped from the source order ((* 2 x) → MULK x 2), so
+// error messages still number the arguments as written. Registers are frame-relative; K[i] is the proto's
+// constant table. 64-bit words (rather than Lua's 32) let a function use up to
+// 65535 registers, which reverse-transformed code of large functions needs.
+//
+// The enum, the names, the interpreter's dispatch table and the disassembler are
+// all generated from DLAM_OPCODES.
+#pragma once
+#include <cstdint>
+
+#include "dlam/object.h"
+
+namespace dlam {
+
+// DLAM_OP(NAME, FORMAT, DOC). FORMAT tells the disassembler how to read operands:
+//   A      one register          AB    two registers       ABC   three registers
+//   ABK    A, B registers, C constant                      ABx   A register, Bx constant
+//   AP     A register, Bx proto  sBx   jump                AsBx  register + jump
+//   ABsC   A, B registers, sC jump                         AKsC  A register, B constant, sC jump
+//   ABN    A register, B count   ABCu  A closure register, B upvalue index, C register
+#define DLAM_OPCODES(X)                                                               \
+  X(LOADK, ABx, "R[A] = K[Bx]")                                                       \
+  X(MOVE, AB, "R[A] = R[B]")                                                          \
+  X(GETUPVAL, AB, "R[A] = captured value B of the running closure")                   \
+  X(GETGLOBAL, ABx, "R[A] = global K[Bx] (error if undefined)")                       \
+  X(SETGLOBAL, ABx, "global K[Bx] = R[A]")                                            \
+  X(CLOSURE, AP, "R[A] = new closure of child proto Bx, capturing its listed registers") \
+  X(SETUPVAL, ABCu, "captured value B of closure R[A] = R[C] (letrec patching)")      \
+  X(CALL, ABN, "R[A] = R[A](R[A+1] .. R[A+B])")                                       \
+  X(TAILCALL, ABN, "return R[A](R[A+1] .. R[A+B]), reusing this frame")               \
+  X(RETURN, A, "return R[A]")                                                         \
+  X(JMP, sBx, "pc += sBx")                                                            \
+  X(JMPIFNOT, AsBx, "if R[A] is #f then pc += sBx")                                   \
+  X(ADD, ABC, "R[A] = R[B] + R[C]")                                                   \
+  X(SUB, ABC, "R[A] = R[B] - R[C]")                                                   \
+  X(MUL, ABC, "R[A] = R[B] * R[C]")                                                   \
+  X(DIV, ABC, "R[A] = R[B] / R[C]")                                                   \
+  X(ADDK, ABK, "R[A] = R[B] + K[C]")                                                  \
+  X(SUBK, ABK, "R[A] = R[B] - K[C]")                                                  \
+  X(MULK, ABK, "R[A] = R[B] * K[C]")                                                  \
+  X(DIVK, ABK, "R[A] = R[B] / K[C]")                                                  \
+  X(LT, ABC, "R[A] = R[B] < R[C]")                                                    \
+  X(LE, ABC, "R[A] = R[B] <= R[C]")                                                   \
+  X(GT, ABC, "R[A] = R[B] > R[C]")                                                    \
+  X(GE, ABC, "R[A] = R[B] >= R[C]")                                                   \
+  X(NUMEQ, ABC, "R[A] = R[B] = R[C]")                                                 \
+  X(LTK, ABK, "R[A] = R[B] < K[C]")                                                   \
+  X(LEK, ABK, "R[A] = R[B] <= K[C]")                                                  \
+  X(GTK, ABK, "R[A] = R[B] > K[C]")                                                   \
+  X(GEK, ABK, "R[A] = R[B] >= K[C]")                                                  \
+  X(NUMEQK, ABK, "R[A] = R[B] = K[C]")                                                \
+  X(JNLT, ABsC, "if not R[A] < R[B] then pc += sC")                                   \
+  X(JNLE, ABsC, "if not R[A] <= R[B] then pc += sC")                                  \
+  X(JNGT, ABsC, "if not R[A] > R[B] then pc += sC")                                   \
+  X(JNGE, ABsC, "if not R[A] >= R[B] then pc += sC")                                  \
+  X(JNNUMEQ, ABsC, "if not R[A] = R[B] then pc += sC")                                \
+  X(JNLTK, AKsC, "if not R[A] < K[B] then pc += sC")                                  \
+  X(JNLEK, AKsC, "if not R[A] <= K[B] then pc += sC")                                 \
+  X(JNGTK, AKsC, "if not R[A] > K[B] then pc += sC")                                  \
+  X(JNGEK, AKsC, "if not R[A] >= K[B] then pc += sC")                                 \
+  X(JNNUMEQK, AKsC, "if not R[A] = K[B] then pc += sC")                               \
+  X(CONS, ABC, "R[A] = (cons R[B] R[C])")                                             \
+  X(CAR, AB, "R[A] = (car R[B])")                                                     \
+  X(CDR, AB, "R[A] = (cdr R[B])")                                                     \
+  X(NOT, AB, "R[A] = (not R[B])")                                                     \
+  X(NULLP, AB, "R[A] = (null? R[B])")                                                 \
+  X(PAIRP, AB, "R[A] = (pair? R[B])")                                                 \
+  X(EQP, ABC, "R[A] = (eq? R[B] R[C])")
+
+enum class Op : uint8_t {
+#define DLAM_OP_ENUM(name, fmt, doc) name,
+  DLAM_OPCODES(DLAM_OP_ENUM)
+#undef DLAM_OP_ENUM
+      Count
+};
+
+const char* opName(Op op);
+
+namespace instr {
+constexpr Instr make(Op op, uint32_t a, uint32_t b = 0, uint32_t c = 0) {
+  return static_cast<Instr>(op) | (static_cast<Instr>(a & 0xffff) << 8) |
+         (static_cast<Instr>(b & 0xffff) << 24) | (static_cast<Instr>(c & 0xffff) << 40);
+}
+constexpr Instr makeBx(Op op, uint32_t a, uint32_t bx) {
+  return static_cast<Instr>(op) | (static_cast<Instr>(a & 0xffff) << 8) | (static_cast<Instr>(bx) << 24);
+}
+constexpr Instr kSwapped = 1ull << 63;
+constexpr Op op(Instr i) { return static_cast<Op>(i & 0xff); }
+constexpr uint32_t a(Instr i) { return static_cast<uint32_t>((i >> 8) & 0xffff); }
+constexpr uint32_t b(Instr i) { return static_cast<uint32_t>((i >> 24) & 0xffff); }
+constexpr uint32_t c(Instr i) { return static_cast<uint32_t>((i >> 40) & 0xffff); }
+constexpr int32_t sC(Instr i) { return static_cast<int16_t>((i >> 40) & 0xffff); }
+constexpr uint32_t bx(Instr i) { return static_cast<uint32_t>((i >> 24) & 0xffffffffu); }
+constexpr int32_t sBx(Instr i) { return static_cast<int32_t>(bx(i)); }
+inline Instr withSBx(Instr i, int32_t off) {
+  return (i & 0xffffffull) | (static_cast<Instr>(static_cast<uint32_t>(off)) << 24);
+}
+inline Instr withSC(Instr i, int32_t off) {
+  return (i & ~(0xffffull << 40)) | (static_cast<Instr>(static_cast<uint16_t>(off)) << 40);
+}
+}  // namespace instr
+
+}  // namespace dlam

@@ -1,0 +1,188 @@
+// vm.h — one dlam virtual machine: heap, globals, the interpreter, errors.
+//
+// A VM owns everything it allocates (its own mimalloc heap); there is no global
+// state, so any number of VMs may live in one process, one thread per VM at a time.
+// Natives (stdlib/, embed/) use this interface to allocate, call back into dlam
+// code and raise errors. Garbage is collected only at safe points of the
+// interpreter loop, so a native may hold Values in C++ locals while it runs, as
+// long as it does not call back into dlam (vm.call); across such a call it must
+// protect them with a Root.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "dlam/builtins.h"
+#include "dlam/config.h"
+#include "dlam/error.h"
+#include "dlam/object.h"
+#include "dlam/value.h"
+
+struct mi_heap_s;
+
+namespace dlam {
+
+struct CallFrame {
+  Closure* closure;     // nullptr for a native frame marker
+  const Instr* pc;      // saved pc (next instruction) while a callee runs
+  uint32_t base;        // index of register 0 in the value stack
+  uint32_t retReg;      // caller's register receiving the result (absolute index)
+  bool boundary;        // this frame was entered from C++ (vm.call): return leaves the loop
+};
+
+struct GcStats {
+  uint64_t liveObjects = 0;
+  uint64_t liveBytes = 0;
+  uint64_t collections = 0;
+  uint64_t totalAllocatedBytes = 0;
+};
+
+class VM {
+ public:
+  explicit VM(const Config& config = Config{});
+  ~VM();
+  VM(const VM&) = delete;
+  VM& operator=(const VM&) = delete;
+
+  const Config& config() const { return config_; }
+  Config& mutableConfig() { return config_; }
+
+  // ---- allocation -------------------------------------------------------------
+  Value cons(Value car, Value cdr);
+  Value makeString(std::string_view s);
+  Symbol* intern(std::string_view name);
+  Value symbol(std::string_view name) { return Value::object(intern(name)); }
+  Closure* makeClosure(Proto* proto, uint32_t nupvals);
+  Proto* makeProto();
+  Native* makeNative(const char* name, NativeFn fn, int minArgs, int maxArgs, uint16_t id = 0);
+  Rev* makeRev(Value primal);
+  Attached* makeAttached(Value primal, Value rep);
+  Vector* makeVector(uint32_t n);
+  // Allocates an object of `bytes` bytes with the given type; used by the helpers above.
+  Obj* allocate(ObjType type, size_t bytes);
+
+  // Builds a list from values (iteratively).
+  Value list(const Value* xs, size_t n);
+
+  // ---- globals ----------------------------------------------------------------
+  void defineGlobal(std::string_view name, Value v) { intern(name)->global = v; }
+  Value global(std::string_view name) { return intern(name)->global; }
+  // Registers a native procedure as a global.
+  Native* defineNative(const char* name, NativeFn fn, int minArgs, int maxArgs, uint16_t id = 0);
+
+  // ---- execution --------------------------------------------------------------
+  // Runs a compiled top-level chunk (a Proto with no parameters) and returns its value.
+  Value runToplevel(Proto* chunk);
+  // Calls any procedure from C++. Re-entrant; errors propagate as dlam::Error.
+  Value call(Value fn, const Value* args, int nargs);
+  // Resets the stack after an error so the VM can be used again.
+  void recover();
+  // Asks a running VM to stop at the next safe point (thread-safe).
+  void interrupt() { interruptRequested_ = true; }
+
+  // ---- errors -----------------------------------------------------------------
+  // Raises a runtime error located at the instruction being executed, with a trace.
+  [[noreturn]] void runtimeError(const std::string& message);
+  [[noreturn]] void limitError(const std::string& message);
+  // "NAME: expected TYPE as argument N, got VALUE"
+  [[noreturn]] void typeError(const char* who, int argIndex, const char* expected, Value got);
+  double checkNumber(const char* who, Value* args, int i);
+
+  // ---- differentiation (vm/src/ad.cpp) -----------------------------------------
+  // The four operators of Lambda the Ultimate Backpropagator on runtime values.
+  Value starJ(Value v);
+  Value starJInverse(Value v);
+  Value zeroOf(Value v);
+  Value plus(Value a, Value b);
+  // Applies a lazily mapped environment (*j or *j-inverse of the captured values).
+  void forceClosure(Closure* c) {
+    if (c->flags & (kLazyJ | kLazyJInv)) forceClosureSlow(c);
+  }
+  // The reverse-mode proto of `p` (made once by the compiler's transform, then cached).
+  Proto* transformed(Proto* p);
+  // `base` applied under `level` reverse tags (used by transformed code).
+  Native* liftedNative(Native* base, uint16_t level);
+  // (*j base) at `level`: a procedure following the rep-function convention.
+  Native* repNative(Native* base, uint16_t level);
+  // For a Rep native called with nargs: the closure that does the work.
+  Closure* repClosure(Native* rep, int nargs);
+  // Runs a Lifted native.
+  Value liftedCall(Native* lifted, Value* args, int nargs);
+  // Builds the closure (lambda (x1 .. xn) (base x1 .. xn)) — set by the compiler.
+  std::function<Proto*(VM&, Native*, int nargs)> etaProto;
+
+  // ---- printing ---------------------------------------------------------------
+  // display (write=false) or write (write=true) form of a value; iterative.
+  std::string show(Value v, bool write = true);
+  // Where display/print output goes (default: stdout).
+  std::function<void(std::string_view)> output;
+
+  // ---- GC ---------------------------------------------------------------------
+  // Temporary root for natives that call back into dlam while holding Values.
+  class Root {
+   public:
+    Root(VM& vm, Value v) : vm_(vm) { vm_.tempRoots_.push_back(v); idx_ = vm_.tempRoots_.size() - 1; }
+    ~Root() { vm_.tempRoots_.pop_back(); }
+    Value get() const { return vm_.tempRoots_[idx_]; }
+    void set(Value v) { vm_.tempRoots_[idx_] = v; }
+   private:
+    VM& vm_;
+    size_t idx_;
+  };
+  void collectGarbage();
+  GcStats gcStats() const;
+  // Extra roots owned by embedders (handle tables); marked at every collection.
+  std::vector<std::function<void(std::vector<Obj*>&)>> rootProviders;
+  void markValue(Value v, std::vector<Obj*>& work);
+
+  // ---- hooks set by higher layers --------------------------------------------
+  // Compiles and returns the reverse-mode transform of a proto (compiler/ad).
+  std::function<Proto*(VM&, Proto*)> transformProto;
+  // Prints a proto's bytecode (vm/src/disasm.cpp).
+  std::string disassemble(const Proto* p, bool recursive = true) const;
+
+  uint64_t instructionsExecuted() const { return instructionCount_; }
+  // The builtin native registered under an id (for opcode slow paths and AD rules).
+  Native* builtin(NativeId id) const { return builtins_[static_cast<size_t>(id)]; }
+  std::string currentFile;  // chunk name used for errors raised outside any frame
+
+ private:
+  friend class Interpreter;
+  Value execute(size_t entryDepth);
+  void buildTrace(Error& e);
+  void markRoots(std::vector<Obj*>& work);
+  void sweep();
+  void maybeCollect();
+
+  Config config_;
+  mi_heap_s* heap_ = nullptr;
+  uint64_t bytesAllocated_ = 0;
+  uint64_t nextGc_ = 1 << 20;
+  uint64_t liveObjects_ = 0;
+  GcStats stats_;
+  bool gcRequested_ = false;
+  std::unordered_map<std::string, Symbol*> symbols_;
+  std::vector<Value> tempRoots_;
+
+  std::vector<Value> stack_;
+  std::vector<CallFrame> frames_;
+  uint32_t stackTop_ = 0;  // first free slot above the innermost frame's registers
+  uint64_t instructionCount_ = 0;
+  uint64_t instructionBudget_ = 0;
+  std::atomic<bool> interruptRequested_{false};
+  Native* builtins_[static_cast<size_t>(NativeId::Count)] = {};
+  void ensureStack(size_t needed);
+  void forceClosureSlow(Closure* c);
+  Value adMap(Value root, bool inverse);
+  Value jLeaf(Value v);
+  Value jInvLeaf(Value v);
+  std::unordered_map<uint64_t, Native*> liftedCache_;
+  std::unordered_map<uint64_t, Closure*> etaCache_;
+  [[noreturn]] void raise(ErrorKind kind, const std::string& message);
+};
+
+}  // namespace dlam

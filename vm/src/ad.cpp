@@ -1,0 +1,319 @@
+// ad.cpp — *j, *j-inverse, zero and plus on runtime values (Estep appendix A).
+//
+// *j of a number is a reverse-tagged number (Rev); of a pair, the pair of the *j of
+// its parts (memoised on the pair, so sharing is kept and *j-inverse is O(1)); of a
+// closure, a closure of the transformed proto whose environment is mapped through
+// *j lazily, on first call; of a primitive, a Rep native that follows the
+// rep-function convention by calling the transform of the primitive's eta
+// expansion. *j-inverse undoes each of these. zero is the symbolic zero (a
+// conformant zero of any shape, O(1)); plus adds sensitivities structurally and
+// returns the other side in O(1) when one is zero. Nothing here recurses in C++
+// along the data: structures are walked with explicit stacks.
+#include "dlam/vm.h"
+
+namespace dlam {
+
+namespace {
+
+Value* memoSlot(Obj* o) {
+  switch (o->type) {
+    case ObjType::Pair: return &static_cast<Pair*>(o)->memo;
+    case ObjType::Closure: return &static_cast<Closure*>(o)->memo;
+    case ObjType::Native: return &static_cast<Native*>(o)->memo;
+    default: return nullptr;
+  }
+}
+
+Value getMemo(Obj* o, bool inverse) {
+  Value* slot = memoSlot(o);
+  if (!slot) return Value::undefined();
+  uint16_t want = inverse ? kMemoInv : kMemoFwd;
+  if (o->flags & want) return *slot;
+  if (o->flags & kMemoBoth) return inverse ? asPair(*slot)->cdr : asPair(*slot)->car;
+  return Value::undefined();
+}
+
+}  // namespace
+
+static void setMemo(VM& vm, Obj* o, bool inverse, Value v) {
+  Value* slot = memoSlot(o);
+  if (!slot) return;
+  uint16_t want = inverse ? kMemoInv : kMemoFwd;
+  uint16_t other = inverse ? kMemoFwd : kMemoInv;
+  if (o->flags & kMemoBoth) {
+    (inverse ? asPair(*slot)->cdr : asPair(*slot)->car) = v;
+  } else if (o->flags & other) {
+    Value record = inverse ? vm.cons(*slot, v) : vm.cons(v, *slot);
+    *slot = record;
+    o->flags = static_cast<uint16_t>((o->flags & ~other) | kMemoBoth);
+  } else {
+    *slot = v;
+    o->flags |= want;
+  }
+}
+
+Proto* VM::transformed(Proto* p) {
+  if (p->transformed) return p->transformed;
+  if (!transformProto) runtimeError("*j: no reverse transform is installed in this VM");
+  Proto* t = transformProto(*this, p);
+  p->transformed = t;
+  t->primal = p;
+  return t;
+}
+
+void VM::forceClosureSlow(Closure* c) {
+  bool inverse = c->flags & kLazyJInv;
+  c->flags &= static_cast<uint16_t>(~(kLazyJ | kLazyJInv));
+  for (uint32_t i = 0; i < c->aux; ++i) c->upvals[i] = inverse ? starJInverse(c->upvals[i]) : starJ(c->upvals[i]);
+}
+
+Native* VM::liftedNative(Native* base, uint16_t level) {
+  uint64_t key = reinterpret_cast<uint64_t>(base) ^ (static_cast<uint64_t>(level) << 56);
+  auto it = liftedCache_.find(key);
+  if (it != liftedCache_.end()) return it->second;
+  Native* n = makeNative(base->name, base->fn, base->minArgs, base->maxArgs, 0);
+  n->kind = static_cast<uint16_t>(NativeKind::Lifted);
+  n->level = level;
+  n->data = Value::object(base);
+  liftedCache_.emplace(key, n);
+  return n;
+}
+
+Native* VM::repNative(Native* base, uint16_t level) {
+  Native* n = makeNative(base->name, nullptr, base->minArgs, base->maxArgs, 0);
+  n->kind = static_cast<uint16_t>(NativeKind::Rep);
+  n->level = level;
+  n->data = Value::object(base);
+  return n;
+}
+
+Closure* VM::repClosure(Native* rep, int nargs) {
+  Native* base = asNative(rep->data);
+  if (nargs < base->minArgs || (base->maxArgs >= 0 && nargs > base->maxArgs))
+    runtimeError(std::string(base->name) + ": wrong number of arguments (" + std::to_string(nargs) + ")");
+  uint64_t key = reinterpret_cast<uint64_t>(base) ^ (static_cast<uint64_t>(nargs) << 48);
+  Closure* eta;
+  auto it = etaCache_.find(key);
+  if (it != etaCache_.end()) {
+    eta = it->second;
+  } else {
+    if (!etaProto) runtimeError("*j: no reverse transform is installed in this VM");
+    eta = makeClosure(etaProto(*this, base, nargs), 0);
+    etaCache_.emplace(key, eta);
+  }
+  Value v = Value::object(eta);
+  for (uint16_t i = 0; i < rep->level; ++i) v = starJ(v);
+  return asClosure(v);
+}
+
+Value VM::liftedCall(Native* lifted, Value* args, int nargs) {
+  Native* base = asNative(lifted->data);
+  std::vector<Value> stripped(args, args + nargs);
+  for (auto& a : stripped) {
+    for (uint16_t i = 0; i < lifted->level; ++i) {
+      if (a.isNumber())
+        runtimeError(std::string(base->name) + ": got the plain number " + show(a, true) +
+                     " where a reverse-tagged value was expected (a derivative level was mixed up)");
+      a = starJInverse(a);
+    }
+  }
+  Value r = base->fn(*this, stripped.data(), nargs);
+  for (uint16_t i = 0; i < lifted->level; ++i) r = starJ(r);
+  return r;
+}
+
+Value VM::jLeaf(Value v) {
+  if (v.isNumber()) return Value::object(makeRev(v));
+  if (!v.isObject()) return v;  // (), booleans, void, the symbolic zero
+  Obj* o = v.asObject();
+  switch (o->type) {
+    case ObjType::String:
+    case ObjType::Symbol: return v;
+    case ObjType::Rev: return Value::object(makeRev(v));
+    case ObjType::Closure: {
+      Value m = getMemo(o, false);
+      if (!m.isUndefined()) return m;
+      auto* c = static_cast<Closure*>(o);
+      forceClosure(c);
+      Proto* t = transformed(c->proto);
+      Closure* jc = makeClosure(t, c->aux);
+      for (uint32_t i = 0; i < c->aux; ++i) jc->upvals[i] = c->upvals[i];
+      if (c->aux) jc->flags |= kLazyJ;
+      setMemo(*this, o, false, Value::object(jc));
+      setMemo(*this, jc, true, v);
+      return Value::object(jc);
+    }
+    case ObjType::Native: {
+      Value m = getMemo(o, false);
+      if (!m.isUndefined()) return m;
+      auto* n = static_cast<Native*>(o);
+      Native* r;
+      switch (static_cast<NativeKind>(n->kind)) {
+        case NativeKind::Plain: r = repNative(n, 1); break;
+        case NativeKind::Rep: r = repNative(asNative(n->data), static_cast<uint16_t>(n->level + 1)); break;
+        default: runtimeError("*j: cannot differentiate the internal procedure " + std::string(n->name));
+      }
+      setMemo(*this, o, false, Value::object(r));
+      setMemo(*this, r, true, v);
+      return Value::object(r);
+    }
+    case ObjType::Attached: return static_cast<Attached*>(o)->rep;
+    case ObjType::Foreign:
+      runtimeError("*j: the foreign function " + std::string(static_cast<Native*>(o)->name) +
+                   " has no derivative; attach one with custom-vjp");
+    case ObjType::Vector: runtimeError("*j: vectors are not differentiable yet");
+    case ObjType::Proto:
+    case ObjType::Pair: break;
+  }
+  runtimeError("*j: unexpected value " + show(v, true));
+}
+
+Value VM::jInvLeaf(Value v) {
+  if (v.isNumber())
+    runtimeError("*j-inverse: " + show(v, true) + " is a plain number, not a reverse-tagged value");
+  if (!v.isObject()) return v;
+  Obj* o = v.asObject();
+  switch (o->type) {
+    case ObjType::String:
+    case ObjType::Symbol: return v;
+    case ObjType::Rev: return static_cast<Rev*>(o)->primal;
+    case ObjType::Closure: {
+      Value m = getMemo(o, true);
+      if (!m.isUndefined()) return m;
+      auto* c = static_cast<Closure*>(o);
+      if (!c->proto->primal)
+        runtimeError("*j-inverse: " + show(v, true) + " is not a reverse-transformed procedure");
+      forceClosure(c);
+      Closure* pc = makeClosure(c->proto->primal, c->aux);
+      for (uint32_t i = 0; i < c->aux; ++i) pc->upvals[i] = c->upvals[i];
+      if (c->aux) pc->flags |= kLazyJInv;
+      setMemo(*this, o, true, Value::object(pc));
+      setMemo(*this, pc, false, v);
+      return Value::object(pc);
+    }
+    case ObjType::Native: {
+      Value m = getMemo(o, true);
+      if (!m.isUndefined()) return m;
+      auto* n = static_cast<Native*>(o);
+      if (static_cast<NativeKind>(n->kind) == NativeKind::Rep) {
+        Native* base = asNative(n->data);
+        Value r = n->level > 1 ? Value::object(repNative(base, static_cast<uint16_t>(n->level - 1))) : Value::object(base);
+        setMemo(*this, o, true, r);
+        return r;
+      }
+      runtimeError("*j-inverse: " + show(v, true) + " is not a reverse-transformed procedure");
+    }
+    case ObjType::Attached: {
+      // Estep: J⁻¹(v1 ←J v2) = (J⁻¹ v1) ←J (v1 ←J v2)
+      auto* a = static_cast<Attached*>(o);
+      Value p = starJInverse(a->primal);
+      return Value::object(makeAttached(p, v));
+    }
+    default: break;
+  }
+  runtimeError("*j-inverse: " + show(v, true) + " is not a reverse-tagged value");
+}
+
+// Maps *j (or *j-inverse) over a structure: pairs are rebuilt part by part (with
+// memos both ways), everything else goes to the leaf rules. Iterative.
+Value VM::adMap(Value root, bool inverse) {
+  struct Item {
+    Value v;
+    bool expanded;
+  };
+  std::vector<Item> work{{root, false}};
+  std::vector<Value> results;
+  while (!work.empty()) {
+    Item it = work.back();
+    work.pop_back();
+    if (!it.expanded) {
+      if (isPair(it.v)) {
+        Value m = getMemo(it.v.asObject(), inverse);
+        if (!m.isUndefined()) {
+          results.push_back(m);
+          continue;
+        }
+        work.push_back({it.v, true});
+        work.push_back({asPair(it.v)->cdr, false});
+        work.push_back({asPair(it.v)->car, false});
+        continue;
+      }
+      results.push_back(inverse ? jInvLeaf(it.v) : jLeaf(it.v));
+      continue;
+    }
+    Value cdr = results.back();
+    results.pop_back();
+    Value car = results.back();
+    results.pop_back();
+    Value p = cons(car, cdr);
+    setMemo(*this, it.v.asObject(), inverse, p);
+    setMemo(*this, p.asObject(), !inverse, it.v);
+    results.push_back(p);
+  }
+  return results.back();
+}
+
+Value VM::starJ(Value v) { return isPair(v) ? adMap(v, false) : jLeaf(v); }
+Value VM::starJInverse(Value v) { return isPair(v) ? adMap(v, true) : jInvLeaf(v); }
+
+Value VM::zeroOf(Value v) {
+  if (v.isNumber()) return Value::number(0);
+  return Value::zero();
+}
+
+Value VM::plus(Value a, Value b) {
+  struct Item {
+    Value a, b;
+    bool expanded;
+  };
+  std::vector<Item> work{{a, b, false}};
+  std::vector<Value> results;
+  while (!work.empty()) {
+    Item it = work.back();
+    work.pop_back();
+    Value x = it.a, y = it.b;
+    if (it.expanded) {
+      Value cdr = results.back();
+      results.pop_back();
+      Value car = results.back();
+      results.pop_back();
+      results.push_back(cons(car, cdr));
+      continue;
+    }
+    if (x.isZero()) {
+      results.push_back(y);
+      continue;
+    }
+    if (y.isZero()) {
+      results.push_back(x);
+      continue;
+    }
+    if (x.isNumber() && y.isNumber()) {
+      results.push_back(Value::number(x.asNumber() + y.asNumber()));
+      continue;
+    }
+    if (isPair(x) && isPair(y)) {
+      work.push_back({x, y, true});
+      work.push_back({asPair(x)->cdr, asPair(y)->cdr, false});
+      work.push_back({asPair(x)->car, asPair(y)->car, false});
+      continue;
+    }
+    if (isObj(x, ObjType::Rev) && isObj(y, ObjType::Rev)) {
+      // Rev nesting is bounded by the number of nested derivatives.
+      results.push_back(Value::object(makeRev(plus(static_cast<Rev*>(x.asObject())->primal,
+                                                   static_cast<Rev*>(y.asObject())->primal))));
+      continue;
+    }
+    if (x.isNil() && y.isNil()) {
+      results.push_back(x);
+      continue;
+    }
+    std::string sx = show(x, true), sy = show(y, true);
+    if (sx.size() > 60) sx = sx.substr(0, 57) + "...";
+    if (sy.size() > 60) sy = sy.substr(0, 57) + "...";
+    runtimeError("plus: sensitivities of different shapes: " + sx + " and " + sy);
+  }
+  return results.back();
+}
+
+}  // namespace dlam

@@ -1,0 +1,87 @@
+// disasm.cpp — the bytecode listing printed by `dlam --disasm` and `(disasm f)`.
+#include <cstdio>
+
+#include "dlam/opcodes.h"
+#include "dlam/vm.h"
+
+namespace dlam {
+
+namespace {
+enum class Fmt { A, AB, ABC, ABK, ABx, AP, sBx, AsBx, ABsC, AKsC, ABN, ABCu };
+
+Fmt opFormat(Op op) {
+  static const Fmt kFormats[] = {
+#define DLAM_OP_FMT(name, fmt, doc) Fmt::fmt,
+      DLAM_OPCODES(DLAM_OP_FMT)
+#undef DLAM_OP_FMT
+  };
+  return kFormats[static_cast<size_t>(op)];
+}
+}  // namespace
+
+std::string VM::disassemble(const Proto* p, bool recursive) const {
+  std::vector<const Proto*> todo{p};
+  std::string out;
+  auto* self = const_cast<VM*>(this);
+  while (!todo.empty()) {
+    const Proto* f = todo.front();
+    todo.erase(todo.begin());
+    char line[256];
+    snprintf(line, sizeof line, "function %s (%s:%u:%u) params=%u%s regs=%u constants=%zu\n",
+             f->name.empty() ? "<anonymous>" : f->name.c_str(), f->file.c_str(), f->loc.line, f->loc.col,
+             f->nparams, f->hasRest ? "+rest" : "", f->nregs, f->constants.size());
+    out += line;
+    if (!f->freeVars.empty()) {
+      out += "  captures:";
+      for (const auto& v : f->freeVars) out += " " + v;
+      out += "\n";
+    }
+    for (size_t i = 0; i < f->code.size(); ++i) {
+      Instr ins = f->code[i];
+      Op op = instr::op(ins);
+      SrcLoc loc = i < f->locs.size() ? f->locs[i] : SrcLoc{};
+      std::string operands;
+      auto k = [&](uint32_t idx) {
+        return idx < f->constants.size() ? self->show(f->constants[idx], true) : std::string("?");
+      };
+      uint32_t a = instr::a(ins), b = instr::b(ins), c = instr::c(ins);
+      switch (opFormat(op)) {
+        case Fmt::A: operands = "r" + std::to_string(a); break;
+        case Fmt::AB: operands = "r" + std::to_string(a) + " r" + std::to_string(b); break;
+        case Fmt::ABC:
+          operands = "r" + std::to_string(a) + " r" + std::to_string(b) + " r" + std::to_string(c);
+          break;
+        case Fmt::ABK: operands = "r" + std::to_string(a) + " r" + std::to_string(b) + " " + k(c); break;
+        case Fmt::ABx: operands = "r" + std::to_string(a) + " " + k(instr::bx(ins)); break;
+        case Fmt::AP: {
+          uint32_t idx = instr::bx(ins);
+          operands = "r" + std::to_string(a) + " <function " +
+                     (idx < f->protos.size() && !f->protos[idx]->name.empty() ? f->protos[idx]->name : "#" + std::to_string(idx)) + ">";
+          break;
+        }
+        case Fmt::sBx: operands = "-> " + std::to_string(static_cast<int64_t>(i) + 1 + instr::sBx(ins)); break;
+        case Fmt::AsBx:
+          operands = "r" + std::to_string(a) + " -> " + std::to_string(static_cast<int64_t>(i) + 1 + instr::sBx(ins));
+          break;
+        case Fmt::ABsC:
+          operands = "r" + std::to_string(a) + " r" + std::to_string(b) + " -> " +
+                     std::to_string(static_cast<int64_t>(i) + 1 + instr::sC(ins));
+          break;
+        case Fmt::AKsC:
+          operands = "r" + std::to_string(a) + " " + k(b) + " -> " + std::to_string(static_cast<int64_t>(i) + 1 + instr::sC(ins));
+          break;
+        case Fmt::ABN: operands = "r" + std::to_string(a) + " " + std::to_string(b) + " args"; break;
+        case Fmt::ABCu:
+          operands = "r" + std::to_string(a) + " [" + std::to_string(b) + "] r" + std::to_string(c);
+          break;
+      }
+      snprintf(line, sizeof line, "  %4zu  [%u:%u]  %-10s %s\n", i, loc.line, loc.col, opName(op), operands.c_str());
+      out += line;
+    }
+    if (recursive)
+      for (const Proto* child : f->protos) todo.push_back(child);
+  }
+  return out;
+}
+
+}  // namespace dlam

@@ -1,0 +1,307 @@
+// heap.cpp — allocation and garbage collection for one VM.
+//
+// Every object comes from the VM's own mimalloc heap; the sweeper visits the heap's
+// blocks (mi_heap_visit_blocks), so objects need no link field. Collection is precise mark-and-sweep, marking with an explicit work list (never
+// recursion), and runs only at safe points of the interpreter (VM::maybeCollect),
+// where every live value is in a register, a global, a temporary root or a handle.
+#include <mimalloc.h>
+
+#include <new>
+
+#include "dlam/vm.h"
+
+namespace dlam {
+
+namespace {
+constexpr uint64_t kMinGcThreshold = 4u << 20;
+
+size_t objectSize(const Obj* o) {
+  switch (o->type) {
+    case ObjType::String: return offsetof(String, chars) + o->aux + 1;
+    case ObjType::Symbol: return sizeof(Symbol);
+    case ObjType::Pair: return sizeof(Pair);
+    case ObjType::Closure: return offsetof(Closure, upvals) + sizeof(Value) * (o->aux ? o->aux : 1);
+    case ObjType::Proto: return sizeof(Proto);
+    case ObjType::Native: return sizeof(Native);
+    case ObjType::Rev: return sizeof(Rev);
+    case ObjType::Attached: return sizeof(Attached);
+    case ObjType::Foreign: return sizeof(Native);
+    case ObjType::Vector: return offsetof(Vector, items) + sizeof(double) * (o->aux ? o->aux : 1);
+  }
+  return 0;
+}
+}  // namespace
+
+VM::VM(const Config& config) : config_(config) {
+  heap_ = mi_heap_new();
+  if (!heap_) throw std::bad_alloc();
+  stack_.resize(1024);
+  frames_.reserve(64);
+  nextGc_ = kMinGcThreshold;
+  output = [](std::string_view s) { fwrite(s.data(), 1, s.size(), stdout); };
+}
+
+namespace {
+void finalize(Obj* o) {
+  switch (o->type) {
+    case ObjType::Proto: static_cast<Proto*>(o)->~Proto(); break;
+    case ObjType::Symbol: static_cast<Symbol*>(o)->~Symbol(); break;
+    case ObjType::Native:
+    case ObjType::Foreign: static_cast<Native*>(o)->~Native(); break;
+    default: break;
+  }
+}
+
+struct Visit {
+  std::vector<Obj*> found;
+  bool onlyUnmarked;
+};
+
+bool visitBlock(const mi_heap_t*, const mi_heap_area_t*, void* block, size_t, void* arg) {
+  if (!block) return true;
+  auto* v = static_cast<Visit*>(arg);
+  auto* o = static_cast<Obj*>(block);
+  if (!v->onlyUnmarked) {
+    v->found.push_back(o);
+  } else if (o->marked) {
+    o->marked = 0;
+  } else {
+    v->found.push_back(o);
+  }
+  return true;
+}
+}  // namespace
+
+VM::~VM() {
+  // Run the C++ destructors of the objects that own C++ members, then drop the heap whole.
+  mi_heap_collect(heap_, false);
+  Visit v{{}, false};
+  mi_heap_visit_blocks(heap_, true, visitBlock, &v);
+  for (Obj* o : v.found) finalize(o);
+  mi_heap_destroy(heap_);
+}
+
+Obj* VM::allocate(ObjType type, size_t bytes) {
+  uint64_t limit = config_.heapLimitMb << 20;
+  if (limit && bytesAllocated_ + bytes > limit) {
+    gcRequested_ = true;
+    limitError("heap limit exceeded (" + std::to_string(config_.heapLimitMb) + " MB)");
+  }
+  auto* o = static_cast<Obj*>(mi_heap_malloc(heap_, bytes));
+  if (!o) limitError("out of memory");
+  o->type = type;
+  o->marked = 0;
+  o->flags = 0;
+  o->aux = 0;
+  bytesAllocated_ += bytes;
+  stats_.totalAllocatedBytes += bytes;
+  ++liveObjects_;
+#ifdef DLAM_GC_STRESS
+  gcRequested_ = true;
+#else
+  if (bytesAllocated_ >= nextGc_) gcRequested_ = true;
+#endif
+  return o;
+}
+
+Value VM::cons(Value car, Value cdr) {
+  auto* p = static_cast<Pair*>(allocate(ObjType::Pair, sizeof(Pair)));
+  p->car = car;
+  p->cdr = cdr;
+  p->memo = Value::nil();
+  return Value::object(p);
+}
+
+Value VM::makeString(std::string_view s) {
+  if (s.size() > 0xffffffffu) runtimeError("string too long");
+  auto* str = static_cast<String*>(allocate(ObjType::String, offsetof(String, chars) + s.size() + 1));
+  str->aux = static_cast<uint32_t>(s.size());
+  std::memcpy(str->chars, s.data(), s.size());
+  str->chars[s.size()] = '\0';
+  return Value::object(str);
+}
+
+Symbol* VM::intern(std::string_view name) {
+  auto it = symbols_.find(std::string(name));
+  if (it != symbols_.end()) return it->second;
+  auto* sym = static_cast<Symbol*>(allocate(ObjType::Symbol, sizeof(Symbol)));
+  new (&sym->name) std::string(name);
+  sym->global = Value::undefined();
+  symbols_.emplace(sym->name, sym);
+  return sym;
+}
+
+Closure* VM::makeClosure(Proto* proto, uint32_t nupvals) {
+  auto* c = static_cast<Closure*>(
+      allocate(ObjType::Closure, offsetof(Closure, upvals) + sizeof(Value) * (nupvals ? nupvals : 1)));
+  c->proto = proto;
+  c->memo = Value::nil();
+  c->aux = nupvals;
+  for (uint32_t i = 0; i < nupvals; ++i) c->upvals[i] = Value::undefined();
+  return c;
+}
+
+Proto* VM::makeProto() {
+  void* mem = allocate(ObjType::Proto, sizeof(Proto));
+  Obj header = *static_cast<Obj*>(mem);
+  auto* p = new (mem) Proto();
+  static_cast<Obj&>(*p) = header;
+  return p;
+}
+
+Native* VM::makeNative(const char* name, NativeFn fn, int minArgs, int maxArgs, uint16_t id) {
+  void* mem = allocate(ObjType::Native, sizeof(Native));
+  Obj header = *static_cast<Obj*>(mem);
+  auto* n = new (mem) Native();
+  static_cast<Obj&>(*n) = header;
+  n->fn = fn;
+  n->name = name;
+  n->minArgs = static_cast<int16_t>(minArgs);
+  n->maxArgs = static_cast<int16_t>(maxArgs);
+  n->id = id;
+  n->data = Value::nil();
+  n->memo = Value::nil();
+  if (id != 0 && id < static_cast<uint16_t>(NativeId::Count) && !builtins_[id]) builtins_[id] = n;
+  return n;
+}
+
+Native* VM::defineNative(const char* name, NativeFn fn, int minArgs, int maxArgs, uint16_t id) {
+  Native* n = makeNative(name, fn, minArgs, maxArgs, id);
+  intern(name)->global = Value::object(n);
+  return n;
+}
+
+Rev* VM::makeRev(Value primal) {
+  auto* r = static_cast<Rev*>(allocate(ObjType::Rev, sizeof(Rev)));
+  r->primal = primal;
+  return r;
+}
+
+Attached* VM::makeAttached(Value primal, Value rep) {
+  auto* a = static_cast<Attached*>(allocate(ObjType::Attached, sizeof(Attached)));
+  a->primal = primal;
+  a->rep = rep;
+  return a;
+}
+
+Vector* VM::makeVector(uint32_t n) {
+  auto* v = static_cast<Vector*>(
+      allocate(ObjType::Vector, offsetof(Vector, items) + sizeof(double) * (n ? n : 1)));
+  v->aux = n;
+  return v;
+}
+
+Value VM::list(const Value* xs, size_t n) {
+  Value l = Value::nil();
+  for (size_t i = n; i > 0; --i) l = cons(xs[i - 1], l);
+  return l;
+}
+
+void VM::markValue(Value v, std::vector<Obj*>& work) {
+  if (!v.isObject()) return;
+  Obj* o = v.asObject();
+  if (o->marked) return;
+  o->marked = 1;
+  work.push_back(o);
+}
+
+void VM::markRoots(std::vector<Obj*>& work) {
+  for (uint32_t i = 0; i < stackTop_ && i < stack_.size(); ++i) markValue(stack_[i], work);
+  for (const CallFrame& f : frames_)
+    if (f.closure) markValue(Value::object(f.closure), work);
+  for (auto& [name, sym] : symbols_) markValue(Value::object(sym), work);
+  for (Value v : tempRoots_) markValue(v, work);
+  for (Native* n : builtins_)
+    if (n) markValue(Value::object(n), work);
+  for (auto& [key, n] : liftedCache_) markValue(Value::object(n), work);
+  for (auto& [key, c] : etaCache_) markValue(Value::object(c), work);
+  for (auto& provider : rootProviders) {
+    std::vector<Obj*> extra;
+    provider(extra);
+    for (Obj* o : extra) markValue(Value::object(o), work);
+  }
+}
+
+void VM::collectGarbage() {
+  std::vector<Obj*> work;
+  work.reserve(256);
+  markRoots(work);
+  while (!work.empty()) {
+    Obj* o = work.back();
+    work.pop_back();
+    switch (o->type) {
+      case ObjType::Symbol: markValue(static_cast<Symbol*>(o)->global, work); break;
+      case ObjType::Pair: {
+        auto* p = static_cast<Pair*>(o);
+        markValue(p->car, work);
+        markValue(p->cdr, work);
+        markValue(p->memo, work);
+        break;
+      }
+      case ObjType::Closure: {
+        auto* c = static_cast<Closure*>(o);
+        markValue(Value::object(c->proto), work);
+        markValue(c->memo, work);
+        for (uint32_t i = 0; i < c->aux; ++i) markValue(c->upvals[i], work);
+        break;
+      }
+      case ObjType::Proto: {
+        auto* p = static_cast<Proto*>(o);
+        for (Value k : p->constants) markValue(k, work);
+        for (Proto* child : p->protos) markValue(Value::object(child), work);
+        if (p->transformed) markValue(Value::object(p->transformed), work);
+        if (p->primal) markValue(Value::object(p->primal), work);
+        break;
+      }
+      case ObjType::Native:
+      case ObjType::Foreign:
+        markValue(static_cast<Native*>(o)->data, work);
+        markValue(static_cast<Native*>(o)->memo, work);
+        break;
+      case ObjType::Rev: markValue(static_cast<Rev*>(o)->primal, work); break;
+      case ObjType::Attached: {
+        auto* a = static_cast<Attached*>(o);
+        markValue(a->primal, work);
+        markValue(a->rep, work);
+        break;
+      }
+      case ObjType::String:
+      case ObjType::Vector: break;
+    }
+  }
+  sweep();
+  // Registers above the top may still point at objects just freed: clear them so
+  // a new frame never sees a dangling value.
+  for (size_t i = stackTop_; i < stack_.size(); ++i) stack_[i] = Value::nil();
+  ++stats_.collections;
+  uint64_t limit = config_.heapLimitMb << 20;
+  nextGc_ = std::max<uint64_t>(bytesAllocated_ * 2, kMinGcThreshold);
+  if (limit && nextGc_ > limit) nextGc_ = std::max<uint64_t>(limit - limit / 8, bytesAllocated_ + (limit - bytesAllocated_) / 2);
+  gcRequested_ = false;
+}
+
+void VM::sweep() {
+  // Collect blocks freed from other threads first, so the visit sees only live blocks.
+  mi_heap_collect(heap_, false);
+  Visit v{{}, true};
+  mi_heap_visit_blocks(heap_, true, visitBlock, &v);
+  for (Obj* o : v.found) {
+    bytesAllocated_ -= objectSize(o);
+    --liveObjects_;
+    finalize(o);
+    mi_free(o);
+  }
+}
+
+void VM::maybeCollect() {
+  if (gcRequested_) collectGarbage();
+}
+
+GcStats VM::gcStats() const {
+  GcStats s = stats_;
+  s.liveObjects = liveObjects_;
+  s.liveBytes = bytesAllocated_;
+  return s;
+}
+
+}  // namespace dlam

@@ -1,0 +1,559 @@
+// interpreter.cpp — the bytecode interpreter loop, calls, tail calls, and errors.
+//
+// Frames live in frames_ and registers in stack_ (both heap-allocated and growing),
+// so dlam recursion never recurses in C++. A call places the callee in R[A] and its
+// arguments in R[A+1..]; the callee's register 0 is the caller's R[A+1] and its
+// result is written back into the callee slot (stack_[base - 1]). VM::call enters
+// the loop from C++ with a boundary frame; returning from that frame leaves it.
+#include <cmath>
+#include <utility>
+
+#include "dlam/opcodes.h"
+#include "dlam/vm.h"
+
+namespace dlam {
+
+const char* opName(Op op) {
+  static const char* const kNames[] = {
+#define DLAM_OP_NAME(name, fmt, doc) #name,
+      DLAM_OPCODES(DLAM_OP_NAME)
+#undef DLAM_OP_NAME
+  };
+  return static_cast<size_t>(op) < static_cast<size_t>(Op::Count) ? kNames[static_cast<size_t>(op)] : "?";
+}
+
+namespace {
+constexpr int64_t kPollInterval = 1 << 16;
+
+std::string procedureName(Value f) {
+  if (isClosure(f)) {
+    const std::string& n = asClosure(f)->proto->name;
+    return n.empty() ? "#<procedure>" : n;
+  }
+  if (isNative(f) || isObj(f, ObjType::Foreign)) return asNative(f)->name;
+  return "#<procedure>";
+}
+}  // namespace
+
+void VM::ensureStack(size_t needed) {
+  if (needed <= stack_.size()) return;
+  size_t n = stack_.size();
+  while (n < needed) n *= 2;
+  stack_.resize(n, Value::nil());
+}
+
+void VM::buildTrace(Error& e) {
+  bool first = true;
+  for (size_t i = frames_.size(); i-- > 0;) {
+    const CallFrame& f = frames_[i];
+    if (!f.closure) continue;
+    const Proto* p = f.closure->proto;
+    SrcLoc loc = p->loc;
+    if (f.pc) {
+      size_t idx = static_cast<size_t>(f.pc - p->code.data());
+      if (idx > 0 && idx - 1 < p->locs.size()) loc = p->locs[idx - 1];
+    }
+    if (first) {
+      if (e.file.empty()) {
+        e.file = p->file;
+        e.loc = loc;
+      }
+      first = false;
+    }
+    if (e.trace.size() < 20) e.trace.push_back({p->name.empty() ? "#<procedure>" : p->name, p->file, loc});
+  }
+  if (e.file.empty()) e.file = currentFile;
+}
+
+void VM::raise(ErrorKind kind, const std::string& message) {
+  Error e(kind, message);
+  buildTrace(e);
+  throw e;
+}
+
+void VM::runtimeError(const std::string& message) { raise(ErrorKind::Runtime, message); }
+void VM::limitError(const std::string& message) { raise(ErrorKind::Limit, message); }
+
+void VM::typeError(const char* who, int argIndex, const char* expected, Value got) {
+  std::string shown = show(got, true);
+  if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+  if (isObj(got, ObjType::Rev))
+    runtimeError(std::string(who) + ": got a reverse-tagged value " + shown +
+                 " (a derivative level was mixed up)");
+  runtimeError(std::string(who) + ": expected " + expected + " as argument " + std::to_string(argIndex + 1) +
+               ", got " + shown);
+}
+
+double VM::checkNumber(const char* who, Value* args, int i) {
+  if (!args[i].isNumber()) typeError(who, i, "number", args[i]);
+  return args[i].asNumber();
+}
+
+void VM::recover() {
+  frames_.clear();
+  stackTop_ = 0;
+  interruptRequested_ = false;
+}
+
+Value VM::runToplevel(Proto* chunk) {
+  Closure* c = makeClosure(chunk, 0);
+  return call(Value::object(c), nullptr, 0);
+}
+
+Value VM::call(Value fn, const Value* args, int nargs) {
+  size_t entryDepth = frames_.size();
+  uint32_t savedTop = stackTop_;
+  uint32_t slot = stackTop_;
+  ensureStack(slot + nargs + 1);
+  stack_[slot] = fn;
+  for (int i = 0; i < nargs; ++i) stack_[slot + 1 + i] = args[i];
+  stackTop_ = slot + 1 + nargs;
+  try {
+    // Resolve attachments and apply before entering the loop.
+    for (;;) {
+      if (isObj(fn, ObjType::Attached)) {
+        fn = static_cast<Attached*>(fn.asObject())->primal;
+        stack_[slot] = fn;
+        continue;
+      }
+      break;
+    }
+    Value result;
+    if (isNative(fn) || isObj(fn, ObjType::Foreign)) {
+      Native* n = asNative(fn);
+      if (n->id == static_cast<uint16_t>(NativeId::Apply)) {
+        // apply from C++: flatten and call again.
+        if (nargs < 1) runtimeError("apply: expected at least 1 argument, got 0");
+        std::vector<Value> flat(stack_.begin() + slot + 2, stack_.begin() + slot + nargs);
+        Value l = stack_[slot + nargs];
+        while (isPair(l)) {
+          flat.push_back(asPair(l)->car);
+          l = asPair(l)->cdr;
+        }
+        if (!l.isNil()) typeError("apply", nargs - 1, "list", stack_[slot + nargs]);
+        Value f = stack_[slot + 1];
+        result = call(f, flat.data(), static_cast<int>(flat.size()));
+      } else if (n->kind == static_cast<uint16_t>(NativeKind::Rep)) {
+        std::vector<Value> argv(stack_.begin() + slot + 1, stack_.begin() + slot + 1 + nargs);
+        Closure* c = repClosure(n, nargs);
+        result = call(Value::object(c), argv.data(), nargs);
+      } else {
+        if (nargs < n->minArgs || (n->maxArgs >= 0 && nargs > n->maxArgs))
+          runtimeError(std::string(n->name) + ": wrong number of arguments (" + std::to_string(nargs) + ")");
+        result = n->kind ? liftedCall(n, &stack_[slot + 1], nargs) : n->fn(*this, &stack_[slot + 1], nargs);
+      }
+    } else if (isClosure(fn)) {
+      if (frames_.size() >= config_.stackLimit)
+        limitError("stack overflow (more than " + std::to_string(config_.stackLimit) + " frames)");
+      frames_.push_back(CallFrame{nullptr, nullptr, slot + 1, 0, true});
+      // The CALL logic (arity, rest args, stack growth) lives in execute(); enter it
+      // through a synthetic frame whose closure is set there.
+      frames_.back().closure = asClosure(fn);
+      result = execute(entryDepth);
+    } else {
+      runtimeError(show(fn, true) + " is not a procedure");
+    }
+    stackTop_ = savedTop;
+    return result;
+  } catch (...) {
+    frames_.resize(entryDepth);
+    stackTop_ = savedTop;
+    throw;
+  }
+}
+
+Value VM::execute(size_t entryDepth) {
+  static void* const kLabels[] = {
+#define DLAM_OP_LABEL(name, fmt, doc) &&op_##name,
+      DLAM_OPCODES(DLAM_OP_LABEL)
+#undef DLAM_OP_LABEL
+  };
+
+  CallFrame* frame;
+  Closure* closure;
+  const Instr* pc;
+  Value* R;
+  const Value* K;
+  Instr ins;
+  int64_t budget = kPollInterval;
+  uint64_t limit = config_.instructionLimit;
+
+  // Enters the function of the newest frame: checks arity, gathers rest arguments,
+  // grows the stack. Expects frames_.back() set up with closure and base; args are
+  // in stack_[base .. base+nargs).
+  // Raised while the caller's frame is still the innermost, so the error points at
+  // the call site.
+  auto checkArity = [&](Closure* c, uint32_t nargs) {
+    Proto* p = c->proto;
+    if (p->hasRest ? nargs >= p->nparams : nargs == p->nparams) return;
+    runtimeError(procedureName(Value::object(c)) + ": expected " + (p->hasRest ? "at least " : "") +
+                 std::to_string(p->nparams) + " argument" + (p->nparams == 1 ? "" : "s") + ", got " +
+                 std::to_string(nargs));
+  };
+
+  // Enters the function of the newest frame: gathers rest arguments, grows the
+  // stack. Expects frames_.back() set up with closure and base; args are in
+  // stack_[base .. base+nargs) and their count already checked.
+  auto enter = [&](uint32_t nargs) {
+    frame = &frames_.back();
+    closure = frame->closure;
+    forceClosure(closure);
+    Proto* p = closure->proto;
+    ensureStack(frame->base + p->nregs + 1);
+    if (p->hasRest) {
+      Value rest = Value::nil();
+      for (uint32_t i = nargs; i > p->nparams; --i) rest = cons(stack_[frame->base + i - 1], rest);
+      stack_[frame->base + p->nparams] = rest;
+    }
+    stackTop_ = frame->base + p->nregs;
+    pc = p->code.data();
+    frame->pc = pc;
+    R = stack_.data() + frame->base;
+    K = p->constants.data();
+  };
+
+  // (apply f a ... lst) in R[a] .. R[a+nargs]: spread into f a ... x1 .. xn at R[a].
+  auto spreadApply = [&](uint32_t a, uint32_t nargs) -> uint32_t {
+    if (nargs < 1) runtimeError("apply: expected at least 1 argument, got 0");
+    Value lst = R[a + nargs];
+    uint32_t count = 0;
+    Value l = lst;
+    for (; isPair(l); l = asPair(l)->cdr) ++count;
+    if (!l.isNil()) typeError("apply", static_cast<int>(nargs) - 1, "list", lst);
+    uint32_t fixed = nargs >= 2 ? nargs - 2 : 0;
+    uint32_t base = frame->base;
+    ensureStack(base + a + 1 + fixed + count + 1);
+    R = stack_.data() + base;
+    for (uint32_t i = 0; i <= fixed; ++i) R[a + i] = R[a + 1 + i];
+    uint32_t k = a + 1 + fixed;
+    for (l = lst; isPair(l); l = asPair(l)->cdr) R[k++] = asPair(l)->car;
+    if (stackTop_ < base + k) stackTop_ = base + k;
+    return fixed + count;
+  };
+
+  {
+    uint32_t nargs = stackTop_ - frames_.back().base;
+    Closure* c = frames_.back().closure;
+    if (c->proto->hasRest ? nargs < c->proto->nparams : nargs != c->proto->nparams) {
+      frames_.pop_back();
+      checkArity(c, nargs);
+    }
+    enter(nargs);
+  }
+
+#define DISPATCH()                                   \
+  do {                                               \
+    if (--budget < 0) goto poll;                     \
+    ins = *pc++;                                     \
+    goto* kLabels[static_cast<uint8_t>(ins & 0xff)]; \
+  } while (0)
+#define SAVE_PC() (frame->pc = pc)
+#define RA R[instr::a(ins)]
+#define RB R[instr::b(ins)]
+#define RC R[instr::c(ins)]
+#define KB K[instr::b(ins)]
+#define KC K[instr::c(ins)]
+
+  DISPATCH();
+
+poll : {
+  frame->pc = pc;
+  uint64_t executed = kPollInterval - budget - 1;
+  instructionCount_ += executed + 1;
+  budget = kPollInterval;
+  if (limit) {
+    if (instructionCount_ >= limit)
+      limitError("instruction limit exceeded (" + std::to_string(limit) + " instructions)");
+    if (limit - instructionCount_ < static_cast<uint64_t>(kPollInterval))
+      budget = static_cast<int64_t>(limit - instructionCount_);
+  }
+  if (interruptRequested_) {
+    interruptRequested_ = false;
+    limitError("interrupted");
+  }
+  ins = *pc++;
+  goto* kLabels[static_cast<uint8_t>(ins & 0xff)];
+}
+
+op_LOADK:
+  RA = K[instr::bx(ins)];
+  DISPATCH();
+op_MOVE:
+  RA = RB;
+  DISPATCH();
+op_GETUPVAL:
+  RA = closure->upvals[instr::b(ins)];
+  DISPATCH();
+op_GETGLOBAL: {
+  Symbol* s = asSymbol(K[instr::bx(ins)]);
+  if (s->global.isUndefined()) {
+    SAVE_PC();
+    runtimeError("undefined variable '" + s->name + "'");
+  }
+  RA = s->global;
+  DISPATCH();
+}
+op_SETGLOBAL:
+  asSymbol(K[instr::bx(ins)])->global = RA;
+  DISPATCH();
+op_CLOSURE: {
+  SAVE_PC();
+  if (gcRequested_) collectGarbage();
+  Proto* p = closure->proto;
+  uint32_t idx = instr::bx(ins);
+  Proto* child = p->protos[idx];
+  const std::vector<uint16_t>& caps = p->captures[idx];
+  Closure* c = makeClosure(child, static_cast<uint32_t>(caps.size()));
+  for (size_t i = 0; i < caps.size(); ++i) c->upvals[i] = R[caps[i]];
+  RA = Value::object(c);
+  DISPATCH();
+}
+op_SETUPVAL:
+  asClosure(RA)->upvals[instr::b(ins)] = RC;
+  DISPATCH();
+
+op_CALL: {
+  uint32_t a = instr::a(ins);
+  uint32_t nargs = instr::b(ins);
+  SAVE_PC();
+  if (gcRequested_) {
+    stackTop_ = frame->base + closure->proto->nregs;
+    collectGarbage();
+  }
+call_again:
+  Value fn = R[a];
+  if (isClosure(fn)) {
+    if (frames_.size() >= config_.stackLimit)
+      limitError("stack overflow (more than " + std::to_string(config_.stackLimit) + " frames)");
+    checkArity(asClosure(fn), nargs);
+    uint32_t base = frame->base + a + 1;
+    frames_.push_back(CallFrame{asClosure(fn), nullptr, base, 0, false});
+    enter(nargs);
+    DISPATCH();
+  }
+  if (isNative(fn) || isObj(fn, ObjType::Foreign)) {
+    Native* n = asNative(fn);
+    if (n->id == static_cast<uint16_t>(NativeId::Apply)) {
+      nargs = spreadApply(a, nargs);
+      goto call_again;
+    }
+    if (n->kind == static_cast<uint16_t>(NativeKind::Rep)) {
+      R[a] = Value::object(repClosure(n, static_cast<int>(nargs)));
+      R = stack_.data() + frame->base;
+      goto call_again;
+    }
+    if (static_cast<int>(nargs) < n->minArgs || (n->maxArgs >= 0 && static_cast<int>(nargs) > n->maxArgs))
+      runtimeError(std::string(n->name) + ": wrong number of arguments (" + std::to_string(nargs) + ")");
+    uint32_t base = frame->base;
+    uint32_t savedTop = stackTop_;
+    if (stackTop_ < base + a + 1 + nargs) stackTop_ = base + a + 1 + nargs;
+    Value result = n->kind ? liftedCall(n, &R[a + 1], static_cast<int>(nargs))
+                           : n->fn(*this, &R[a + 1], static_cast<int>(nargs));
+    stackTop_ = savedTop;
+    R = stack_.data() + base;
+    R[a] = result;
+    DISPATCH();
+  }
+  if (isObj(fn, ObjType::Attached)) {
+    R[a] = static_cast<Attached*>(fn.asObject())->primal;
+    goto call_again;
+  }
+  runtimeError(show(fn, true) + " is not a procedure");
+}
+
+op_TAILCALL: {
+  // Codegen always follows TAILCALL A B with RETURN A, so a callee that is not a
+  // closure (a native) is simply called as by CALL and the RETURN does the rest.
+  uint32_t a = instr::a(ins);
+  uint32_t nargs = instr::b(ins);
+  SAVE_PC();
+  if (gcRequested_) {
+    stackTop_ = frame->base + closure->proto->nregs;
+    collectGarbage();
+  }
+  for (;;) {
+    Value fn = R[a];
+    if (isClosure(fn)) {
+      checkArity(asClosure(fn), nargs);
+      Value* dst = R - 1;
+      for (uint32_t i = 0; i <= nargs; ++i) dst[i] = R[a + i];
+      frame->closure = asClosure(fn);
+      enter(nargs);
+      DISPATCH();
+    }
+    if (isObj(fn, ObjType::Attached)) {
+      R[a] = static_cast<Attached*>(fn.asObject())->primal;
+      continue;
+    }
+    if (isNative(fn) && asNative(fn)->id == static_cast<uint16_t>(NativeId::Apply)) {
+      nargs = spreadApply(a, nargs);
+      continue;
+    }
+    if (isNative(fn) && asNative(fn)->kind == static_cast<uint16_t>(NativeKind::Rep)) {
+      R[a] = Value::object(repClosure(asNative(fn), static_cast<int>(nargs)));
+      R = stack_.data() + frame->base;
+      continue;
+    }
+    break;
+  }
+  ins = instr::make(Op::CALL, a, nargs);
+  goto op_CALL;
+}
+
+op_RETURN: {
+  Value result = RA;
+  R[-1] = result;
+  bool boundary = frame->boundary;
+  frames_.pop_back();
+  if (boundary || frames_.size() <= entryDepth) return result;
+  frame = &frames_.back();
+  closure = frame->closure;
+  pc = frame->pc;
+  R = stack_.data() + frame->base;
+  K = closure->proto->constants.data();
+  stackTop_ = frame->base + closure->proto->nregs;
+  DISPATCH();
+}
+
+op_JMP:
+  pc += instr::sBx(ins);
+  DISPATCH();
+op_JMPIFNOT:
+  if (RA.isFalse()) pc += instr::sBx(ins);
+  DISPATCH();
+
+#define ARITH(NAME, OPER, ID, RHS)                                     \
+  op_##NAME : {                                                        \
+    Value x = RB, y = RHS;                                             \
+    if (x.isNumber() && y.isNumber()) {                                \
+      RA = Value::number(x.asNumber() OPER y.asNumber());              \
+      DISPATCH();                                                      \
+    }                                                                  \
+    SAVE_PC();                                                         \
+    Value args[2] = {x, y};                                            \
+    if (ins >> 63) std::swap(args[0], args[1]);                        \
+    uint32_t base = frame->base;                                       \
+    Value r = builtin(NativeId::ID)->fn(*this, args, 2);               \
+    R = stack_.data() + base;                                          \
+    RA = r;                                                            \
+    DISPATCH();                                                        \
+  }
+  ARITH(ADD, +, Add, RC)
+  ARITH(SUB, -, Sub, RC)
+  ARITH(MUL, *, Mul, RC)
+  ARITH(DIV, /, Div, RC)
+  ARITH(ADDK, +, Add, KC)
+  ARITH(SUBK, -, Sub, KC)
+  ARITH(MULK, *, Mul, KC)
+  ARITH(DIVK, /, Div, KC)
+#undef ARITH
+
+#define COMPARE(NAME, OPER, ID, RHS)                                   \
+  op_##NAME : {                                                        \
+    Value x = RB, y = RHS;                                             \
+    if (x.isNumber() && y.isNumber()) {                                \
+      RA = Value::boolean(x.asNumber() OPER y.asNumber());             \
+      DISPATCH();                                                      \
+    }                                                                  \
+    SAVE_PC();                                                         \
+    Value args[2] = {x, y};                                            \
+    RA = builtin(NativeId::ID)->fn(*this, args, 2);                    \
+    DISPATCH();                                                        \
+  }
+  COMPARE(LT, <, Lt, RC)
+  COMPARE(LE, <=, Le, RC)
+  COMPARE(GT, >, Gt, RC)
+  COMPARE(GE, >=, Ge, RC)
+  COMPARE(NUMEQ, ==, NumEq, RC)
+  COMPARE(LTK, <, Lt, KC)
+  COMPARE(LEK, <=, Le, KC)
+  COMPARE(GTK, >, Gt, KC)
+  COMPARE(GEK, >=, Ge, KC)
+  COMPARE(NUMEQK, ==, NumEq, KC)
+#undef COMPARE
+
+#define CMPJUMP(NAME, OPER, ID, RHS)                                   \
+  op_##NAME : {                                                        \
+    Value x = RA, y = RHS;                                             \
+    bool holds;                                                        \
+    if (x.isNumber() && y.isNumber()) {                                \
+      holds = x.asNumber() OPER y.asNumber();                          \
+    } else {                                                           \
+      SAVE_PC();                                                       \
+      Value args[2] = {x, y};                                          \
+      holds = builtin(NativeId::ID)->fn(*this, args, 2).isTruthy();    \
+    }                                                                  \
+    if (!holds) pc += instr::sC(ins);                                  \
+    DISPATCH();                                                        \
+  }
+  CMPJUMP(JNLT, <, Lt, RB)
+  CMPJUMP(JNLE, <=, Le, RB)
+  CMPJUMP(JNGT, >, Gt, RB)
+  CMPJUMP(JNGE, >=, Ge, RB)
+  CMPJUMP(JNNUMEQ, ==, NumEq, RB)
+  CMPJUMP(JNLTK, <, Lt, KB)
+  CMPJUMP(JNLEK, <=, Le, KB)
+  CMPJUMP(JNGTK, >, Gt, KB)
+  CMPJUMP(JNGEK, >=, Ge, KB)
+  CMPJUMP(JNNUMEQK, ==, NumEq, KB)
+#undef CMPJUMP
+
+op_CONS: {
+  SAVE_PC();
+  Value x = RB, y = RC;
+  RA = cons(x, y);
+  DISPATCH();
+}
+op_CAR: {
+  Value x = RB;
+  if (!isPair(x)) {
+    SAVE_PC();
+    typeError("car", 0, "pair", x);
+  }
+  RA = asPair(x)->car;
+  DISPATCH();
+}
+op_CDR: {
+  Value x = RB;
+  if (!isPair(x)) {
+    SAVE_PC();
+    typeError("cdr", 0, "pair", x);
+  }
+  RA = asPair(x)->cdr;
+  DISPATCH();
+}
+op_NOT:
+  RA = Value::boolean(RB.isFalse());
+  DISPATCH();
+op_NULLP:
+  RA = Value::boolean(RB.isNil());
+  DISPATCH();
+op_PAIRP:
+  RA = Value::boolean(isPair(RB));
+  DISPATCH();
+op_EQP: {
+  Value x = RB, y = RC;
+  if (x.isNumber() && y.isNumber()) {
+    RA = Value::boolean(x.asNumber() == y.asNumber());
+    DISPATCH();
+  }
+  if (x == y) {
+    RA = Value::boolean(true);
+    DISPATCH();
+  }
+  SAVE_PC();
+  Value args[2] = {x, y};
+  RA = builtin(NativeId::EqP)->fn(*this, args, 2);
+  DISPATCH();
+}
+
+#undef DISPATCH
+#undef SAVE_PC
+#undef RA
+#undef RB
+#undef RC
+#undef KB
+#undef KC
+}
+
+}  // namespace dlam

@@ -1,0 +1,157 @@
+// printer.cpp — the textual form of every value (VM::show), for display, write,
+// the REPL and error messages.
+//
+// Printing never recurses in C++: nested lists and reverse-tagged values are
+// walked with an explicit stack, so a list nested a million levels deep prints
+// like a flat one. Cycles cannot occur (pairs are immutable; closures, the only
+// objects that could close a loop, print opaquely), so there is no cycle check.
+#include <charconv>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "dlam/vm.h"
+
+namespace dlam {
+
+namespace {
+
+// SPEC §2: integer-valued doubles print without a point, everything else as the
+// shortest text that reads back to the same double.
+void appendNumber(std::string& out, double x) {
+  if (std::isnan(x)) { out += "+nan.0"; return; }
+  if (std::isinf(x)) { out += x > 0 ? "+inf.0" : "-inf.0"; return; }
+  if (x == 0) { out += std::signbit(x) ? "-0" : "0"; return; }
+  char buf[64];
+  std::to_chars_result r;
+  if (std::fabs(x) < 1e21 && x == std::trunc(x)) {
+    // Shortest round-trip in fixed notation: plain digits, never an exponent.
+    r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::fixed);
+  } else {
+    // No format argument: the shortest round-trip text (GCC picks fixed or scientific).
+    r = std::to_chars(buf, buf + sizeof buf, x);
+  }
+  out.append(buf, r.ptr);
+}
+
+void appendWrittenString(std::string& out, std::string_view s) {
+  out += '"';
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default: out += c;
+    }
+  }
+  out += '"';
+}
+
+void appendProcedure(std::string& out, std::string_view name) {
+  out += "#<procedure";
+  if (!name.empty()) {
+    out += ' ';
+    out += name;
+  }
+  out += '>';
+}
+
+std::string_view nativeName(const Native* n) { return n->name ? n->name : ""; }
+
+// One pending step of the walk: print a value, continue a list after its first
+// element, or close a bracket opened earlier.
+struct Task {
+  enum Kind : uint8_t { Show, ListRest, CloseParen, CloseAngle } kind;
+  Value v;
+};
+
+}  // namespace
+
+std::string VM::show(Value root, bool write) {
+  std::string out;
+  std::vector<Task> todo;
+  todo.push_back({Task::Show, root});
+  while (!todo.empty()) {
+    Task t = todo.back();
+    todo.pop_back();
+    switch (t.kind) {
+      case Task::CloseParen: out += ')'; continue;
+      case Task::CloseAngle: out += '>'; continue;
+      case Task::ListRest:
+        if (t.v.isNil()) {
+          out += ')';
+        } else if (isPair(t.v)) {
+          out += ' ';
+          todo.push_back({Task::ListRest, asPair(t.v)->cdr});
+          todo.push_back({Task::Show, asPair(t.v)->car});
+        } else {
+          out += " . ";
+          todo.push_back({Task::CloseParen, Value()});
+          todo.push_back({Task::Show, t.v});
+        }
+        continue;
+      case Task::Show: break;
+    }
+
+    Value v = t.v;
+    if (v.isNumber()) { appendNumber(out, v.asNumber()); continue; }
+    if (!v.isObject()) {
+      if (v.isNil()) out += "()";
+      else if (v.isBool()) out += v.isTruthy() ? "#t" : "#f";
+      else if (v.isVoid()) out += "#<void>";
+      else if (v.isUndefined()) out += "#<undefined>";
+      else if (v.isZero()) out += '0';  // the symbolic zero sensitivity
+      else out += "#<unknown>";
+      continue;
+    }
+    Obj* o = v.asObject();
+    switch (o->type) {
+      case ObjType::String:
+        if (write) appendWrittenString(out, static_cast<String*>(o)->view());
+        else out += static_cast<String*>(o)->view();
+        break;
+      case ObjType::Symbol: out += static_cast<Symbol*>(o)->name; break;
+      case ObjType::Pair:
+        out += '(';
+        todo.push_back({Task::ListRest, static_cast<Pair*>(o)->cdr});
+        todo.push_back({Task::Show, static_cast<Pair*>(o)->car});
+        break;
+      case ObjType::Closure: appendProcedure(out, static_cast<Closure*>(o)->proto->name); break;
+      case ObjType::Native: appendProcedure(out, nativeName(static_cast<Native*>(o))); break;
+      case ObjType::Proto:
+        out += "#<proto ";
+        out += static_cast<Proto*>(o)->name;
+        out += '>';
+        break;
+      case ObjType::Rev:
+        out += "#<rev ";
+        todo.push_back({Task::CloseAngle, Value()});
+        todo.push_back({Task::Show, static_cast<Rev*>(o)->primal});
+        break;
+      case ObjType::Attached:
+        // An attached derivative is invisible except under *j.
+        todo.push_back({Task::Show, static_cast<Attached*>(o)->primal});
+        break;
+      case ObjType::Foreign:
+        out += "#<foreign ";
+        out += nativeName(static_cast<Native*>(o));
+        out += '>';
+        break;
+      case ObjType::Vector: {
+        auto* vec = static_cast<Vector*>(o);
+        out += "#(";
+        for (uint32_t i = 0; i < vec->aux; ++i) {
+          if (i) out += ' ';
+          appendNumber(out, vec->items[i]);
+        }
+        out += ')';
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace dlam
