@@ -302,6 +302,10 @@ class Transformer {
         case NativeId::Plus:
           call(out, std::move(args), 0, dst);
           return;
+        case NativeId::AttachStarJ:
+          // *j of (attach-*j v rep) is rep, and rep = (*j-inverse (*j rep)).
+          call(out, {prim(NativeId::StarJInverse), jargs.at(1)}, 0, dst);
+          return;
         case NativeId::Apply: {
           Atom t = call(out, std::move(args));
           call(out, {prim(NativeId::Car), t}, 0, dst);
@@ -531,6 +535,19 @@ class Transformer {
       return;
     }
     auto id = static_cast<NativeId>(n->id);
+    if (n->flags & kHasVjp) {
+      // A host function with a vector-Jacobian product: (%call-vjp h x... ybar) → list of x̄.
+      if (st.isZero(bd.dst)) return;
+      std::vector<Atom> args{globalAtom(vm_.intern("%call-vjp")), constAtom(Value::object(n))};
+      for (size_t i = 1; i < bd.args.size(); ++i) args.push_back(primal(st, bd.args[i]));
+      args.push_back(st.get(bd.dst));
+      Atom parts = call(st.out, std::move(args));
+      for (size_t i = 1; i < bd.args.size(); ++i) {
+        addTo(st, bd.args[i], call(st.out, {prim(NativeId::SCar), parts}));
+        if (i + 1 < bd.args.size()) parts = call(st.out, {prim(NativeId::SCdr), parts});
+      }
+      return;
+    }
     if (id == NativeId::Apply) {
       if (st.isZero(bd.dst)) return;
       Atom s = call(st.out, {localAtom(bp_.at(bd.dst)), st.get(bd.dst)});
@@ -614,6 +631,12 @@ class Transformer {
       // ---- the AD operators ----
       case NativeId::StarJ: addTo(st, *a, call(st.out, {prim(NativeId::StarJInverse), g})); return;
       case NativeId::StarJInverse: addTo(st, *a, call(st.out, {prim(NativeId::StarJ), g})); return;
+      case NativeId::AttachStarJ:
+        // An attached value computes like its primal: its sensitivity is the
+        // primal's, once. (The rep's own sensitivity, which matters only for
+        // nested derivatives, flows through the *j-inverse that φ emitted.)
+        addTo(st, *a, g);
+        return;
       case NativeId::Plus:
         addTo(st, *a, g);
         addTo(st, *b, g);

@@ -202,6 +202,13 @@ class FnCompiler {
           emit(instr::make(Op::CONS, dst, a, b));
         }
         return true;
+      case NativeId::AttachStarJ:
+        if (n != 2) return false;
+        {
+          uint32_t a = atomReg(*x), b = atomReg(*y);
+          emit(instr::make(Op::ATTACH, dst, a, b));
+        }
+        return true;
       case NativeId::EqP:
         if (n != 2) return false;
         {

@@ -16,6 +16,15 @@ Value starJInverse(VM& vm, Value* a, int) { return vm.starJInverse(a[0]); }
 Value zero(VM& vm, Value* a, int) { return vm.zeroOf(a[0]); }
 Value plus(VM& vm, Value* a, int) { return vm.plus(a[0], a[1]); }
 
+Value attach(VM& vm, Value* a, int) { return Value::object(vm.makeAttached(a[0], a[1])); }
+
+// Asks for a collection at the next safe point (the next call): natives run
+// between safe points and cannot collect themselves.
+Value collectGarbage(VM& vm, Value*, int) {
+  vm.requestCollection();
+  return Value::voidValue();
+}
+
 Value szeroP(VM&, Value* a, int) { return Value::boolean(a[0].isZero()); }
 
 // car and cdr of a sensitivity, where the symbolic zero stands for a pair of zeros.
@@ -122,12 +131,21 @@ Value materialize(VM& vm, Value* a, int) {
   return results.back();
 }
 
+// (%call-vjp h x1 .. xn ybar): the argument sensitivities of host function h.
+Value callVjp(VM& vm, Value* a, int n) {
+  if (!isNative(a[0]) || !(asNative(a[0])->flags & kHasVjp)) vm.typeError("%call-vjp", 0, "host function", a[0]);
+  return asNative(a[0])->vjp(vm, a + 1, n - 1);
+}
+
 }  // namespace
 
 void openAdPrimitives(VM& vm) {
+  vm.defineNative("%call-vjp", callVjp, 2, -1)->flags |= kNoDerivative;
   vm.defineNative("*j", starJ, 1, 1, idOf(NativeId::StarJ));
   vm.defineNative("*j-inverse", starJInverse, 1, 1, idOf(NativeId::StarJInverse));
   vm.defineNative("zero", zero, 1, 1, idOf(NativeId::Zero));
+  vm.defineNative("attach-*j", attach, 2, 2, idOf(NativeId::AttachStarJ));
+  vm.defineNative("collect-garbage", collectGarbage, 0, 0);
   vm.defineNative("plus", plus, 2, 2, idOf(NativeId::Plus));
   vm.defineNative("%zero?", szeroP, 1, 1, idOf(NativeId::SZeroP));
   vm.defineNative("%scar", scar, 1, 1, idOf(NativeId::SCar));

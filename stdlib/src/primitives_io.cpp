@@ -2,8 +2,8 @@
 // print, error, assert, disasm, gc-stats.
 //
 // All output goes through vm.output so embedders and tests can capture it.
-// There is deliberately no collect-garbage: natives are not safe points, and a
-// collection here could free values the interpreter still holds only in C++.
+// (collect-garbage) lives in primitives_ad.cpp: it only requests a collection at
+// the next safe point, since natives are not safe points themselves.
 #include <string>
 
 #include "primitives.h"
@@ -62,12 +62,18 @@ Value disasm(VM& vm, Value* a, int) {
   return Value::voidValue();
 }
 
-// (gc-stats) → (live-objects live-bytes collections)
+// (gc-stats) → (live-objects live-bytes collections peak-bytes)
 Value gcStats(VM& vm, Value*, int) {
   GcStats s = vm.gcStats();
   Value xs[] = {Value::number(static_cast<double>(s.liveObjects)), Value::number(static_cast<double>(s.liveBytes)),
-                Value::number(static_cast<double>(s.collections))};
-  return vm.list(xs, 3);
+                Value::number(static_cast<double>(s.collections)), Value::number(static_cast<double>(s.peakBytes))};
+  return vm.list(xs, 4);
+}
+
+// (gc-reset-peak): starts a new peak measurement from the bytes live now.
+Value gcResetPeak(VM& vm, Value*, int) {
+  vm.resetPeak();
+  return Value::voidValue();
 }
 
 }  // namespace
@@ -81,6 +87,7 @@ void openIoPrimitives(VM& vm) {
   vm.defineNative("assert", assertion, 1, 2, idOf(NativeId::Assert));
   vm.defineNative("disasm", disasm, 1, 1);
   vm.defineNative("gc-stats", gcStats, 0, 0);
+  vm.defineNative("gc-reset-peak", gcResetPeak, 0, 0);
 }
 
 }  // namespace dlam::prim

@@ -108,6 +108,18 @@ Closure* VM::repClosure(Native* rep, int nargs) {
 
 Value VM::liftedCall(Native* lifted, Value* args, int nargs) {
   Native* base = asNative(lifted->data);
+  if (base->flags & kNoDerivative) {
+    // %call-vjp itself being differentiated: the host function's vjp is first order only.
+    if (nargs > 0 && isNative(args[0]) && (asNative(args[0])->flags & kHasVjp))
+      runtimeError(std::string(asNative(args[0])->name) +
+                   ": nested derivatives through this host function are not supported (its vjp is first order)");
+    runtimeError(std::string(base->name) +
+                 ": has no derivative, so it cannot be used in differentiated code (attach one with custom-vjp, "
+                 "or register the host function with a vjp)");
+  }
+  if ((base->flags & kHasVjp) && lifted->level > 1)
+    runtimeError(std::string(base->name) +
+                 ": nested derivatives through this host function are not supported (its vjp is first order)");
   std::vector<Value> stripped(args, args + nargs);
   for (auto& a : stripped) {
     for (uint16_t i = 0; i < lifted->level; ++i) {
@@ -117,6 +129,7 @@ Value VM::liftedCall(Native* lifted, Value* args, int nargs) {
       a = starJInverse(a);
     }
   }
+  callingNative = base;
   Value r = base->fn(*this, stripped.data(), nargs);
   for (uint16_t i = 0; i < lifted->level; ++i) r = starJ(r);
   return r;

@@ -95,6 +95,7 @@ Obj* VM::allocate(ObjType type, size_t bytes) {
   o->aux = 0;
   bytesAllocated_ += bytes;
   stats_.totalAllocatedBytes += bytes;
+  if (bytesAllocated_ > stats_.peakBytes) stats_.peakBytes = bytesAllocated_;
   ++liveObjects_;
 #ifdef DLAM_GC_STRESS
   gcRequested_ = true;

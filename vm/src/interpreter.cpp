@@ -140,6 +140,7 @@ Value VM::call(Value fn, const Value* args, int nargs) {
       } else {
         if (nargs < n->minArgs || (n->maxArgs >= 0 && nargs > n->maxArgs))
           runtimeError(std::string(n->name) + ": wrong number of arguments (" + std::to_string(nargs) + ")");
+        callingNative = n;
         result = n->kind ? liftedCall(n, &stack_[slot + 1], nargs) : n->fn(*this, &stack_[slot + 1], nargs);
       }
     } else if (isClosure(fn)) {
@@ -347,6 +348,7 @@ call_again:
     uint32_t base = frame->base;
     uint32_t savedTop = stackTop_;
     if (stackTop_ < base + a + 1 + nargs) stackTop_ = base + a + 1 + nargs;
+    callingNative = n;
     Value result = n->kind ? liftedCall(n, &R[a + 1], static_cast<int>(nargs))
                            : n->fn(*this, &R[a + 1], static_cast<int>(nargs));
     stackTop_ = savedTop;
@@ -544,6 +546,13 @@ op_EQP: {
   SAVE_PC();
   Value args[2] = {x, y};
   RA = builtin(NativeId::EqP)->fn(*this, args, 2);
+  DISPATCH();
+}
+
+op_ATTACH: {
+  SAVE_PC();
+  Value x = RB, y = RC;
+  RA = Value::object(makeAttached(x, y));
   DISPATCH();
 }
 

@@ -40,6 +40,8 @@ enum ObjFlag : uint16_t {
   kMemoBoth = 1 << 2,    // memo holds a Pair record ((*j this) . (*j-inverse this))
   kLazyJ = 1 << 3,       // closure: upvals still need *j applied (lazy environment)
   kLazyJInv = 1 << 4,    // closure: upvals still need *j-inverse applied
+  kNoDerivative = 1 << 5,  // native: using it in differentiated code is an error naming it
+  kHasVjp = 1 << 6,        // native: differentiable (first order only) through Native::vjp
 };
 
 struct Obj {
@@ -113,6 +115,13 @@ struct Native : Obj {
   uint16_t level = 0;  // lifted/rep natives: how many *j levels they work at
   uint16_t kind = 0;   // NativeKind
   std::string ownedName;
+  // Host functions (embed/): the callback and its user data, and for numeric ones
+  // with a derivative the vector-Jacobian product: vjp(vm, args..., ybar) returns
+  // the list of the argument sensitivities (flag kHasVjp).
+  void* hostFn = nullptr;
+  void* hostData = nullptr;
+  void* hostVjp = nullptr;
+  NativeFn vjp = nullptr;
 };
 
 enum class NativeKind : uint16_t {

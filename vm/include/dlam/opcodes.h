@@ -71,7 +71,8 @@ namespace dlam {
   X(NOT, AB, "R[A] = (not R[B])")                                                     \
   X(NULLP, AB, "R[A] = (null? R[B])")                                                 \
   X(PAIRP, AB, "R[A] = (pair? R[B])")                                                 \
-  X(EQP, ABC, "R[A] = (eq? R[B] R[C])")
+  X(EQP, ABC, "R[A] = (eq? R[B] R[C])")                                             \
+  X(ATTACH, ABC, "R[A] = (attach-*j R[B] R[C]): R[B] whose *j is R[C]")
 
 enum class Op : uint8_t {
 #define DLAM_OP_ENUM(name, fmt, doc) name,

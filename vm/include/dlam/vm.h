@@ -39,6 +39,7 @@ struct GcStats {
   uint64_t liveBytes = 0;
   uint64_t collections = 0;
   uint64_t totalAllocatedBytes = 0;
+  uint64_t peakBytes = 0;  // the most bytes live at once (since the last resetPeak)
 };
 
 class VM {
@@ -134,7 +135,10 @@ class VM {
     size_t idx_;
   };
   void collectGarbage();
+  // Collects at the next safe point of the interpreter.
+  void requestCollection() { gcRequested_ = true; }
   GcStats gcStats() const;
+  void resetPeak() { stats_.peakBytes = bytesAllocated_; }
   // Extra roots owned by embedders (handle tables); marked at every collection.
   std::vector<std::function<void(std::vector<Obj*>&)>> rootProviders;
   void markValue(Value v, std::vector<Obj*>& work);
@@ -146,6 +150,9 @@ class VM {
   std::string disassemble(const Proto* p, bool recursive = true) const;
 
   uint64_t instructionsExecuted() const { return instructionCount_; }
+  // The native being called, set just before every call of a NativeFn (host
+  // function trampolines use it to find their callback).
+  Native* callingNative = nullptr;
   // The builtin native registered under an id (for opcode slow paths and AD rules).
   Native* builtin(NativeId id) const { return builtins_[static_cast<size_t>(id)]; }
   std::string currentFile;  // chunk name used for errors raised outside any frame

@@ -1,0 +1,90 @@
+// Shared set-up for the gradient benchmark peers (bench/peers/*.cpp).
+// Every implementation (dlam, C++, ADOL-C, PyTorch, Lua) builds the same inputs
+// the same way and prints the same checksums; see bench/README.md, "gradients".
+#pragma once
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace bench {
+
+// Command line of every peer: PROG MODE N REPS.
+struct Args {
+  const char* mode;
+  long n;
+  long reps;
+};
+
+inline Args parseArgs(int argc, char** argv, const char* modes) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s MODE N REPS   (MODE: %s)\n", argv[0], modes);
+    std::exit(2);
+  }
+  return Args{argv[1], std::atol(argv[2]), std::atol(argv[3])};
+}
+
+// Rosenbrock input: x_i = 0.5 + 0.001 * (i mod 1000).
+inline std::vector<double> rosenX(long n) {
+  std::vector<double> x(n);
+  for (long i = 0; i < n; ++i) x[i] = 0.5 + 0.001 * static_cast<double>(i % 1000);
+  return x;
+}
+
+// Direction of the Hessian-vector product: v_i = 1 - 0.01 * (i mod 7).
+inline std::vector<double> hvpV(long n) {
+  std::vector<double> v(n);
+  for (long i = 0; i < n; ++i) v[i] = 1.0 - 0.01 * static_cast<double>(i % 7);
+  return v;
+}
+
+// Checksum of a gradient (or any vector): sum_i g_i * (1 + (i mod 7)), left to right.
+inline double checksum(const double* g, long n) {
+  double c = 0;
+  for (long i = 0; i < n; ++i) c += g[i] * static_cast<double>(1 + i % 7);
+  return c;
+}
+
+// Park-Miller LCG: s <- 16807 s mod (2^31 - 1); u = s / (2^31 - 1).  Exact in
+// doubles (16807 s < 2^46), so every language draws the same numbers.
+struct Lcg {
+  double s = 42;
+  double next() {
+    const double m = 2147483647.0;
+    double p = s * 16807.0;
+    s = p - m * std::floor(p / m);
+    return s / m;
+  }
+};
+
+// MLP 2-16-16-1: per unit, its input weights then its bias, layer after layer.
+constexpr int kIn = 2, kH = 16, kSamples = 256;
+constexpr int kWeights = kH * (kIn + 1) + kH * (kH + 1) + (kH + 1);  // 337
+
+struct MlpData {
+  std::vector<double> w;      // kWeights, in [-0.5, 0.5)
+  std::vector<double> x;      // kSamples * 2, in [-1, 1)
+  std::vector<double> t;      // kSamples targets: sin(2 x0) cos(x1)
+};
+
+inline MlpData mlpData() {
+  MlpData d;
+  Lcg r;
+  for (int i = 0; i < kWeights; ++i) d.w.push_back(r.next() - 0.5);
+  for (int k = 0; k < kSamples; ++k) {
+    double x0 = 2 * r.next() - 1;
+    double x1 = 2 * r.next() - 1;
+    d.x.push_back(x0);
+    d.x.push_back(x1);
+    d.t.push_back(std::sin(2 * x0) * std::cos(x1));
+  }
+  return d;
+}
+
+// Keeps the optimiser from dropping repeated pure computations.
+inline void clobber() { asm volatile("" ::: "memory"); }
+
+inline void printResult(double value, double sum) { std::printf("%.17g %.17g\n", value, sum); }
+
+}  // namespace bench
