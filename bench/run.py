@@ -9,9 +9,15 @@ fork/exec/wait and peak memory is the child's ru_maxrss from os.wait4.
 Runs are interleaved round-robin across the commands of a workload so that
 drift in machine load affects every peer alike; the median is reported.
 
+Group `gradients` (reverse-mode AD against hand-written C++, ADOL-C and
+PyTorch scalar autograd) times repeated computations inside one process: each
+program takes MODE N REPS and is run with REPS and with a small base count, and
+the difference gives the time per operation (see Rep below); it also prints the
+cost ratios gradient/function and the memory checks.
+
 Adding a workload: append a Workload(...) to WORKLOADS with one entry per peer
 key in `impls` (a source file relative to bench/, or a callable returning an
-argv).  Adding a peer: append a Peer(...) to PEERS (with an `available` check
+argv; for group `gradients`, a Rep).  Adding a peer: append a Peer(...) to PEERS (with an `available` check
 and, for compiled peers under bench/peers/, a `prepare` step that builds it).
 Standard library only.
 """
@@ -50,6 +56,9 @@ class Peer:
     # optional build step (compiled peers); returns None or an error string
     prepare: Optional[Callable[[argparse.Namespace], Optional[str]]] = None
     subject: bool = False    # True for dlam: the thing being measured
+    # argv for a repeated-computation program (group `gradients`):
+    # (opts, prog, mode, n, reps) -> argv; see Rep below
+    rep_argv: Optional[Callable[..., list]] = None
 
 
 def _which(prog: str) -> Callable[[argparse.Namespace], Optional[str]]:
@@ -67,14 +76,111 @@ def _dlam_available(opts) -> Optional[str]:
     return None
 
 
+def cache_dir() -> str:
+    """Where the launcher and the compiled peers are cached."""
+    base = os.environ.get("XDG_CACHE_HOME") or tempfile.gettempdir()
+    d = os.path.join(base, f"dlam-bench-{os.getuid()}")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+# Compiled peers of the gradient workloads: binary name -> (source under
+# bench/peers/, link flags).  Built with g++ -O2 into cache_dir(), keyed by a
+# hash of the source and common.h, so an edit rebuilds.
+CXX_PEERS = {
+    "rosenbrock": ("rosenbrock.cpp", []),
+    "mlp": ("mlp.cpp", []),
+    "rosenbrock_adolc": ("rosenbrock_adolc.cpp", ["-ladolc"]),
+    "mlp_adolc": ("mlp_adolc.cpp", ["-ladolc"]),
+}
+CXX_FLAGS = ["-O2", "-std=c++20"]
+_BUILT: dict = {}   # binary name -> path
+
+
+def _build_cxx(names):
+    def prepare(_opts) -> Optional[str]:
+        import hashlib
+        cxx = shutil.which("g++") or shutil.which("c++")
+        if not cxx:
+            return "no C++ compiler (g++)"
+        for name in names:
+            if name in _BUILT:
+                continue
+            src, libs = CXX_PEERS[name]
+            srcp = os.path.join(BENCH, "peers", src)
+            h = hashlib.sha1(" ".join(CXX_FLAGS + libs).encode())
+            for p in (srcp, os.path.join(BENCH, "peers", "common.h")):
+                with open(p, "rb") as f:
+                    h.update(f.read())
+            exe = os.path.join(cache_dir(), f"{name}-{h.hexdigest()[:12]}")
+            if not os.access(exe, os.X_OK):
+                tmp = exe + f".tmp{os.getpid()}"
+                r = subprocess.run([cxx] + CXX_FLAGS + ["-o", tmp, srcp] + libs,
+                                   capture_output=True, text=True)
+                if r.returncode != 0:
+                    return f"{src} did not compile: " + first_line(r.stderr, 100)
+                os.replace(tmp, exe)
+            _BUILT[name] = exe
+        return None
+    return prepare
+
+
+def _adolc_available(_opts) -> Optional[str]:
+    if not (shutil.which("g++") or shutil.which("c++")):
+        return "no C++ compiler (g++)"
+    if not any(os.path.isfile(os.path.join(d, "adolc", "adolc.h"))
+               for d in ("/usr/include", "/usr/local/include")):
+        return "ADOL-C not installed (apt-get install -y libadolc-dev)"
+    return None
+
+
+# PyTorch is Debian's python3-torch, so it is the system interpreter's module.
+TORCH_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+_torch_check: list = []
+
+
+def _torch_available(_opts) -> Optional[str]:
+    if not _torch_check:
+        try:
+            r = subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True,
+                               text=True, timeout=120)
+            _torch_check.append(None if r.returncode == 0 else
+                                f"{TORCH_PYTHON} cannot import torch (apt-get install -y python3-torch)")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            _torch_check.append(f"{TORCH_PYTHON}: {e}")
+    return _torch_check[0]
+
+
+def _dlam_rep(o, prog, mode, n, reps):
+    path = os.path.join(BENCH, "dlam", prog + ".dlam").replace("\\", "\\\\").replace('"', '\\"')
+    return [o.dlam, "-e", f'(define MODE "{mode}") (define N {n}) (define REPS {reps}) '
+                          f'(include "{path}")']
+
+
+def _no_source(_o, _src):
+    raise ValueError("this peer only runs gradient workloads (Rep)")
+
+
 PEERS = [
-    Peer("dlam", "dlam", lambda o, src: [o.dlam, src], _dlam_available, subject=True),
-    Peer("lua", "lua5.4", lambda o, src: ["lua5.4", src], _which("lua5.4")),
+    Peer("dlam", "dlam", lambda o, src: [o.dlam, src], _dlam_available, subject=True,
+         rep_argv=_dlam_rep),
+    Peer("lua", "lua5.4", lambda o, src: ["lua5.4", src], _which("lua5.4"),
+         rep_argv=lambda o, prog, mode, n, reps:
+             ["lua5.4", os.path.join(BENCH, "lua", prog + ".lua"), mode, str(n), str(reps)]),
     Peer("luajit", "luajit -joff", lambda o, src: ["luajit", "-joff", src], _which("luajit")),
-    # Later (gradients), e.g.:
-    # Peer("torch", "PyTorch", lambda o, src: [sys.executable, src], _torch_available),
-    # Peer("adolc", "ADOL-C", lambda o, bin: [bin], _adolc_available, prepare=_build_peers),
-    # Peer("cpp", "hand C++", lambda o, bin: [bin], _cxx_available, prepare=_build_peers),
+    # Gradient peers (group `gradients`): each program takes MODE N REPS.
+    Peer("cpp", "C++ hand", _no_source, _which("g++"),
+         prepare=_build_cxx(["rosenbrock", "mlp"]),
+         rep_argv=lambda o, prog, mode, n, reps: [_BUILT[prog], mode, str(n), str(reps)]),
+    Peer("adolc", "ADOL-C retape", _no_source, _adolc_available,
+         prepare=_build_cxx(["rosenbrock_adolc", "mlp_adolc"]),
+         rep_argv=lambda o, prog, mode, n, reps: [_BUILT[prog + "_adolc"], mode, str(n), str(reps)]),
+    Peer("adolc-replay", "ADOL-C replay", _no_source, _adolc_available,
+         prepare=_build_cxx(["rosenbrock_adolc", "mlp_adolc"]),
+         rep_argv=lambda o, prog, mode, n, reps: [_BUILT[prog + "_adolc"], mode, str(n), str(reps)]),
+    Peer("torch", "PyTorch", _no_source, _torch_available,
+         rep_argv=lambda o, prog, mode, n, reps:
+             [TORCH_PYTHON, os.path.join(BENCH, "python", prog + "_torch.py"), mode, str(n), str(reps)]),
 ]
 PEER = {p.key: p for p in PEERS}
 
@@ -121,6 +227,132 @@ WORKLOADS = [
 ]
 # startup: dlam prints "1", Lua prints nothing -- check per peer instead.
 STARTUP_EXPECT = {"dlam": "1", "lua": "", "luajit": ""}
+
+
+# --------------------------------------------------------------------------
+# Group `gradients`: repeated computations inside one process.
+#
+# Each implementation is a program PROG (bench/dlam/PROG.dlam,
+# bench/peers/PROG.cpp or PROG_adolc.cpp, bench/python/PROG_torch.py,
+# bench/lua/PROG.lua) run with MODE N REPS: it builds its input, repeats the
+# computation REPS times and prints the result once ("value checksum").  It is
+# run with REPS and with `base` repetitions, and the time per operation is
+#     (median wall(REPS) - median wall(base)) / (REPS - base),
+# so start-up, building the input (and, for PyTorch, `import torch`, ~1.5 s)
+# cancel out.  Outputs are compared numerically (relative `rtol`) with the first
+# peer of CHECK_ORDER that ran.
+# --------------------------------------------------------------------------
+
+@dataclass
+class Rep:
+    prog: str
+    mode: str
+    n: int
+    reps: int
+    base: Optional[int] = 1      # None: no subtraction, the time is wall(REPS) / REPS
+    runs: Optional[int] = None   # at most this many timed runs (slow peers)
+    scale: bool = True           # --quick divides REPS by 10
+
+    def eff_reps(self, opts) -> int:
+        if not (opts.quick and self.scale):
+            return self.reps
+        return max(self.reps // 10, (self.base or 0) + 1)
+
+
+CHECK_ORDER = ["cpp", "adolc", "adolc-replay", "torch", "lua", "dlam"]
+GRAD_RTOL = 1e-9
+
+
+def _rosen(mode, n, **reps):
+    """impls of one Rosenbrock row: peer=REPS, or peer=Rep(...) for anything special."""
+    modes = {"adolc": "tape", "adolc-replay": "replay"}
+    return {k: (v if isinstance(v, Rep) else Rep("rosenbrock", modes.get(k, mode), n, v))
+            for k, v in reps.items()}
+
+
+def _mlp(mode, **reps):
+    modes = {"adolc": "tape", "adolc-replay": "replay"}
+    return {k: (v if isinstance(v, Rep) else Rep("mlp", modes.get(k, mode), 0, v))
+            for k, v in reps.items()}
+
+
+GRAD = "gradients"
+WORKLOADS += [
+    Workload("rosen-f-100", GRAD, "extended Rosenbrock n=100, plain evaluation",
+             _rosen("f", 100, dlam=30000, cpp=1000000, lua=30000,
+                    torch=Rep("rosenbrock", "f", 100, 600, runs=3, scale=False))),
+    Workload("rosen-f", GRAD, "extended Rosenbrock n=1000, plain evaluation",
+             _rosen("f", 1000, dlam=3000, cpp=100000, lua=3000,
+                    torch=Rep("rosenbrock", "f", 1000, 60, runs=3, scale=False))),
+    Workload("rosen-f-10k", GRAD, "extended Rosenbrock n=10000, plain evaluation",
+             _rosen("f", 10000, dlam=300, cpp=10000, lua=300)),
+    Workload("rosen-grad-100", GRAD, "gradient of Rosenbrock n=100",
+             _rosen("grad", 100, dlam=1500, cpp=1000000)),
+    Workload("rosen-grad", GRAD, "gradient of Rosenbrock n=1000 (ADOL-C: retaping each call / "
+             "replaying one tape; PyTorch: scalar autograd)",
+             _rosen("grad", 1000, dlam=150, cpp=100000, adolc=1000, **{"adolc-replay": 3000},
+                    torch=Rep("rosenbrock", "grad", 1000, 10, runs=3, scale=False))),
+    Workload("rosen-grad-10k", GRAD, "gradient of Rosenbrock n=10000",
+             _rosen("grad", 10000, dlam=10, cpp=10000)),
+    Workload("rosen-hvp", GRAD, "Hessian-vector product of Rosenbrock n=100: dlam reverse over "
+             "reverse, PyTorch create_graph=True, ADOL-C hess_vec on one tape, C++ by hand",
+             _rosen("hvp", 100, dlam=300, cpp=1000000,
+                    **{"adolc-replay": Rep("rosenbrock", "hvp", 100, 10000)},
+                    torch=Rep("rosenbrock", "hvp", 100, 100, runs=3, scale=False))),
+    Workload("mlp-f", GRAD, "MLP 2-16-16-1 tanh, MSE over 256 samples, scalar ops: evaluation",
+             _mlp("f", dlam=60, cpp=2000, lua=100, torch=Rep("mlp", "f", 0, 3, runs=3, scale=False))),
+    Workload("mlp-grad", GRAD, "MLP loss: gradient w.r.t. the 337 weights",
+             _mlp("grad", dlam=6, cpp=1500, adolc=30, **{"adolc-replay": 60},
+                  torch=Rep("mlp", "grad", 0, 2, runs=3, scale=False))),
+    Workload("rosen-f-1e5", GRAD, "memory: one evaluation of Rosenbrock n=10^5 (wall incl. start-up)",
+             _rosen("f", 100000, dlam=Rep("rosenbrock", "f", 100000, 1, base=None),
+                    cpp=Rep("rosenbrock", "f", 100000, 1, base=None),
+                    lua=Rep("rosenbrock", "f", 100000, 1, base=None))),
+    Workload("rosen-grad-1e5", GRAD, "memory: one gradient of Rosenbrock n=10^5 (wall incl. start-up)",
+             _rosen("grad", 100000, dlam=Rep("rosenbrock", "grad", 100000, 1, base=None),
+                    cpp=Rep("rosenbrock", "grad", 100000, 1, base=None),
+                    adolc=Rep("rosenbrock", "tape", 100000, 1, base=None),
+                    torch=Rep("rosenbrock", "grad", 100000, 1, base=None, runs=1))),
+    Workload("rosen-grad-growth", GRAD, "memory growth: 1000 vs 100 gradients of Rosenbrock n=1000 "
+             "in one process",
+             _rosen("grad", 1000, dlam=Rep("rosenbrock", "grad", 1000, 1000, base=100, scale=False),
+                    adolc=Rep("rosenbrock", "tape", 1000, 1000, base=100, scale=False))),
+]
+
+
+@dataclass
+class CostRatio:
+    """time per op of `num` / time per op of `den`, per peer (the cheap-gradient ratio)."""
+    label: str
+    num: str
+    den: str
+    target: Optional[float] = None
+    # the denominator of a peer without its own plain evaluation
+    den_peer: dict = field(default_factory=lambda: {"adolc": "cpp", "adolc-replay": "cpp"})
+
+
+@dataclass
+class Flatness:
+    """cost ratio `a` / cost ratio `b` (how the ratio grows with n)."""
+    label: str
+    a: str
+    b: str
+    target: Optional[float] = None
+
+
+COST_RATIOS = [
+    CostRatio("rosen grad/f, n=100", "rosen-grad-100", "rosen-f-100"),
+    CostRatio("rosen grad/f, n=1000", "rosen-grad", "rosen-f", target=4.0),
+    CostRatio("rosen grad/f, n=10000", "rosen-grad-10k", "rosen-f-10k"),
+    Flatness("  growth of grad/f, n=100 -> 1000", "rosen grad/f, n=1000", "rosen grad/f, n=100",
+             target=1.2),
+    Flatness("  growth of grad/f, n=100 -> 10000", "rosen grad/f, n=10000", "rosen grad/f, n=100",
+             target=1.2),
+    CostRatio("mlp grad/f", "mlp-grad", "mlp-f"),
+    CostRatio("rosen hvp/f, n=100", "rosen-hvp", "rosen-f-100", target=12.0),
+]
+# dlam peak RSS after REPS vs after `base` repetitions in one process: at most this ratio
+GROWTH_CHECKS = [("rosen-grad-growth", 1.05)]
 
 
 # --------------------------------------------------------------------------
@@ -179,12 +411,9 @@ def build_launcher() -> tuple:
     if not cc:
         return None, "no C compiler: peak RSS from os.wait4 includes this Python's RSS as a floor"
     tag = hashlib.sha1(LAUNCHER_C.encode()).hexdigest()[:12]
-    base = os.environ.get("XDG_CACHE_HOME") or tempfile.gettempdir()
-    d = os.path.join(base, f"dlam-bench-{os.getuid()}")
-    exe = os.path.join(d, f"launcher-{tag}")
+    exe = os.path.join(cache_dir(), f"launcher-{tag}")
     if os.access(exe, os.X_OK):
         return exe, ""
-    os.makedirs(d, exist_ok=True)
     src = exe + ".c"
     with open(src, "w") as f:
         f.write(LAUNCHER_C)
@@ -325,6 +554,122 @@ def bench_workload(opts, w: Workload, unavailable: dict) -> dict:
     return results
 
 
+def is_rep(w: Workload) -> bool:
+    return any(isinstance(v, Rep) for v in w.impls.values())
+
+
+@dataclass
+class RepResult(Result):
+    reps: int = 0
+    base: Optional[int] = None
+    base_times: list = field(default_factory=list)
+    base_rss: list = field(default_factory=list)
+
+    @property
+    def per_op_ms(self):
+        """(median wall(REPS) - median wall(base)) / (REPS - base), or wall/REPS without base."""
+        if not self.ok or not self.times:
+            return None
+        t = statistics.median(self.times)
+        if self.base is None:
+            return t / self.reps
+        if not self.base_times:
+            return None
+        return (t - statistics.median(self.base_times)) / (self.reps - self.base)
+
+    @property
+    def base_peak_kb(self):
+        return max(self.base_rss) if self.ok and self.base_rss else None
+
+
+def _numbers(s: str):
+    try:
+        return [float(t) for t in s.split()]
+    except ValueError:
+        return None
+
+
+def outputs_agree(a: str, b: str, rtol: float) -> bool:
+    if a == b:
+        return True
+    x, y = _numbers(a), _numbers(b)
+    if x is None or y is None or len(x) != len(y):
+        return False
+    return all(abs(p - q) <= rtol * max(abs(p), abs(q)) for p, q in zip(x, y))
+
+
+def bench_rep_workload(opts, w: Workload, unavailable: dict) -> dict:
+    keys = [k for k in PEER if k in w.impls]
+    results = {}
+    live = []
+    for k in keys:
+        rep = w.impls[k]
+        res = RepResult(k, reps=rep.eff_reps(opts), base=rep.base)
+        results[k] = res
+        if k in unavailable:
+            res.status, res.note = "unavailable", unavailable[k]
+        else:
+            live.append(k)
+
+    def argv(k, reps):
+        rep = w.impls[k]
+        return PEER[k].rep_argv(opts, rep.prog, rep.mode, rep.n, reps)
+
+    def one(k, reps):
+        """Runs one command; returns its Run, or None after marking the result failed/wrong."""
+        res = results[k]
+        r = run_once(argv(k, reps), opts.timeout, opts.cpu, opts.launcher)
+        if not r.ok:
+            res.status = "failed"
+            why = f"exit {r.rc}" if r.rc >= 0 else f"signal {-r.rc}"
+            msg = first_line(r.err) or first_line(r.out)
+            res.note = why + (f": {msg}" if msg else "") + f"  [{' '.join(argv(k, reps))}]"
+            return None
+        out = r.out.strip()
+        if res.output and not outputs_agree(out, res.output, GRAD_RTOL):
+            res.status = "wrong"
+            res.note = f"printed {first_line(out, 40)!r} after {reps} reps, {res.output!r} before"
+            return None
+        res.output = res.output or out
+        return r
+
+    # warm-up (file cache, shared libraries): one base run, skipped for base-less rows
+    if not opts.quick:
+        for k in list(live):
+            if w.impls[k].base is not None and one(k, w.impls[k].base) is None:
+                live.remove(k)
+    for i in range(opts.runs):
+        for k in list(live):
+            rep, res = w.impls[k], results[k]
+            if rep.runs is not None and i >= rep.runs:
+                continue
+            if rep.base is not None:
+                rb = one(k, rep.base)
+                if rb is None:
+                    live.remove(k)
+                    continue
+                res.base_times.append(rb.wall_ms)
+                res.base_rss.append(rb.maxrss_kb)
+            r = one(k, res.reps)
+            if r is None:
+                live.remove(k)
+                continue
+            res.times.append(r.wall_ms)
+            res.rss.append(r.maxrss_kb)
+
+    # all implementations must agree with the reference (first of CHECK_ORDER that ran)
+    ok = [k for k in CHECK_ORDER if k in results and results[k].ok]
+    if ok:
+        ref = results[ok[0]]
+        for k in ok[1:]:
+            r = results[k]
+            if not outputs_agree(r.output, ref.output, GRAD_RTOL):
+                r.status = "wrong"
+                r.note = (f"printed {r.output[:40]!r}, {PEER[ref.peer].label} printed "
+                          f"{ref.output[:40]!r}")
+    return results
+
+
 # --------------------------------------------------------------------------
 # Table printing
 # --------------------------------------------------------------------------
@@ -365,6 +710,119 @@ def print_table(headers, rows):
         print(line(r))
 
 
+def fmt_dur(ms):
+    if ms is None:
+        return "—"
+    if ms <= 0:
+        return "<noise"
+    if ms < 1e-3:
+        return f"{ms * 1e6:.0f} ns"
+    if ms < 1:
+        return f"{ms * 1e3:.3g} µs"
+    if ms < 1000:
+        return f"{ms:.3g} ms"
+    return f"{ms / 1000:.3g} s"
+
+
+def fmt_x(v):
+    if v is None:
+        return "—"
+    if v >= 100:
+        return f"{v:.0f}×"
+    return f"{v:.2f}×" if v >= 0.1 else f"{v:.2g}×"
+
+
+# column order of the gradient tables
+GRAD_COLUMNS = ["dlam", "cpp", "adolc", "adolc-replay", "torch", "lua", "luajit"]
+
+
+def report_rep_group(opts, g, ws, all_results):
+    cols = [PEER[k] for k in GRAD_COLUMNS if any(k in w.impls for w in ws)]
+    s, others = cols[0], cols[1:]   # dlam first
+    headers = ["workload"] + [p.label for p in cols] + [f"{s.label}/{p.label}" for p in others]
+
+    def name(w):
+        return w.name + (" †" if all(r.base is None for r in w.impls.values()) else "")
+
+    rows, mrows = [], []
+    for w in ws:
+        res = all_results[w.name]
+        row, mrow = [name(w)], [w.name]
+        for p in cols:
+            r = res.get(p.key)
+            row.append(cell(r, fmt_dur(r.per_op_ms)) if r else "")
+            mrow.append(cell(r, fmt_mb(r.peak_kb)) if r else "")
+        rs = res.get(s.key)
+        for p in others:
+            rp = res.get(p.key)
+            if rs is None or rp is None:
+                row.append("")
+                mrow.append("")
+                continue
+            a, b = rs.per_op_ms, rp.per_op_ms
+            row.append(fmt_x(a / b) if a is not None and b is not None and a > 0 and b > 0 else "—")
+            mrow.append(fmt_ratio(rs.peak_kb, rp.peak_kb))
+        rows.append(row)
+        mrows.append(mrow)
+    print(f"\n### time ({g}): per operation = (median wall(REPS) - median wall(base)) / (REPS - base), "
+          f"median of {opts.runs} run(s) (PyTorch: at most 3)" + ("" if opts.quick else ", after 1 warm-up")
+          + "\n")
+    print_table(headers, rows)
+    print("\n† one run of one operation: wall time including start-up (memory rows)")
+
+    print(f"\n### peak memory ({g}): max RSS (MB) of the REPS runs\n")
+    print_table(["peak RSS"] + headers[1:], mrows)
+
+    # cost ratios
+    per = {}
+    crow = []
+    rpeers = [p for p in cols if p.key not in ("lua", "luajit")]
+    for c in COST_RATIOS:
+        vals = {}
+        if isinstance(c, Flatness):
+            for p in rpeers:
+                a, b = per.get((c.a, p.key)), per.get((c.b, p.key))
+                vals[p.key] = a / b if a and b else None
+        else:
+            if c.num not in all_results or c.den not in all_results:
+                continue
+            for p in rpeers:
+                rn = all_results[c.num].get(p.key)
+                rd = all_results[c.den].get(c.den_peer.get(p.key, p.key))
+                a = rn.per_op_ms if rn else None
+                b = rd.per_op_ms if rd else None
+                vals[p.key] = a / b if a is not None and b is not None and a > 0 and b > 0 else None
+        for k, v in vals.items():
+            per[(c.label, k)] = v
+        if all(v is None for v in vals.values()):
+            continue
+        d = vals.get("dlam")
+        verdict = "" if c.target is None else ("—" if d is None else ("PASS" if d <= c.target else "MISS"))
+        crow.append([c.label] + [fmt_x(vals.get(p.key)) if p.key in vals else "" for p in rpeers]
+                    + ["" if c.target is None else f"≤ {c.target:g}×", verdict])
+    if crow:
+        print(f"\n### cost ratios ({g}): time per op of the gradient / of the plain evaluation "
+              "(ADOL-C: over the C++ evaluation)\n")
+        print_table(["ratio"] + [p.label for p in rpeers] + ["target", "dlam"], crow)
+
+    lines = []
+    for wname, limit in GROWTH_CHECKS:
+        if wname not in all_results:
+            continue
+        w = next(x for x in ws if x.name == wname)
+        for k, r in all_results[wname].items():
+            if not r.ok or not r.peak_kb or not r.base_peak_kb:
+                continue
+            ratio = r.peak_kb / r.base_peak_kb
+            verdict = ("PASS" if ratio <= limit else "MISS") if k == "dlam" else "(reference)"
+            lines.append(f"- {PEER[k].label}: peak RSS after {r.base} operations "
+                         f"{fmt_mb(r.base_peak_kb)} MB, after {r.reps}: {fmt_mb(r.peak_kb)} MB "
+                         f"({ratio:.2f}×; target ≤ {limit:g}×): {verdict}")
+    if lines:
+        print(f"\n### memory growth ({g}): {', '.join(n for n, _ in GROWTH_CHECKS)}\n")
+        print("\n".join(lines))
+
+
 def report(opts, selected, all_results):
     groups = []
     for w in selected:
@@ -373,6 +831,9 @@ def report(opts, selected, all_results):
     notes = []
     for g in groups:
         ws = [w for w in selected if w.group == g]
+        if any(is_rep(w) for w in ws):
+            report_rep_group(opts, g, ws, all_results)
+            continue
         subj = [p for p in PEERS if p.subject and any(p.key in w.impls for w in ws)]
         others = [p for p in PEERS if not p.subject and any(p.key in w.impls for w in ws)]
         s = subj[0] if subj else None
@@ -484,6 +945,11 @@ def main(argv=None):
     if opts.list:
         for w in WORKLOADS:
             print(f"{w.name:10} [{w.group}] {w.desc}")
+            if is_rep(w):
+                for k, r in w.impls.items():
+                    print(f"{'':12}{PEER[k].label}: {r.prog} {r.mode} N={r.n} REPS={r.reps}"
+                          + (f" base={r.base}" if r.base is not None else "")
+                          + (f" runs<={r.runs}" if r.runs else ""))
         print("peers: " + ", ".join(f"{p.key} ({p.label})" for p in PEERS))
         return 0
 
@@ -530,14 +996,18 @@ def main(argv=None):
     all_results = {}
     for w in selected:
         print(f"  running {w.name} ...", file=sys.stderr, flush=True)
-        all_results[w.name] = bench_workload(opts, w, unavailable)
+        all_results[w.name] = (bench_rep_workload if is_rep(w) else bench_workload)(opts, w, unavailable)
 
     problems = report(opts, selected, all_results)
 
     if opts.json:
         data = {"when": time.time(), "runs": opts.runs, "dlam": opts.dlam, "workloads": {
-            name: {PEER[k].label: {"status": r.status, "note": r.note, "times_ms": r.times,
-                                   "median_ms": r.median_ms, "maxrss_kb": r.rss}
+            name: {PEER[k].label: dict({"status": r.status, "note": r.note, "times_ms": r.times,
+                                        "median_ms": r.median_ms, "maxrss_kb": r.rss},
+                                       **({"reps": r.reps, "base": r.base, "base_times_ms": r.base_times,
+                                           "base_maxrss_kb": r.base_rss, "per_op_ms": r.per_op_ms,
+                                           "output": r.output}
+                                          if isinstance(r, RepResult) else {}))
                    for k, r in res.items()}
             for name, res in all_results.items()}}
         with open(opts.json, "w") as f:

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 namespace bench {
@@ -84,6 +85,13 @@ inline MlpData mlpData() {
 
 // Keeps the optimiser from dropping repeated pure computations.
 inline void clobber() { asm volatile("" ::: "memory"); }
+
+// ADOL-C writes tape files into the current directory when a tape outgrows its
+// buffers: keep them out of bench/.
+inline void toTempDir() {
+  std::error_code ec;
+  std::filesystem::current_path(std::filesystem::temp_directory_path(ec), ec);
+}
 
 inline void printResult(double value, double sum) { std::printf("%.17g %.17g\n", value, sum); }
 

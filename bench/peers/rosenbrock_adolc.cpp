@@ -1,9 +1,11 @@
 // Extended Rosenbrock differentiated by ADOL-C (operator overloading on a tape).
 // Usage: rosenbrock_adolc MODE N REPS, MODE =
 //   tape    -- retape every call: trace_on, evaluate on adoubles, trace_off, gradient()
-//   replay  -- record the tape once (outside the timed loop... it is in every run,
-//              so run.py's REPS-vs-1 difference cancels it), then gradient() REPS times
+//   replay  -- record the tape once, then gradient() REPS times (the recording is in
+//              every run, so run.py's REPS-minus-1 difference cancels it)
 //   hvp     -- record once, hess_vec() REPS times (second order on the same tape)
+// Runs in the temporary directory, where ADOL-C would put tape files too large for
+// its memory buffers.
 // Prints "f checksum" like bench/peers/rosenbrock.cpp.
 #include <adolc/adolc.h>
 
@@ -35,6 +37,7 @@ static double record(short tag, const std::vector<double>& x) {
 
 int main(int argc, char** argv) {
   bench::Args a = bench::parseArgs(argc, argv, "tape | replay | hvp");
+  bench::toTempDir();
   std::vector<double> x = bench::rosenX(a.n), v = bench::hvpV(a.n), out(a.n);
   const short tag = 1;
   volatile double sink = 0;

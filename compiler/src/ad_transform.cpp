@@ -223,15 +223,7 @@ class Transformer {
       out.push_back(&c);
       return out;
     }
-    if (argc == 1 && (id == NativeId::Add || id == NativeId::Mul || id == NativeId::Min || id == NativeId::Max)) {
-      Bind& c = synth_.emplace_back();
-      c.kind = Bind::Copy;
-      c.dst = bd.dst;
-      c.loc = bd.loc;
-      c.atom = bd.args[1];
-      out.push_back(&c);
-      return out;
-    }
+    if (argc == 1) return {&bd};  // (+ x), (* x), (max x): checked, identity derivative
     Atom acc = bd.args[1];
     for (size_t i = 2; i <= argc; ++i) {
       Bind& c = synth_.emplace_back();
@@ -643,10 +635,8 @@ class Transformer {
         return;
       // ---- arithmetic (binary chains after expand) ----
       case NativeId::Add:
-        if (argc == 2) {
-          addTo(st, *a, g);
-          addTo(st, *b, g);
-        }
+        addTo(st, *a, g);
+        if (argc == 2) addTo(st, *b, g);
         return;
       case NativeId::Sub:
         if (argc == 1) {
@@ -657,6 +647,7 @@ class Transformer {
         }
         return;
       case NativeId::Mul:
+        if (argc == 1) addTo(st, *a, g);
         if (argc == 2) {
           if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::Mul, {g, P(*b)}));
           if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Mul, {g, P(*a)}));
@@ -732,6 +723,7 @@ class Transformer {
       case NativeId::Abs: addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Sign, {P(*a)})})); return;
       case NativeId::Max:
       case NativeId::Min: {
+        if (argc == 1) addTo(st, *a, g);
         if (argc != 2) return;
         // The sensitivity goes to the argument that was selected (the first on ties).
         Atom sel = id == NativeId::Max ? op(NativeId::Step, {P(*a), P(*b)}) : op(NativeId::Step, {P(*b), P(*a)});

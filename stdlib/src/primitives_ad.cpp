@@ -2,6 +2,7 @@
 // free-variables, and the %-helpers that transformed code and the prelude use
 // (symbolic-zero-aware car/cdr, sign and step for derivative rules, materialising
 // symbolic zeros into the shape of a value).
+#include <unordered_set>
 #include <vector>
 
 #include "dlam/compiler.h"
@@ -77,6 +78,9 @@ Value materialize(VM& vm, Value* a, int) {
   };
   std::vector<Item> work{{a[0], a[1], 0}};
   std::vector<Value> results;
+  // A closure's zero lists its captured values' zeros; a closure met again (a
+  // recursive closure captures itself) gets () so the expansion ends.
+  std::unordered_set<Obj*> expanded;
   while (!work.empty()) {
     Item it = work.back();
     work.pop_back();
@@ -120,7 +124,7 @@ Value materialize(VM& vm, Value* a, int) {
       work.push_back({s, v, 1});
       work.push_back({s, asPair(v)->cdr, 0});
       work.push_back({s, asPair(v)->car, 0});
-    } else if (isClosure(v)) {
+    } else if (isClosure(v) && expanded.insert(v.asObject()).second) {
       Closure* c = asClosure(v);
       vm.forceClosure(c);
       work.push_back({s, vm.list(c->upvals, c->count()), 0});

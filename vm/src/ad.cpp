@@ -52,6 +52,17 @@ static void setMemo(VM& vm, Obj* o, bool inverse, Value v) {
   }
 }
 
+// (*j-inverse (*j a)) should give back a: *j of an attached value is its rep, so
+// the rep remembers the attached value as its inverse (unless it has one already,
+// e.g. a rep that is itself (*j g)).
+void VM::noteAttached(Attached* a) {
+  Value rep = a->rep;
+  if (!rep.isObject()) return;
+  Obj* o = rep.asObject();
+  if (o->type != ObjType::Closure && o->type != ObjType::Native && o->type != ObjType::Pair) return;
+  if (getMemo(o, true).isUndefined()) setMemo(*this, o, true, Value::object(a));
+}
+
 Proto* VM::transformed(Proto* p) {
   if (p->transformed) return p->transformed;
   if (!transformProto) runtimeError("*j: no reverse transform is installed in this VM");
@@ -91,6 +102,17 @@ Closure* VM::repClosure(Native* rep, int nargs) {
   Native* base = asNative(rep->data);
   if (nargs < base->minArgs || (base->maxArgs >= 0 && nargs > base->maxArgs))
     runtimeError(std::string(base->name) + ": wrong number of arguments (" + std::to_string(nargs) + ")");
+  if (nargs > 32 && base->maxArgs < 0) {
+    // Many arguments: differentiate a fold written in the prelude (%nary-NAME)
+    // rather than an eta expansion with one parameter per argument.
+    Value folded = intern(std::string("%nary-") + base->name)->global;
+    if (!isClosure(folded))
+      runtimeError(std::string(base->name) + ": cannot differentiate a call with " + std::to_string(nargs) +
+                   " arguments");
+    Value v = folded;
+    for (uint16_t i = 0; i < rep->level; ++i) v = starJ(v);
+    return asClosure(v);
+  }
   uint64_t key = reinterpret_cast<uint64_t>(base) ^ (static_cast<uint64_t>(nargs) << 48);
   Closure* eta;
   auto it = etaCache_.find(key);
@@ -120,8 +142,21 @@ Value VM::liftedCall(Native* lifted, Value* args, int nargs) {
   if ((base->flags & kHasVjp) && lifted->level > 1)
     runtimeError(std::string(base->name) +
                  ": nested derivatives through this host function are not supported (its vjp is first order)");
-  std::vector<Value> stripped(args, args + nargs);
-  for (auto& a : stripped) {
+  Value small[8];
+  std::vector<Value> big;
+  Value* stripped = small;
+  if (nargs > 8) {
+    big.assign(args, args + nargs);
+    stripped = big.data();
+  } else {
+    for (int i = 0; i < nargs; ++i) small[i] = args[i];
+  }
+  for (int i = 0; i < nargs; ++i) {
+    Value& a = stripped[i];
+    if (lifted->level == 1 && isObj(a, ObjType::Rev)) {
+      a = static_cast<Rev*>(a.asObject())->primal;
+      continue;
+    }
     for (uint16_t i = 0; i < lifted->level; ++i) {
       if (a.isNumber())
         runtimeError(std::string(base->name) + ": got the plain number " + show(a, true) +
@@ -130,7 +165,7 @@ Value VM::liftedCall(Native* lifted, Value* args, int nargs) {
     }
   }
   callingNative = base;
-  Value r = base->fn(*this, stripped.data(), nargs);
+  Value r = base->fn(*this, stripped, nargs);
   for (uint16_t i = 0; i < lifted->level; ++i) r = starJ(r);
   return r;
 }
@@ -275,6 +310,9 @@ Value VM::zeroOf(Value v) {
 }
 
 Value VM::plus(Value a, Value b) {
+  if (a.isZero()) return b;
+  if (b.isZero()) return a;
+  if (a.isNumber() && b.isNumber()) return Value::number(a.asNumber() + b.asNumber());
   struct Item {
     Value a, b;
     bool expanded;

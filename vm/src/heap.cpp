@@ -37,7 +37,10 @@ VM::VM(const Config& config) : config_(config) {
   if (!heap_) throw std::bad_alloc();
   stack_.resize(1024);
   frames_.reserve(64);
-  nextGc_ = kMinGcThreshold;
+  nextGc_ = gcThreshold_ = kMinGcThreshold;
+#ifdef DLAM_GC_STRESS
+  nextGc_ = 0;
+#endif
   output = [](std::string_view s) { fwrite(s.data(), 1, s.size(), stdout); };
 }
 
@@ -52,57 +55,51 @@ void finalize(Obj* o) {
   }
 }
 
-struct Visit {
-  std::vector<Obj*> found;
-  bool onlyUnmarked;
-};
-
+// The sweeper's visit of one heap block: unmark the live, collect the dead.
 bool visitBlock(const mi_heap_t*, const mi_heap_area_t*, void* block, size_t, void* arg) {
   if (!block) return true;
-  auto* v = static_cast<Visit*>(arg);
   auto* o = static_cast<Obj*>(block);
-  if (!v->onlyUnmarked) {
-    v->found.push_back(o);
-  } else if (o->marked) {
+  if (o->marked)
     o->marked = 0;
-  } else {
-    v->found.push_back(o);
-  }
+  else
+    static_cast<std::vector<Obj*>*>(arg)->push_back(o);
   return true;
 }
 }  // namespace
 
 VM::~VM() {
-  // Run the C++ destructors of the objects that own C++ members, then drop the heap whole.
-  mi_heap_collect(heap_, false);
-  Visit v{{}, false};
-  mi_heap_visit_blocks(heap_, true, visitBlock, &v);
-  for (Obj* o : v.found) finalize(o);
+  // Objects that own C++ members are destroyed one by one; the rest goes with the heap.
+  for (Obj* o : finalizable_) finalize(o);
   mi_heap_destroy(heap_);
 }
 
-Obj* VM::allocate(ObjType type, size_t bytes) {
+void VM::allocationThreshold(size_t bytes) {
+  if (failAllocationAt && ++allocationCount_ == failAllocationAt) {
+    bytesAllocated_ -= bytes;
+    --liveObjects_;
+    limitError("out of memory");
+  }
+  if (bytesAllocated_ > stats_.peakBytes) stats_.peakBytes = bytesAllocated_;
   uint64_t limit = config_.heapLimitMb << 20;
-  if (limit && bytesAllocated_ + bytes > limit) {
+  if (limit && bytesAllocated_ > limit) {
+    bytesAllocated_ -= bytes;
+    --liveObjects_;
     gcRequested_ = true;
     limitError("heap limit exceeded (" + std::to_string(config_.heapLimitMb) + " MB)");
   }
-  auto* o = static_cast<Obj*>(mi_heap_malloc(heap_, bytes));
-  if (!o) limitError("out of memory");
-  o->type = type;
-  o->marked = 0;
-  o->flags = 0;
-  o->aux = 0;
-  bytesAllocated_ += bytes;
-  stats_.totalAllocatedBytes += bytes;
-  if (bytesAllocated_ > stats_.peakBytes) stats_.peakBytes = bytesAllocated_;
-  ++liveObjects_;
-#ifdef DLAM_GC_STRESS
   gcRequested_ = true;
+#ifdef DLAM_GC_STRESS
+  nextGc_ = 0;  // every allocation asks for a collection at the next safe point
 #else
-  if (bytesAllocated_ >= nextGc_) gcRequested_ = true;
+  // Until the collection runs, only the heap limit needs checking.
+  nextGc_ = failAllocationAt ? 0 : (limit ? limit : UINT64_MAX);
 #endif
-  return o;
+}
+
+void VM::outOfMemory(size_t bytes) {
+  bytesAllocated_ -= bytes;
+  --liveObjects_;
+  limitError("out of memory");
 }
 
 Value VM::cons(Value car, Value cdr) {
@@ -128,6 +125,7 @@ Symbol* VM::intern(std::string_view name) {
   auto* sym = static_cast<Symbol*>(allocate(ObjType::Symbol, sizeof(Symbol)));
   new (&sym->name) std::string(name);
   sym->global = Value::undefined();
+  track(sym);
   symbols_.emplace(sym->name, sym);
   return sym;
 }
@@ -147,6 +145,7 @@ Proto* VM::makeProto() {
   Obj header = *static_cast<Obj*>(mem);
   auto* p = new (mem) Proto();
   static_cast<Obj&>(*p) = header;
+  track(p);
   return p;
 }
 
@@ -155,6 +154,7 @@ Native* VM::makeNative(const char* name, NativeFn fn, int minArgs, int maxArgs, 
   Obj header = *static_cast<Obj*>(mem);
   auto* n = new (mem) Native();
   static_cast<Obj&>(*n) = header;
+  track(n);
   n->fn = fn;
   n->name = name;
   n->minArgs = static_cast<int16_t>(minArgs);
@@ -182,6 +182,7 @@ Attached* VM::makeAttached(Value primal, Value rep) {
   auto* a = static_cast<Attached*>(allocate(ObjType::Attached, sizeof(Attached)));
   a->primal = primal;
   a->rep = rep;
+  noteAttached(a);
   return a;
 }
 
@@ -203,7 +204,7 @@ void VM::markValue(Value v, std::vector<Obj*>& work) {
   Obj* o = v.asObject();
   if (o->marked) return;
   o->marked = 1;
-  work.push_back(o);
+  if (o->type != ObjType::String && o->type != ObjType::Vector) work.push_back(o);
 }
 
 void VM::markRoots(std::vector<Obj*>& work) {
@@ -224,6 +225,7 @@ void VM::markRoots(std::vector<Obj*>& work) {
 }
 
 void VM::collectGarbage() {
+  if (bytesAllocated_ > stats_.peakBytes) stats_.peakBytes = bytesAllocated_;
   std::vector<Obj*> work;
   work.reserve(256);
   markRoots(work);
@@ -233,10 +235,19 @@ void VM::collectGarbage() {
     switch (o->type) {
       case ObjType::Symbol: markValue(static_cast<Symbol*>(o)->global, work); break;
       case ObjType::Pair: {
+        // Follow cdr chains in place: long lists do not go through the work list.
         auto* p = static_cast<Pair*>(o);
-        markValue(p->car, work);
-        markValue(p->cdr, work);
-        markValue(p->memo, work);
+        for (;;) {
+          markValue(p->car, work);
+          markValue(p->memo, work);
+          Value d = p->cdr;
+          if (!isPair(d) || d.asObject()->marked) {
+            markValue(d, work);
+            break;
+          }
+          p = asPair(d);
+          p->marked = 1;
+        }
         break;
       }
       case ObjType::Closure: {
@@ -270,26 +281,41 @@ void VM::collectGarbage() {
       case ObjType::Vector: break;
     }
   }
+  // Objects owning C++ members are finalised here, before their blocks are freed.
+  size_t kept = 0;
+  for (Obj* o : finalizable_) {
+    if (o->marked)
+      finalizable_[kept++] = o;
+    else
+      finalize(o);
+  }
+  finalizable_.resize(kept);
   sweep();
   // Registers above the top may still point at objects just freed: clear them so
   // a new frame never sees a dangling value.
-  for (size_t i = stackTop_; i < stack_.size(); ++i) stack_[i] = Value::nil();
+  size_t high = std::min(stackHigh_, stack_.size());
+  for (size_t i = stackTop_; i < high; ++i) stack_[i] = Value::nil();
+  stackHigh_ = stackTop_;
   ++stats_.collections;
   uint64_t limit = config_.heapLimitMb << 20;
-  nextGc_ = std::max<uint64_t>(bytesAllocated_ * 2, kMinGcThreshold);
-  if (limit && nextGc_ > limit) nextGc_ = std::max<uint64_t>(limit - limit / 8, bytesAllocated_ + (limit - bytesAllocated_) / 2);
+  uint64_t next = std::max<uint64_t>(bytesAllocated_ * 2, kMinGcThreshold);
+  if (limit && next > limit) next = std::max<uint64_t>(limit - limit / 8, bytesAllocated_ + (limit - bytesAllocated_) / 2);
+  gcThreshold_ = next;
+  nextGc_ = failAllocationAt ? 0 : next;
+#ifdef DLAM_GC_STRESS
+  nextGc_ = 0;
+#endif
   gcRequested_ = false;
 }
 
 void VM::sweep() {
   // Collect blocks freed from other threads first, so the visit sees only live blocks.
   mi_heap_collect(heap_, false);
-  Visit v{{}, true};
-  mi_heap_visit_blocks(heap_, true, visitBlock, &v);
-  for (Obj* o : v.found) {
+  std::vector<Obj*> dead;
+  mi_heap_visit_blocks(heap_, true, visitBlock, &dead);
+  for (Obj* o : dead) {
     bytesAllocated_ -= objectSize(o);
     --liveObjects_;
-    finalize(o);
     mi_free(o);
   }
 }
@@ -300,6 +326,7 @@ void VM::maybeCollect() {
 
 GcStats VM::gcStats() const {
   GcStats s = stats_;
+  if (bytesAllocated_ > s.peakBytes) s.peakBytes = bytesAllocated_;
   s.liveObjects = liveObjects_;
   s.liveBytes = bytesAllocated_;
   return s;

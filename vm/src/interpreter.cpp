@@ -53,7 +53,10 @@ void VM::buildTrace(Error& e) {
       size_t idx = static_cast<size_t>(f.pc - p->code.data());
       if (idx > 0 && idx - 1 < p->locs.size()) loc = p->locs[idx - 1];
     }
-    if (first) {
+    // The error is located at the innermost frame of user code: library frames
+    // (the prelude, eta-expanded primitives) stay in the trace only.
+    bool library = !p->file.empty() && p->file[0] == '<' && p->file != "<repl>" && p->file != "<stdin>";
+    if (first && !library) {
       if (e.file.empty()) {
         e.file = p->file;
         e.loc = loc;
@@ -61,6 +64,19 @@ void VM::buildTrace(Error& e) {
       first = false;
     }
     if (e.trace.size() < 20) e.trace.push_back({p->name.empty() ? "#<procedure>" : p->name, p->file, loc});
+  }
+  if (e.file.empty() && !frames_.empty()) {
+    for (size_t i = frames_.size(); i-- > 0;) {
+      if (!frames_[i].closure) continue;
+      const Proto* p = frames_[i].closure->proto;
+      e.file = p->file;
+      e.loc = p->loc;
+      if (frames_[i].pc) {
+        size_t idx = static_cast<size_t>(frames_[i].pc - p->code.data());
+        if (idx > 0 && idx - 1 < p->locs.size()) e.loc = p->locs[idx - 1];
+      }
+      break;
+    }
   }
   if (e.file.empty()) e.file = currentFile;
 }
@@ -75,6 +91,12 @@ void VM::runtimeError(const std::string& message) { raise(ErrorKind::Runtime, me
 void VM::limitError(const std::string& message) { raise(ErrorKind::Limit, message); }
 
 void VM::typeError(const char* who, int argIndex, const char* expected, Value got) {
+  // A reverse-tagged number where some other type was expected is an ordinary type
+  // error of the user's program (say (car x) with x a number being differentiated):
+  // show the number. Where a number was expected, it means a level mix-up.
+  bool numeric = std::string_view(expected) == "number";
+  if (!numeric)
+    while (isObj(got, ObjType::Rev)) got = static_cast<Rev*>(got.asObject())->primal;
   std::string shown = show(got, true);
   if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
   if (isObj(got, ObjType::Rev))
@@ -108,6 +130,7 @@ Value VM::call(Value fn, const Value* args, int nargs) {
   stack_[slot] = fn;
   for (int i = 0; i < nargs; ++i) stack_[slot + 1 + i] = args[i];
   stackTop_ = slot + 1 + nargs;
+  if (stackHigh_ < stackTop_) stackHigh_ = stackTop_;
   try {
     // Resolve attachments and apply before entering the loop.
     for (;;) {
@@ -200,15 +223,17 @@ Value VM::execute(size_t entryDepth) {
     closure = frame->closure;
     forceClosure(closure);
     Proto* p = closure->proto;
-    ensureStack(frame->base + p->nregs + 1);
-    if (p->hasRest) {
+    uint32_t top = frame->base + p->nregs;
+    if (top >= stack_.size()) [[unlikely]]
+      ensureStack(top + 1);
+    if (top > stackHigh_) stackHigh_ = top;
+    if (p->hasRest) [[unlikely]] {
       Value rest = Value::nil();
       for (uint32_t i = nargs; i > p->nparams; --i) rest = cons(stack_[frame->base + i - 1], rest);
       stack_[frame->base + p->nparams] = rest;
     }
-    stackTop_ = frame->base + p->nregs;
+    stackTop_ = top;
     pc = p->code.data();
-    frame->pc = pc;
     R = stack_.data() + frame->base;
     K = p->constants.data();
   };
@@ -229,6 +254,7 @@ Value VM::execute(size_t entryDepth) {
     uint32_t k = a + 1 + fixed;
     for (l = lst; isPair(l); l = asPair(l)->cdr) R[k++] = asPair(l)->car;
     if (stackTop_ < base + k) stackTop_ = base + k;
+    if (stackHigh_ < base + k) stackHigh_ = base + k;
     return fixed + count;
   };
 

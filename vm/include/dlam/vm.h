@@ -10,6 +10,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -22,7 +23,7 @@
 #include "dlam/object.h"
 #include "dlam/value.h"
 
-struct mi_heap_s;
+#include <mimalloc.h>
 
 namespace dlam {
 
@@ -63,9 +64,23 @@ class VM {
   Rev* makeRev(Value primal);
   Attached* makeAttached(Value primal, Value rep);
   Vector* makeVector(uint32_t n);
-  // Allocates an object of `bytes` bytes with the given type; used by the helpers above.
-  Obj* allocate(ObjType type, size_t bytes);
+  // Allocates an object of `bytes` bytes with the given type; used by the helpers
+  // above. The fast path is inline: count, one threshold test, mimalloc, header.
+  Obj* allocate(ObjType type, size_t bytes) {
+    bytesAllocated_ += bytes;
+    ++liveObjects_;
+    if (bytesAllocated_ >= nextGc_) [[unlikely]]
+      allocationThreshold(bytes);
+    void* mem = bytes <= 1024 ? mi_heap_malloc_small(heap_, bytes) : mi_heap_malloc(heap_, bytes);
+    if (!mem) [[unlikely]]
+      outOfMemory(bytes);
+    uint64_t header = static_cast<uint8_t>(type);
+    std::memcpy(mem, &header, sizeof header);
+    return static_cast<Obj*>(mem);
+  }
 
+  // Registers an object that owns C++ members (its destructor runs when it dies).
+  void track(Obj* o) { finalizable_.push_back(o); }
   // Builds a list from values (iteratively).
   Value list(const Value* xs, size_t n);
 
@@ -139,6 +154,8 @@ class VM {
   void requestCollection() { gcRequested_ = true; }
   GcStats gcStats() const;
   void resetPeak() { stats_.peakBytes = bytesAllocated_; }
+  // Test hook: the allocation with this 1-based index fails as if out of memory (0: never).
+  uint64_t failAllocationAt = 0;
   // Extra roots owned by embedders (handle tables); marked at every collection.
   std::vector<std::function<void(std::vector<Obj*>&)>> rootProviders;
   void markValue(Value v, std::vector<Obj*>& work);
@@ -169,7 +186,14 @@ class VM {
   mi_heap_s* heap_ = nullptr;
   uint64_t bytesAllocated_ = 0;
   uint64_t nextGc_ = 1 << 20;
+  uint64_t gcThreshold_ = 1 << 20;  // nextGc_ without the test hooks
   uint64_t liveObjects_ = 0;
+  uint64_t allocationCount_ = 0;
+  size_t stackHigh_ = 0;            // registers above stackTop_ possibly written since the last GC
+  std::vector<Obj*> finalizable_;   // protos, symbols, natives: objects owning C++ members
+  [[noreturn]] void outOfMemory(size_t bytes);
+  void allocationThreshold(size_t bytes);
+
   GcStats stats_;
   bool gcRequested_ = false;
   std::unordered_map<std::string, Symbol*> symbols_;
@@ -184,6 +208,7 @@ class VM {
   Native* builtins_[static_cast<size_t>(NativeId::Count)] = {};
   void ensureStack(size_t needed);
   void forceClosureSlow(Closure* c);
+  void noteAttached(Attached* a);
   Value adMap(Value root, bool inverse);
   Value jLeaf(Value v);
   Value jInvLeaf(Value v);

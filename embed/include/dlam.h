@@ -1,0 +1,221 @@
+/*
+** dlam.h — the C API of dlam, an embeddable VM for a differentiable lambda language.
+**
+** Plain C (C11 and C++). Link with libdlam (static: libdlam.a, which also needs
+** -lmimalloc -llua5.4 -lffi -ldl -lstdc++ -lm; shared: libdlam.so). With CMake:
+** find_package(dlam) and link dlam::dlam; with pkg-config: `pkg-config --cflags --libs dlam`.
+**
+** A tour:
+**
+**   dlam_vm *vm = dlam_new(NULL);                   // defaults; or a Lua config file
+**   dlam_eval(vm, "(define (f x y) (* x (sin y)))", "setup", NULL);
+**   dlam_val f = dlam_get_global(vm, "f");
+**   double x[2] = {2, 0}, y, g[2];
+**   if (dlam_value_and_gradient(vm, f, 2, x, &y, g) != DLAM_OK)
+**     fprintf(stderr, "%s\n", dlam_last_error(vm));
+**   // y = 0, g = {0, 2}
+**   dlam_release(vm, f);
+**   dlam_free(vm);
+**
+** Values. A dlam_val is a handle to a dlam value. Every handle a function gives you
+** (results, dlam_get_global, dlam_number, ...) is rooted: the garbage collector keeps
+** the value alive, however much the VM allocates, until you pass the handle to
+** dlam_release. Handles belong to one VM; a released handle, or one from another VM,
+** passed to any function makes it fail with DLAM_ERR_API (detected, not a crash, in
+** all but freak cases: a stale handle is caught unless its slot has been reused about
+** 16 million times). A NULL handle where a value is needed is DLAM_ERR_API too.
+**
+** Errors. Functions returning dlam_status return DLAM_OK or an error status; those
+** returning a dlam_val return NULL on error. In both cases dlam_last_error(vm) then
+** describes the error. Nothing longjmps and no C++ exception crosses this API. An
+** error inside a call (a bad script, a runtime error, a limit) leaves the VM usable.
+**
+** Threads. There is no global state: any number of VMs may live in one process and
+** run on different threads at the same time. A VM is tied to the thread that created
+** it (its heap is a mimalloc heap, which only that thread may allocate from): create,
+** use and free a VM on one thread, and free it before that thread exits. Calls from
+** another thread fail with DLAM_ERR_API. The exception is dlam_interrupt, which any
+** thread may call.
+*/
+#ifndef DLAM_H
+#define DLAM_H
+
+#include <stddef.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define DLAM_API __attribute__((visibility("default")))
+#else
+#define DLAM_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DLAM_VERSION_MAJOR 0
+#define DLAM_VERSION_MINOR 1
+#define DLAM_VERSION_PATCH 0
+
+/* A dlam virtual machine: heap, globals, standard library. Opaque. */
+typedef struct dlam_vm dlam_vm;
+
+/* A rooted handle to a dlam value: the GC keeps the value alive until released. */
+typedef struct dlam_val_ *dlam_val;
+
+typedef enum {
+  DLAM_OK = 0,
+  DLAM_ERR_SYNTAX,  /* the source does not read or compile (also: a file that cannot be opened) */
+  DLAM_ERR_RUNTIME, /* a runtime error: wrong type, undefined variable, (error ...), host failure */
+  DLAM_ERR_LIMIT,   /* heap limit, stack overflow, instruction limit, interrupt, out of memory */
+  DLAM_ERR_CONFIG,  /* the configuration file given to dlam_new is invalid */
+  DLAM_ERR_API      /* misuse: NULL vm or handle, released handle, handle from another VM, ... */
+} dlam_status;
+
+/* ---- VMs -------------------------------------------------------------------------- */
+
+/* Creates a VM with the standard library loaded.
+**
+** config_lua_path: a Lua configuration file (heap_limit_mb, stack_limit,
+** instruction_limit, include_path, ffi; see the README), or NULL for the defaults.
+** The defaults of an embedded VM: 1024 MB heap, 10^6 frames, no instruction limit,
+** include path ".", foreign calls disabled (a config must set ffi.enabled = true).
+** instruction_limit counts per run: each dlam_eval, dlam_run_file, dlam_call or
+** dlam_value_and_gradient made by the host (not from inside a host function) may
+** execute that many instructions.
+**
+** Returns NULL only if out of memory. If the configuration file is missing or
+** invalid the VM is still returned, but it is unusable: every function given it
+** fails with DLAM_ERR_CONFIG (functions returning handles return NULL) and
+** dlam_last_error gives the configuration error ("FILE:LINE: error: unknown
+** configuration key ..."). Free it with dlam_free as usual. The VM never falls back
+** to defaults, so a config that was meant to restrict a script cannot be skipped by
+** accident. */
+DLAM_API dlam_vm *dlam_new(const char *config_lua_path);
+
+/* Frees the VM and everything it allocated; all its handles become invalid.
+** NULL is ignored. Must not be called from inside a host function of the same VM. */
+DLAM_API void dlam_free(dlam_vm *vm);
+
+/* The description of the error of the most recent call on vm that failed, as
+** "CHUNK:LINE:COL: error: MESSAGE" followed by a trace of dlam frames, one per line
+** ("  at NAME (CHUNK:LINE:COL)"), innermost first. "" if the most recent call
+** succeeded (every function except dlam_last_error and dlam_interrupt clears it).
+** Owned by the VM: valid until the next call on vm. Never NULL (for a NULL vm:
+** a static message). */
+DLAM_API const char *dlam_last_error(dlam_vm *vm);
+
+/* Asks the code running in vm to stop: the run ends at its next check (every few
+** ten-thousand instructions) with DLAM_ERR_LIMIT "interrupted". Thread-safe: meant to
+** be called from another thread (or a signal handler) while vm runs. If nothing is
+** running, the request stays pending and stops the next run. NULL is ignored. */
+DLAM_API void dlam_interrupt(dlam_vm *vm);
+
+/* ---- running code ------------------------------------------------------------------ */
+
+/* Reads, compiles and runs every top-level form of source, in order (a define is
+** visible to the forms after it). chunk_name names the source in error messages
+** (NULL: "<eval>"). If result is not NULL, *result receives a handle to the value
+** of the last form (void if there is none or it is a define), or NULL on error.
+** Errors: DLAM_ERR_SYNTAX, DLAM_ERR_RUNTIME, DLAM_ERR_LIMIT. */
+DLAM_API dlam_status dlam_eval(dlam_vm *vm, const char *source, const char *chunk_name, dlam_val *result);
+
+/* Like dlam_eval with the contents of the file at path (its name is the chunk name,
+** and its directory the base of relative includes). A file that cannot be opened is
+** DLAM_ERR_SYNTAX "cannot open 'PATH'". */
+DLAM_API dlam_status dlam_run_file(dlam_vm *vm, const char *path, dlam_val *result);
+
+/* A handle to the global variable name, or NULL if it is undefined (then
+** dlam_last_error is "") or on error. */
+DLAM_API dlam_val dlam_get_global(dlam_vm *vm, const char *name);
+
+/* Defines (or redefines) the global variable name as value. The handle stays yours. */
+DLAM_API dlam_status dlam_set_global(dlam_vm *vm, const char *name, dlam_val value);
+
+/* Calls the procedure fn with argc arguments. *result (required) receives a handle to
+** the value returned, or NULL on error. Re-entrant: a host function may call it. */
+DLAM_API dlam_status dlam_call(dlam_vm *vm, dlam_val fn, int argc, const dlam_val *argv, dlam_val *result);
+
+/* ---- values -------------------------------------------------------------------------- */
+
+/* A handle to the number x (a NaN becomes the canonical NaN, +nan.0). */
+DLAM_API dlam_val dlam_number(dlam_vm *vm, double x);
+
+/* A handle to a new list of the n numbers xs[0..n-1] (xs may be NULL when n is 0). */
+DLAM_API dlam_val dlam_list_of_numbers(dlam_vm *vm, const double *xs, size_t n);
+
+/* Stores the number v holds in *out. A value that is not a number is DLAM_ERR_RUNTIME
+** ("dlam_to_number: expected a number, got ..."). The symbolic zero sensitivity that
+** derivative code may return converts to 0. */
+DLAM_API dlam_status dlam_to_number(dlam_vm *vm, dlam_val v, double *out);
+
+/* Stores the elements of the list of numbers list in out[0..]. *count (if count is
+** not NULL) receives the length of the list, also when the call fails because the
+** list is longer than capacity (DLAM_ERR_API, nothing stored): pass capacity 0 (out
+** may then be NULL) to ask for the length. A value that is not a proper list of
+** numbers is DLAM_ERR_RUNTIME. */
+DLAM_API dlam_status dlam_to_numbers(dlam_vm *vm, dlam_val list, double *out, size_t capacity, size_t *count);
+
+/* Releases the handle v: its value may be collected, and v must not be used again
+** (doing so is DLAM_ERR_API). NULL is ignored; an invalid handle sets
+** dlam_last_error and is otherwise ignored. */
+DLAM_API void dlam_release(dlam_vm *vm, dlam_val v);
+
+/* A new handle to the value of v (released separately). Use it to keep an argument
+** of a host function beyond the call. NULL on error. */
+DLAM_API dlam_val dlam_dup(dlam_vm *vm, dlam_val v);
+
+/* ---- derivatives ----------------------------------------------------------------------- */
+
+/* The value and gradient at x[0..n-1] of fn, a real-valued dlam procedure of n real
+** arguments: *value = fn(x...), gradient[i] = d fn / d x[i] (gradient may be NULL when
+** n is 0). Computed by reverse mode directly from C, without going through the
+** prelude's value-and-gradient (same numbers). A result that is not a number, or an
+** error in fn or its derivative, fails with the corresponding status; the outputs are
+** then left unchanged. */
+DLAM_API dlam_status dlam_value_and_gradient(dlam_vm *vm, dlam_val fn, size_t n, const double *x,
+                                             double *value, double *gradient);
+
+/* ---- host functions ------------------------------------------------------------------------ */
+
+/* A host function. argv[0..argc-1] are handles to the arguments, valid only during the
+** call (they are released when it returns; dlam_dup keeps one). To return a value,
+** store a handle in *result (the VM takes it over and releases it; you may return one
+** of the argument handles) and return DLAM_OK; leaving *result NULL returns void. To
+** fail, return any other status (DLAM_ERR_LIMIT raises a limit error, the others a
+** runtime error), after calling dlam_set_error to say why; the error is raised at the
+** script's call site, with a trace. A host function may call the API on vm (dlam_call,
+** dlam_eval, ...); if such a call fails and the host function then fails without
+** calling dlam_set_error, the inner error's message is used. ud is the pointer given
+** at registration. Host functions registered with dlam_register have no derivative:
+** using one in code being differentiated is a runtime error naming it (give it one
+** with custom-vjp in dlam, or use dlam_register_numeric). */
+typedef dlam_status (*dlam_host_fn)(dlam_vm *vm, int argc, const dlam_val *argv, dlam_val *result, void *ud);
+
+/* A numeric host function of n = arity reals: returns f(x[0..n-1]). */
+typedef double (*dlam_numeric_fn)(const double *x, void *ud);
+
+/* Its vector-Jacobian product: stores ybar * d f / d x[i] (at x) in xbar[i] for every i. */
+typedef void (*dlam_numeric_vjp)(const double *x, double ybar, double *xbar, void *ud);
+
+/* Defines the global name as a procedure calling fn with the user data ud.
+** arity: the number of arguments (0..255), checked by the VM before fn is called;
+** -1 accepts any number. Errors: DLAM_ERR_API for a NULL name or fn or a bad arity. */
+DLAM_API dlam_status dlam_register(dlam_vm *vm, const char *name, int arity, dlam_host_fn fn, void *ud);
+
+/* Defines the global name as a procedure of arity (0..255) numbers returning the number
+** fn(x, ud); arguments that are not numbers are a runtime error naming the function.
+** If vjp is not NULL the function is differentiable: gradients through it call vjp
+** (first order only: a derivative of a derivative through it is an error that says so).
+** If vjp is NULL, using it in code being differentiated is an error naming it. */
+DLAM_API dlam_status dlam_register_numeric(dlam_vm *vm, const char *name, int arity, dlam_numeric_fn fn,
+                                           dlam_numeric_vjp vjp /* may be NULL */, void *ud);
+
+/* For use inside a host function that is about to fail: the message of the error
+** (copied). The error reads "NAME: MESSAGE" where NAME is the host function's name. */
+DLAM_API void dlam_set_error(dlam_vm *vm, const char *message);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DLAM_H */

@@ -1,0 +1,734 @@
+// api.cpp — the C API of dlam.h on top of dlam::VM.
+//
+// A dlam_vm owns a VM (a subclass that points back at its dlam_vm, so host-function
+// trampolines can find it) and a handle table. A handle is not a pointer: it encodes
+// a slot index, the slot's generation and a per-VM tag, so a released handle or one
+// of another VM is recognised without dereferencing anything. The table is a root of
+// the VM's collector (VM::rootProviders).
+//
+// Every extern "C" function runs its body inside `guarded`, which turns dlam::Error,
+// std::bad_alloc and anything else into a dlam_status and dlam_last_error, and resets
+// the VM after an error in an outermost call. Nothing throws across the boundary.
+#include "dlam.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config_loader.h"
+#include "dlam/compiler.h"
+#include "dlam/error.h"
+#include "dlam/stdlib.h"
+#include "dlam/vm.h"
+#include "foreign.h"
+
+static_assert(sizeof(void*) == 8, "dlam handles need 64-bit pointers");
+
+using dlam::ErrorKind;
+using dlam::Native;
+using dlam::Obj;
+using dlam::Value;
+
+namespace {
+
+constexpr uint64_t kIndexBits = 24;
+constexpr uint64_t kGenBits = 24;
+constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
+constexpr uint64_t kGenMask = (uint64_t{1} << kGenBits) - 1;
+constexpr size_t kMaxHandles = kIndexMask;  // index + 1 must fit in kIndexBits
+constexpr int kMaxArity = 255;
+constexpr size_t kMaxGradientArgs = size_t{1} << 24;
+constexpr uint64_t kMinApiGc = 8u << 20;
+
+struct HandleSlot {
+  Value v;
+  uint32_t gen = 0;
+  bool live = false;
+};
+
+struct VmImpl : dlam::VM {
+  VmImpl(const dlam::Config& cfg, dlam_vm* owner) : dlam::VM(cfg), owner(owner) {}
+  dlam_vm* owner;
+};
+
+}  // namespace
+
+struct dlam_vm {
+  std::unique_ptr<VmImpl> vm;  // null if the VM could not be built (config error)
+  dlam_status brokenStatus = DLAM_OK;
+  std::string brokenMessage;
+
+  std::string lastError;
+  bool lastErrorLost = false;  // the message could not be stored (out of memory)
+  // The most recent failure, for a host function that fails after a nested call failed.
+  uint64_t errorSerial = 0;
+  ErrorKind lastKind = ErrorKind::Runtime;
+  std::string lastMessage;
+  // dlam_set_error, for the host function running now.
+  std::string hostError;
+  bool hostErrorSet = false;
+
+  std::thread::id thread;
+  int depth = 0;                  // runs in progress (>0: inside a host function)
+  uint64_t instructionLimit = 0;  // per outermost run; 0: none
+  uint64_t apiGcAt = kMinApiGc;
+
+  std::vector<HandleSlot> slots;
+  std::vector<uint32_t> freeSlots;
+  uint64_t tag = 0;
+
+  // ---- handles ----
+  dlam_val encode(uint32_t idx, uint32_t gen) const {
+    uint64_t bits = (tag << (kIndexBits + kGenBits)) | (uint64_t(gen & kGenMask) << kIndexBits) | (idx + 1);
+    return reinterpret_cast<dlam_val>(static_cast<uintptr_t>(bits));
+  }
+
+  dlam_val newHandle(Value v) {
+    uint32_t idx;
+    if (!freeSlots.empty()) {
+      idx = freeSlots.back();
+      freeSlots.pop_back();
+    } else {
+      if (slots.size() >= kMaxHandles)
+        throw dlam::Error(ErrorKind::Limit, "too many live handles (" + std::to_string(kMaxHandles) + ")");
+      slots.emplace_back();
+      idx = static_cast<uint32_t>(slots.size() - 1);
+    }
+    HandleSlot& s = slots[idx];
+    s.v = v;
+    s.live = true;
+    return encode(idx, s.gen);
+  }
+
+  // The slot of a valid handle, or nullptr; `why` says what is wrong.
+  HandleSlot* lookup(dlam_val h, const char** why) {
+    if (!h) {
+      *why = "is NULL";
+      return nullptr;
+    }
+    auto bits = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(h));
+    if ((bits >> (kIndexBits + kGenBits)) != tag) {
+      *why = "is not a handle of this VM (a handle of another VM?)";
+      return nullptr;
+    }
+    uint64_t idx1 = bits & kIndexMask;
+    auto gen = static_cast<uint32_t>((bits >> kIndexBits) & kGenMask);
+    if (idx1 == 0 || idx1 > slots.size() || !slots[idx1 - 1].live || slots[idx1 - 1].gen != gen) {
+      *why = "is a released handle";
+      return nullptr;
+    }
+    return &slots[idx1 - 1];
+  }
+
+  Value resolve(dlam_val h, const char* who, const char* what) {
+    const char* why = "";
+    HandleSlot* s = lookup(h, &why);
+    if (!s) throw dlam::Error(ErrorKind::Api, std::string(who) + ": " + what + " " + why);
+    return s->v;
+  }
+
+  void releaseSlot(HandleSlot* s) {
+    s->live = false;
+    s->v = Value::nil();
+    s->gen = (s->gen + 1) & kGenMask;
+    auto idx = static_cast<uint32_t>(s - slots.data());
+    freeSlots.push_back(idx);  // may throw bad_alloc: the slot is then just not reused
+  }
+
+  // Releases h if it is still valid; true if it was.
+  bool tryRelease(dlam_val h) {
+    const char* why;
+    HandleSlot* s = lookup(h, &why);
+    if (!s) return false;
+    releaseSlot(s);
+    return true;
+  }
+
+  void markHandles(std::vector<Obj*>& out) const {
+    for (const HandleSlot& s : slots)
+      if (s.live && s.v.isObject()) out.push_back(s.v.asObject());
+  }
+
+  // ---- errors ----
+  dlam_status fail(ErrorKind kind, const dlam::Error* e, const std::string* message) noexcept;
+};
+
+namespace {
+
+dlam_status statusOf(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::Syntax: return DLAM_ERR_SYNTAX;
+    case ErrorKind::Runtime: return DLAM_ERR_RUNTIME;
+    case ErrorKind::Limit: return DLAM_ERR_LIMIT;
+    case ErrorKind::Config: return DLAM_ERR_CONFIG;
+    case ErrorKind::Api: return DLAM_ERR_API;
+  }
+  return DLAM_ERR_RUNTIME;
+}
+
+[[noreturn]] void apiError(const std::string& message) { throw dlam::Error(ErrorKind::Api, message); }
+
+// A tag that differs between VMs alive at the same time (distinct addresses) and is
+// never 0, so that no handle is NULL.
+uint64_t tagFor(const dlam_vm* D) {
+  auto a = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(D));
+  uint64_t t = ((a >> 4) ^ (a >> 20) ^ (a >> 36)) & 0xffff;
+  return t ? t : 1;
+}
+
+}  // namespace
+
+dlam_status dlam_vm::fail(ErrorKind kind, const dlam::Error* e, const std::string* message) noexcept {
+  ++errorSerial;
+  lastKind = kind;
+  try {
+    if (e) {
+      lastError = e->format();
+      lastMessage = e->message;
+    } else {
+      lastError = dlam::Error(kind, *message).format();
+      lastMessage = *message;
+    }
+    lastErrorLost = false;
+  } catch (...) {
+    lastError.clear();
+    lastMessage.clear();
+    lastErrorLost = true;
+  }
+  // After an error in an outermost call, reset the stack; inside a host function the
+  // failed vm.call has already restored it, and the outer run is still going.
+  if (depth == 0 && vm) vm->recover();
+  return statusOf(kind);
+}
+
+namespace {
+
+// Runs body (returning dlam_status) with the API's error handling.
+template <class F>
+dlam_status guarded(dlam_vm* D, const char* who, F&& body) noexcept {
+  if (!D) return DLAM_ERR_API;
+  D->lastError.clear();
+  D->lastErrorLost = false;
+  if (!D->vm) {
+    try {
+      D->lastError = D->brokenMessage;
+    } catch (...) {
+      D->lastErrorLost = true;
+    }
+    return D->brokenStatus;
+  }
+  try {
+    if (std::this_thread::get_id() != D->thread)
+      apiError(std::string(who) +
+               ": called from a thread other than the one that created the VM (a VM must be created, used "
+               "and freed on one thread)");
+    return body();
+  } catch (const dlam::Error& e) {
+    return D->fail(e.kind, &e, nullptr);
+  } catch (const std::bad_alloc&) {
+    std::string m = "out of memory";
+    return D->fail(ErrorKind::Limit, nullptr, &m);
+  } catch (const std::exception& e) {
+    std::string m = std::string("internal error: ") + e.what();
+    return D->fail(ErrorKind::Runtime, nullptr, &m);
+  } catch (...) {
+    std::string m = "internal error";
+    return D->fail(ErrorKind::Runtime, nullptr, &m);
+  }
+}
+
+// A run of dlam code started by the host (or by a host function, nested). The
+// instruction limit of the configuration applies to each outermost run.
+class RunScope {
+ public:
+  explicit RunScope(dlam_vm* D) : D_(D) {
+    if (D_->depth == 0) {
+      dlam::VM& vm = *D_->vm;
+      vm.mutableConfig().instructionLimit =
+          D_->instructionLimit ? D_->instructionLimit + vm.instructionsExecuted() : 0;
+    }
+    ++D_->depth;
+  }
+  ~RunScope() { --D_->depth; }
+  RunScope(const RunScope&) = delete;
+  RunScope& operator=(const RunScope&) = delete;
+
+ private:
+  dlam_vm* D_;
+};
+
+std::string shortShow(dlam::VM& vm, Value v) {
+  std::string s = vm.show(v, true);
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+// Collects garbage left by host-side allocations (lists made by the API) when no dlam
+// code runs: the interpreter only collects at its own safe points.
+void collectForApi(dlam_vm* D, uint64_t needBytes) {
+  if (D->depth != 0) return;
+  dlam::VM& vm = *D->vm;
+  uint64_t live = vm.gcStats().liveBytes;
+  uint64_t limit = vm.config().heapLimitMb << 20;
+  if (live + needBytes >= D->apiGcAt || (limit && live + needBytes > limit - limit / 8)) {
+    vm.collectGarbage();
+    D->apiGcAt = std::max<uint64_t>(2 * vm.gcStats().liveBytes, kMinApiGc);
+  }
+}
+
+// ---- host functions ---------------------------------------------------------------------
+
+dlam_vm* ownerOf(dlam::VM& vm) { return static_cast<VmImpl&>(vm).owner; }
+
+// The argument handles of one host call, released when it ends (unless the host
+// released or returned them).
+class ArgHandles {
+ public:
+  explicit ArgHandles(dlam_vm* D) : D_(D) {}
+  ~ArgHandles() { releaseAll(); }
+  ArgHandles(const ArgHandles&) = delete;
+  ArgHandles& operator=(const ArgHandles&) = delete;
+  void add(Value v) { handles_.push_back(D_->newHandle(v)); }
+  const dlam_val* data() const { return handles_.data(); }
+  void releaseAll() noexcept {
+    for (dlam_val h : handles_) {
+      try {
+        D_->tryRelease(h);
+      } catch (...) {
+      }
+    }
+    handles_.clear();
+  }
+
+ private:
+  dlam_vm* D_;
+  std::vector<dlam_val> handles_;
+};
+
+const char* statusName(dlam_status s) {
+  switch (s) {
+    case DLAM_OK: return "DLAM_OK";
+    case DLAM_ERR_SYNTAX: return "DLAM_ERR_SYNTAX";
+    case DLAM_ERR_RUNTIME: return "DLAM_ERR_RUNTIME";
+    case DLAM_ERR_LIMIT: return "DLAM_ERR_LIMIT";
+    case DLAM_ERR_CONFIG: return "DLAM_ERR_CONFIG";
+    case DLAM_ERR_API: return "DLAM_ERR_API";
+  }
+  return "an unknown status";
+}
+
+// NativeFn of functions registered with dlam_register.
+Value hostTrampoline(dlam::VM& vm, Value* args, int nargs) {
+  Native* self = vm.callingNative;
+  if (!self || !self->hostFn) vm.runtimeError("host function called without its callback");
+  dlam_vm* D = ownerOf(vm);
+  // Copy the arguments into handles first: a nested call may grow (move) the stack
+  // that `args` points into.
+  ArgHandles argv(D);
+  for (int i = 0; i < nargs; ++i) argv.add(args[i]);
+  auto fn = reinterpret_cast<dlam_host_fn>(self->hostFn);
+  D->hostErrorSet = false;
+  uint64_t serial = D->errorSerial;
+  dlam_val result = nullptr;
+  // The callee stays on the dlam stack during the call, so `self` stays alive.
+  dlam_status st = fn(D, nargs, argv.data(), &result, self->hostData);
+  if (st == DLAM_OK) {
+    Value r = Value::voidValue();
+    if (result) {
+      const char* why = "";
+      auto* s = D->lookup(result, &why);
+      if (!s)
+        vm.runtimeError(std::string(self->name) + ": the host function returned a handle that " + why);
+      r = s->v;
+      D->releaseSlot(s);
+    }
+    return r;
+  }
+  if (result) D->tryRelease(result);
+  argv.releaseAll();
+  ErrorKind kind = st == DLAM_ERR_LIMIT ? ErrorKind::Limit : ErrorKind::Runtime;
+  std::string message;
+  if (D->hostErrorSet) {
+    message = D->hostError;
+  } else if (D->errorSerial != serial) {
+    message = D->lastMessage;
+    if (D->lastKind == ErrorKind::Limit) kind = ErrorKind::Limit;
+  } else {
+    message = std::string("host function failed (") + statusName(st) + ")";
+  }
+  D->hostErrorSet = false;
+  message = std::string(self->name) + ": " + message;
+  if (kind == ErrorKind::Limit) vm.limitError(message);
+  vm.runtimeError(message);
+}
+
+// NativeFn of functions registered with dlam_register_numeric.
+Value numericTrampoline(dlam::VM& vm, Value* args, int nargs) {
+  Native* self = vm.callingNative;
+  if (!self || !self->hostFn) vm.runtimeError("host function called without its callback");
+  double small[8];
+  std::vector<double> big;
+  double* xs = small;
+  if (nargs > 8) {
+    big.resize(static_cast<size_t>(nargs));
+    xs = big.data();
+  }
+  for (int i = 0; i < nargs; ++i) xs[i] = vm.checkNumber(self->name, args, i);
+  double y = reinterpret_cast<dlam_numeric_fn>(self->hostFn)(xs, self->hostData);
+  return Value::numberChecked(y);
+}
+
+// Native::vjp of numeric host functions: (x1 .. xn ybar) → the list (x1bar .. xnbar).
+Value vjpTrampoline(dlam::VM& vm, Value* args, int nargs) {
+  Native* self = vm.callingNative;
+  if (!self || self->vjp != vjpTrampoline) {
+    // Called by %call-vjp, which is the callingNative and receives (h x1 .. xn ybar):
+    // the host function precedes the arguments.
+    Value h = args[-1];
+    if (!dlam::isNative(h) || dlam::asNative(h)->vjp != vjpTrampoline)
+      vm.runtimeError("vjp of a host function called without the function");
+    self = dlam::asNative(h);
+  }
+  int n = nargs - 1;
+  Value ybar = args[n];
+  if (ybar.isZero()) {
+    Value l = Value::nil();
+    for (int i = 0; i < n; ++i) l = vm.cons(Value::zero(), l);
+    return l;
+  }
+  if (!ybar.isNumber())
+    vm.runtimeError(std::string(self->name) + ": the sensitivity given to its vjp is not a number: " +
+                    shortShow(vm, ybar));
+  std::vector<double> xs(static_cast<size_t>(n) + 1), xbar(static_cast<size_t>(n) + 1, 0.0);
+  for (int i = 0; i < n; ++i) xs[i] = vm.checkNumber(self->name, args, i);
+  reinterpret_cast<dlam_numeric_vjp>(self->hostVjp)(xs.data(), ybar.asNumber(), xbar.data(), self->hostData);
+  Value l = Value::nil();
+  for (int i = n; i > 0; --i) l = vm.cons(Value::numberChecked(xbar[i - 1]), l);
+  return l;
+}
+
+Native* makeHostNative(dlam::VM& vm, const char* name, dlam::NativeFn fn, int arity) {
+  Native* n = vm.makeNative("", fn, arity < 0 ? 0 : arity, arity);
+  n->ownedName = name;
+  n->name = n->ownedName.c_str();
+  return n;
+}
+
+double sensitivity(dlam::VM& vm, Value v, size_t i) {
+  if (v.isNumber()) return v.asNumber();
+  if (v.isZero()) return 0.0;
+  throw dlam::Error(ErrorKind::Runtime, "dlam_value_and_gradient: the sensitivity of argument " +
+                                            std::to_string(i + 1) + " is not a number: " + shortShow(vm, v));
+}
+
+}  // namespace
+
+// ---- the C API --------------------------------------------------------------------------
+
+extern "C" {
+
+dlam_vm* dlam_new(const char* config_lua_path) {
+  try {
+    auto D = std::make_unique<dlam_vm>();
+    D->thread = std::this_thread::get_id();
+    D->tag = tagFor(D.get());
+    dlam::Config cfg;  // an embedded VM: foreign calls off unless the config turns them on
+    try {
+      if (config_lua_path) dlam::loadConfigFile(config_lua_path, cfg);
+      // The instruction limit is per run (RunScope); the standard library loads without it.
+      D->instructionLimit = cfg.instructionLimit;
+      cfg.instructionLimit = 0;
+      D->vm = std::make_unique<VmImpl>(cfg, D.get());
+      dlam_vm* raw = D.get();
+      D->vm->rootProviders.push_back([raw](std::vector<Obj*>& out) { raw->markHandles(out); });
+      dlam::openStdlib(*D->vm);
+      dlam::openForeign(*D->vm);
+    } catch (const dlam::Error& e) {
+      // Unusable VM: every call reports this error (see dlam_new in dlam.h).
+      D->vm.reset();
+      D->brokenStatus = statusOf(e.kind);
+      D->brokenMessage = e.format();
+      D->lastError = D->brokenMessage;
+    }
+    return D.release();
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void dlam_free(dlam_vm* vm) {
+  if (!vm) return;
+  // A VM's heap belongs to its thread (mimalloc): destroying it from another thread
+  // would corrupt that thread's allocator, so such a call leaks the VM instead.
+  if (std::this_thread::get_id() != vm->thread) return;
+  vm->vm.reset();
+  delete vm;
+}
+
+const char* dlam_last_error(dlam_vm* vm) {
+  if (!vm) return "error: dlam_last_error: the VM is NULL";
+  if (vm->lastErrorLost) return "error: out of memory";
+  return vm->lastError.c_str();
+}
+
+void dlam_interrupt(dlam_vm* vm) {
+  if (vm && vm->vm) vm->vm->interrupt();
+}
+
+dlam_status dlam_eval(dlam_vm* vm, const char* source, const char* chunk_name, dlam_val* result) {
+  if (result) *result = nullptr;
+  return guarded(vm, "dlam_eval", [&] {
+    if (!source) apiError("dlam_eval: source is NULL");
+    RunScope run(vm);
+    Value v = dlam::evalSource(*vm->vm, source, chunk_name ? chunk_name : "<eval>");
+    if (result) *result = vm->newHandle(v);
+    return DLAM_OK;
+  });
+}
+
+dlam_status dlam_run_file(dlam_vm* vm, const char* path, dlam_val* result) {
+  if (result) *result = nullptr;
+  return guarded(vm, "dlam_run_file", [&] {
+    if (!path) apiError("dlam_run_file: path is NULL");
+    RunScope run(vm);
+    Value v = dlam::evalFile(*vm->vm, path);
+    if (result) *result = vm->newHandle(v);
+    return DLAM_OK;
+  });
+}
+
+dlam_val dlam_get_global(dlam_vm* vm, const char* name) {
+  dlam_val out = nullptr;
+  guarded(vm, "dlam_get_global", [&] {
+    if (!name) apiError("dlam_get_global: name is NULL");
+    Value v = vm->vm->global(name);
+    if (!v.isUndefined()) out = vm->newHandle(v);
+    return DLAM_OK;
+  });
+  return out;
+}
+
+dlam_status dlam_set_global(dlam_vm* vm, const char* name, dlam_val value) {
+  return guarded(vm, "dlam_set_global", [&] {
+    if (!name) apiError("dlam_set_global: name is NULL");
+    Value v = vm->resolve(value, "dlam_set_global", "the value");
+    vm->vm->defineGlobal(name, v);
+    return DLAM_OK;
+  });
+}
+
+dlam_status dlam_call(dlam_vm* vm, dlam_val fn, int argc, const dlam_val* argv, dlam_val* result) {
+  if (result) *result = nullptr;
+  return guarded(vm, "dlam_call", [&] {
+    if (argc < 0) apiError("dlam_call: argc is negative");
+    if (argc > 0 && !argv) apiError("dlam_call: argv is NULL");
+    Value f = vm->resolve(fn, "dlam_call", "the procedure");
+    std::vector<Value> args(static_cast<size_t>(argc));
+    for (int i = 0; i < argc; ++i) {
+      std::string what = "argument " + std::to_string(i + 1);
+      args[i] = vm->resolve(argv[i], "dlam_call", what.c_str());
+    }
+    RunScope run(vm);
+    // The arguments are in handles (rooted) and vm.call copies them to the stack.
+    Value r = vm->vm->call(f, args.data(), argc);
+    if (result) *result = vm->newHandle(r);
+    return DLAM_OK;
+  });
+}
+
+dlam_val dlam_number(dlam_vm* vm, double x) {
+  dlam_val out = nullptr;
+  guarded(vm, "dlam_number", [&] {
+    out = vm->newHandle(Value::numberChecked(x));
+    return DLAM_OK;
+  });
+  return out;
+}
+
+dlam_val dlam_list_of_numbers(dlam_vm* vm, const double* xs, size_t n) {
+  dlam_val out = nullptr;
+  guarded(vm, "dlam_list_of_numbers", [&] {
+    if (n > 0 && !xs) apiError("dlam_list_of_numbers: xs is NULL");
+    collectForApi(vm, n * sizeof(dlam::Pair));
+    dlam::VM& v = *vm->vm;
+    // Allocation never collects, so the partial list needs no root.
+    Value l = Value::nil();
+    for (size_t i = n; i > 0; --i) l = v.cons(Value::numberChecked(xs[i - 1]), l);
+    out = vm->newHandle(l);
+    return DLAM_OK;
+  });
+  return out;
+}
+
+dlam_status dlam_to_number(dlam_vm* vm, dlam_val v, double* out) {
+  return guarded(vm, "dlam_to_number", [&] {
+    Value x = vm->resolve(v, "dlam_to_number", "the value");
+    if (!out) apiError("dlam_to_number: out is NULL");
+    if (x.isNumber()) {
+      *out = x.asNumber();
+    } else if (x.isZero()) {
+      *out = 0.0;
+    } else {
+      throw dlam::Error(ErrorKind::Runtime, "dlam_to_number: expected a number, got " + shortShow(*vm->vm, x));
+    }
+    return DLAM_OK;
+  });
+}
+
+dlam_status dlam_to_numbers(dlam_vm* vm, dlam_val list, double* out, size_t capacity, size_t* count) {
+  if (count) *count = 0;
+  return guarded(vm, "dlam_to_numbers", [&] {
+    Value l = vm->resolve(list, "dlam_to_numbers", "the list");
+    if (capacity > 0 && !out) apiError("dlam_to_numbers: out is NULL");
+    size_t n = 0;
+    Value p = l;
+    for (; dlam::isPair(p); p = dlam::asPair(p)->cdr) {
+      Value x = dlam::asPair(p)->car;
+      if (!x.isNumber() && !x.isZero())
+        throw dlam::Error(ErrorKind::Runtime, "dlam_to_numbers: element " + std::to_string(n + 1) +
+                                                  " is not a number: " + shortShow(*vm->vm, x));
+      ++n;
+    }
+    if (!p.isNil())
+      throw dlam::Error(ErrorKind::Runtime,
+                        "dlam_to_numbers: expected a list of numbers, got " + shortShow(*vm->vm, l));
+    if (count) *count = n;
+    if (n > capacity)
+      apiError("dlam_to_numbers: the list has " + std::to_string(n) + " elements, more than the capacity " +
+               std::to_string(capacity));
+    size_t i = 0;
+    for (p = l; dlam::isPair(p); p = dlam::asPair(p)->cdr) {
+      Value x = dlam::asPair(p)->car;
+      out[i++] = x.isNumber() ? x.asNumber() : 0.0;
+    }
+    return DLAM_OK;
+  });
+}
+
+void dlam_release(dlam_vm* vm, dlam_val v) {
+  if (!v) return;
+  guarded(vm, "dlam_release", [&] {
+    const char* why = "";
+    auto* s = vm->lookup(v, &why);
+    if (!s) apiError(std::string("dlam_release: the handle ") + why);
+    vm->releaseSlot(s);
+    return DLAM_OK;
+  });
+}
+
+dlam_val dlam_dup(dlam_vm* vm, dlam_val v) {
+  dlam_val out = nullptr;
+  guarded(vm, "dlam_dup", [&] {
+    Value x = vm->resolve(v, "dlam_dup", "the value");
+    out = vm->newHandle(x);
+    return DLAM_OK;
+  });
+  return out;
+}
+
+dlam_status dlam_value_and_gradient(dlam_vm* vm, dlam_val fn, size_t n, const double* x, double* value,
+                                    double* gradient) {
+  return guarded(vm, "dlam_value_and_gradient", [&] {
+    const char* who = "dlam_value_and_gradient";
+    Value f = vm->resolve(fn, who, "the function");
+    if (n > 0 && !x) apiError("dlam_value_and_gradient: x is NULL");
+    if (n > 0 && !gradient) apiError("dlam_value_and_gradient: gradient is NULL");
+    if (n > kMaxGradientArgs)
+      apiError("dlam_value_and_gradient: too many arguments (" + std::to_string(n) + ")");
+    dlam::VM& v = *vm->vm;
+    if (!dlam::isProcedure(f))
+      throw dlam::Error(ErrorKind::Runtime, std::string(who) + ": expected a procedure, got " + shortShow(v, f));
+    RunScope run(vm);
+    // ((*j f) (*j x1) .. (*j xn)) → ((*j y) . backpropagator); (backpropagator 1) → (fbar . xbar).
+    dlam::VM::Root jf(v, v.starJ(f));
+    std::vector<Value> args(n);
+    for (size_t i = 0; i < n; ++i) args[i] = Value::object(v.makeRev(Value::numberChecked(x[i])));
+    Value r = v.call(jf.get(), args.data(), static_cast<int>(n));
+    if (!dlam::isPair(r))
+      throw dlam::Error(ErrorKind::Runtime, std::string(who) + ": the transformed function returned " +
+                                                shortShow(v, r) + " instead of (value . backpropagator)");
+    dlam::VM::Root rr(v, r);
+    Value y = v.starJInverse(dlam::asPair(r)->car);
+    if (!y.isNumber())
+      throw dlam::Error(ErrorKind::Runtime,
+                        std::string(who) + ": the function returned " + shortShow(v, y) + ", not a number");
+    Value one = Value::number(1);
+    Value s = v.call(dlam::asPair(rr.get())->cdr, &one, 1);
+    if (!dlam::isPair(s))
+      throw dlam::Error(ErrorKind::Runtime, std::string(who) + ": the backpropagator returned " +
+                                                shortShow(v, s) + " instead of (fbar . xbar)");
+    Value xbar = dlam::asPair(s)->cdr;
+    std::vector<double> g(n, 0.0);
+    if (n == 1) {
+      g[0] = sensitivity(v, xbar, 0);
+    } else if (n >= 2 && !xbar.isZero()) {
+      Value p = xbar;
+      for (size_t i = 0; i < n; ++i) {
+        if (p.isZero()) break;  // a lazily zero tail
+        if (!dlam::isPair(p))
+          throw dlam::Error(ErrorKind::Runtime, std::string(who) + ": the argument sensitivity " +
+                                                    shortShow(v, xbar) + " is not a list of " + std::to_string(n));
+        g[i] = sensitivity(v, dlam::asPair(p)->car, i);
+        p = dlam::asPair(p)->cdr;
+      }
+    }
+    if (value) *value = y.asNumber();
+    if (gradient) std::copy(g.begin(), g.end(), gradient);
+    return DLAM_OK;
+  });
+}
+
+dlam_status dlam_register(dlam_vm* vm, const char* name, int arity, dlam_host_fn fn, void* ud) {
+  return guarded(vm, "dlam_register", [&] {
+    if (!name) apiError("dlam_register: name is NULL");
+    if (!fn) apiError("dlam_register: fn is NULL");
+    if (arity < -1 || arity > kMaxArity)
+      apiError("dlam_register: arity must be -1 (any) or 0.." + std::to_string(kMaxArity) + ", got " +
+               std::to_string(arity));
+    Native* n = makeHostNative(*vm->vm, name, hostTrampoline, arity);
+    n->hostFn = reinterpret_cast<void*>(fn);
+    n->hostData = ud;
+    // No derivative: lifting it through *j would give silently wrong (zero) gradients.
+    n->flags |= dlam::kNoDerivative;
+    vm->vm->defineGlobal(name, Value::object(n));
+    return DLAM_OK;
+  });
+}
+
+dlam_status dlam_register_numeric(dlam_vm* vm, const char* name, int arity, dlam_numeric_fn fn,
+                                  dlam_numeric_vjp vjp, void* ud) {
+  return guarded(vm, "dlam_register_numeric", [&] {
+    if (!name) apiError("dlam_register_numeric: name is NULL");
+    if (!fn) apiError("dlam_register_numeric: fn is NULL");
+    if (arity < 0 || arity > kMaxArity)
+      apiError("dlam_register_numeric: arity must be 0.." + std::to_string(kMaxArity) + ", got " +
+               std::to_string(arity));
+    Native* n = makeHostNative(*vm->vm, name, numericTrampoline, arity);
+    n->hostFn = reinterpret_cast<void*>(fn);
+    n->hostData = ud;
+    if (vjp) {
+      n->hostVjp = reinterpret_cast<void*>(vjp);
+      n->vjp = vjpTrampoline;
+      n->flags |= dlam::kHasVjp;
+    } else {
+      n->flags |= dlam::kNoDerivative;
+    }
+    vm->vm->defineGlobal(name, Value::object(n));
+    return DLAM_OK;
+  });
+}
+
+void dlam_set_error(dlam_vm* vm, const char* message) {
+  guarded(vm, "dlam_set_error", [&] {
+    vm->hostError = message ? message : "";
+    vm->hostErrorSet = true;
+    return DLAM_OK;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,143 @@
+// fuzz_vm.cpp — evaluates arbitrary text in a VM with small limits, several inputs per VM.
+//
+// The input is split at lines `;---` into chunks (a comment, so a whole file is still a
+// valid script), and every chunk runs in the same VM, as the REPL would run them:
+// after an error the VM is recovered and the next chunk runs. Each chunk gets its own
+// instruction budget. The value of every chunk that succeeds is put through the
+// differentiation operators (*j, *j-inverse, zero, plus) and the printer, whatever it is
+// — closures, tagged values, attached values, void. At the end the VM must still work:
+// it evaluates a fixed program, and calls the primitives it saved before the input ran
+// (the input may have redefined their global names).
+//
+// Allowed: dlam::Error of kind Syntax, Runtime or Limit, with a message and a location.
+// Not allowed: anything else escaping, a crash, a sanitizer report, a hang.
+#include <cmath>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "dlam/compiler.h"
+#include "dlam/stdlib.h"
+#include "dlam/vm.h"
+#include "fuzz_common.h"
+
+namespace {
+
+constexpr uint64_t kHeapLimitMb = 32;
+constexpr uint64_t kStackLimit = 2000;
+constexpr uint64_t kInstructionsPerChunk = 200000;
+constexpr size_t kMaxChunks = 8;
+constexpr std::string_view kSeparator = "\n;---";
+
+std::vector<std::string_view> splitChunks(std::string_view src) {
+  std::vector<std::string_view> chunks;
+  for (;;) {
+    size_t at = src.find(kSeparator);
+    if (at == std::string_view::npos || chunks.size() + 1 == kMaxChunks) {
+      chunks.push_back(src);
+      return chunks;
+    }
+    chunks.push_back(src.substr(0, at + 1));
+    src.remove_prefix(at + kSeparator.size());
+  }
+}
+
+bool sameValue(dlam::Value a, dlam::Value b) {
+  if (a == b) return true;
+  return a.isNumber() && b.isNumber() && std::isnan(a.asNumber()) && std::isnan(b.asNumber());
+}
+
+// Errors raised by the operators called from C++ have no dlam frame, so no line: only
+// their kind is checked.
+void checkNativeError(const dlam::Error& e) {
+  if (e.kind != dlam::ErrorKind::Runtime && e.kind != dlam::ErrorKind::Limit)
+    dlam::fuzz::fail(std::string("operator raised a ") + dlam::fuzz::kindName(e.kind) + " error: " + e.message);
+  if (e.message.empty()) dlam::fuzz::fail("operator error with an empty message");
+}
+
+// The value of a chunk through J, J⁻¹, 0, ⊕ and the printer.
+void exerciseValue(dlam::VM& vm, dlam::Value v) {
+  dlam::VM::Root root(vm, v);
+  try {
+    std::string shown = vm.show(v, true);
+    (void)vm.show(v, false);
+    dlam::Value j = vm.starJ(v);
+    dlam::VM::Root jr(vm, j);
+    dlam::Value back = vm.starJInverse(j);
+    // Estep: *j of an attached value is its rep, so J⁻¹ gives back J⁻¹ rep, not v.
+    if (!dlam::isObj(v, dlam::ObjType::Attached) && !sameValue(back, v))
+      dlam::fuzz::fail("(*j-inverse (*j v)) is not v for v = " + shown.substr(0, 200) + ", got " +
+                       vm.show(back, true).substr(0, 200));
+    // SPEC 3: (*j v) twice gives the same object. Numbers are unboxed (no slot to memoize
+    // on), so only heap objects are checked.
+    if (v.isObject() && vm.starJ(v) != j) dlam::fuzz::fail("(*j v) is not memoized for v = " + shown.substr(0, 200));
+    dlam::Value jj = vm.starJ(j);
+    dlam::VM::Root jjr(vm, jj);
+    (void)vm.show(jj, true);
+    dlam::Value z = vm.zeroOf(v);
+    dlam::VM::Root zr(vm, z);
+    dlam::Value zz = vm.plus(z, z);
+    (void)vm.show(zz, true);
+    (void)vm.show(vm.zeroOf(j), true);
+  } catch (const dlam::Error& e) {
+    checkNativeError(e);
+    vm.recover();
+  }
+}
+
+void runChunk(dlam::VM& vm, std::string_view chunk, const std::string& name) {
+  vm.mutableConfig().instructionLimit = vm.instructionsExecuted() + kInstructionsPerChunk;
+  try {
+    dlam::Value v = dlam::evalSource(vm, chunk, name);
+    exerciseValue(vm, v);
+  } catch (const dlam::Error& e) {
+    dlam::fuzz::checkError(e, "<fuzz", true);
+    vm.recover();
+    if (dlam::fuzz::maskKnownBugs()) vm.collectGarbage();  // see maskKnownBugs
+  }
+}
+
+// After everything the input did, the VM evaluates a fixed program and calls the saved
+// primitives. Only special forms and lambdas: the input may have redefined any global.
+void checkUsable(dlam::VM& vm, dlam::Value plus, dlam::Value starJ, dlam::Value starJInv) {
+  vm.mutableConfig().instructionLimit = vm.instructionsExecuted() + 10 * kInstructionsPerChunk;
+  try {
+    dlam::Value v = dlam::evalSource(
+        vm, "(letrec ((f (lambda (n k) (if n (f #f (lambda () (k))) (k))))) (f #t (lambda () 'ok)))",
+        "<check>");
+    if (vm.show(v, true) != "ok") dlam::fuzz::fail("the check program returned " + vm.show(v, true));
+    dlam::Value args[2] = {dlam::Value::number(1), dlam::Value::number(2)};
+    dlam::Value three = vm.call(plus, args, 2);
+    if (!three.isNumber() || three.asNumber() != 3) dlam::fuzz::fail("(+ 1 2) is " + vm.show(three, true));
+    dlam::Value x = dlam::Value::number(5);
+    dlam::Value jx = vm.call(starJ, &x, 1);
+    dlam::VM::Root jr(vm, jx);
+    dlam::Value back = vm.call(starJInv, &jx, 1);
+    if (back != x) dlam::fuzz::fail("(*j-inverse (*j 5)) is " + vm.show(back, true));
+  } catch (const dlam::Error& e) {
+    dlam::fuzz::fail("the VM is not usable after the input: " + e.format());
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view src(reinterpret_cast<const char*>(data), size);
+  dlam::Config cfg;
+  cfg.heapLimitMb = kHeapLimitMb;
+  cfg.stackLimit = kStackLimit;
+  cfg.instructionLimit = kInstructionsPerChunk;
+  cfg.sandbox = true;  // no include: the fuzzer must not read files
+  cfg.ffiEnabled = false;
+  dlam::VM vm(cfg);
+  vm.output = [](std::string_view) {};
+  dlam::openStdlib(vm);
+  dlam::VM::Root plus(vm, vm.global("+"));
+  dlam::VM::Root starJ(vm, vm.global("*j"));
+  dlam::VM::Root starJInv(vm, vm.global("*j-inverse"));
+
+  std::vector<std::string_view> chunks = splitChunks(src);
+  for (size_t i = 0; i < chunks.size(); ++i) runChunk(vm, chunks[i], "<fuzz" + std::to_string(i) + ">");
+  checkUsable(vm, plus.get(), starJ.get(), starJInv.get());
+  return 0;
+}
