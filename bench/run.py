@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -623,7 +624,7 @@ def bench_rep_workload(opts, w: Workload, unavailable: dict) -> dict:
             res.status = "failed"
             why = f"exit {r.rc}" if r.rc >= 0 else f"signal {-r.rc}"
             msg = first_line(r.err) or first_line(r.out)
-            res.note = why + (f": {msg}" if msg else "") + f"  [{' '.join(argv(k, reps))}]"
+            res.note = why + (f": {msg}" if msg else "") + f"  [{shlex.join(argv(k, reps))}]"
             return None
         out = r.out.strip()
         if res.output and not outputs_agree(out, res.output, GRAD_RTOL):

@@ -23,6 +23,7 @@
 #include "dlam/error.h"
 #include "dlam/stdlib.h"
 #include "dlam/vm.h"
+#include "foreign.h"
 #include "repl.h"
 
 #ifndef DLAM_VERSION
@@ -270,6 +271,7 @@ int run(int argc, char** argv) {
 
   dlam::VM vm(cfg);
   dlam::openStdlib(vm);
+  dlam::openForeign(vm);
   auto printValue = [&vm](dlam::Value v) { dlam::cli::printLine(vm, vm.show(v, true)); };
 
   switch (o.mode) {

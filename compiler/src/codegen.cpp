@@ -10,6 +10,7 @@
 // variable before it was initialised (SETUPVAL).
 #include "codegen.h"
 
+#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -185,10 +186,35 @@ class FnCompiler {
       emit(instr::make(rr, dst, a, b));
       return true;
     };
+    if (n > 2 && (id == NativeId::Add || id == NativeId::Mul || id == NativeId::Sub || id == NativeId::Div)) {
+      // (+ a b c ...) → ((a + b) + c) ...: a chain of binary opcodes through dst.
+      Op rr = id == NativeId::Add ? Op::ADD : id == NativeId::Mul ? Op::MUL : id == NativeId::Sub ? Op::SUB : Op::DIV;
+      uint32_t a0 = atomReg(args[1]);
+      uint32_t a1 = atomReg(args[2]);
+      emit(instr::make(rr, dst, a0, a1));
+      for (size_t i = 3; i <= n; ++i) {
+        uint32_t ai = atomReg(args[i]);
+        emit(instr::make(rr, dst, dst, ai));
+      }
+      return true;
+    }
     switch (id) {
+      case NativeId::Caar: case NativeId::Cadr: case NativeId::Cdar: case NativeId::Cddr:
+      case NativeId::Caddr: case NativeId::Cdddr: {
+        if (n != 1) return false;
+        // Innermost access first: cadr = (car (cdr x)).
+        const char* path = id == NativeId::Caar ? "aa" : id == NativeId::Cadr ? "ad" : id == NativeId::Cdar ? "da"
+                           : id == NativeId::Cddr ? "dd" : id == NativeId::Caddr ? "add" : "ddd";
+        size_t len = std::strlen(path);
+        uint32_t src = atomReg(*x);
+        for (size_t i = len; i-- > 0;) {
+          emit(instr::make(path[i] == 'a' ? Op::CAR : Op::CDR, dst, src));
+          src = dst;
+        }
+        return true;
+      }
       case NativeId::Add: return binop(Op::ADD, Op::ADDK, true, NativeId::None);
       case NativeId::Mul: return binop(Op::MUL, Op::MULK, true, NativeId::None);
-      case NativeId::Sub: return binop(Op::SUB, Op::SUBK, false, NativeId::None);
       case NativeId::Div: return binop(Op::DIV, Op::DIVK, false, NativeId::None);
       case NativeId::Lt:
       case NativeId::Le:
@@ -202,6 +228,25 @@ class FnCompiler {
           emit(instr::make(Op::CONS, dst, a, b));
         }
         return true;
+      case NativeId::Plus:
+        if (n != 2) return false;
+        {
+          uint32_t a = atomReg(*x), b = atomReg(*y);
+          emit(instr::make(Op::PLUS, dst, a, b));
+        }
+        return true;
+      case NativeId::SCar:
+      case NativeId::SCdr:
+      case NativeId::StarJInverse:
+        if (n != 1) return false;
+        emit(instr::make(id == NativeId::SCar ? Op::SCAR : id == NativeId::SCdr ? Op::SCDR : Op::JINV, dst, atomReg(*x)));
+        return true;
+      case NativeId::Sub:
+        if (n == 1) {
+          emit(instr::make(Op::NEG, dst, atomReg(*x)));
+          return true;
+        }
+        return binop(Op::SUB, Op::SUBK, false, NativeId::None);
       case NativeId::AttachStarJ:
         if (n != 2) return false;
         {
@@ -352,6 +397,7 @@ class FnCompiler {
   }
 
   void compileCall(const Bind& bd, const Target* t) {
+    if (bd.level > 0 && bd.args.size() == 3 && emitLiftedBinary(bd, t)) return;
     if (bd.level > 0) {
       // A primitive applied under reverse tags (transformed code): call its lifted form.
       Bind lifted = bd;
@@ -380,6 +426,38 @@ class FnCompiler {
       if (!t) reg_.erase(bd.dst);
     }
     compileGenericCall(bd, t);
+  }
+
+  // Binary arithmetic and comparisons under reverse tags: the ordinary opcode with
+  // the level in its top bits (the interpreter's slow path strips and re-tags).
+  bool emitLiftedBinary(const Bind& bd, const Target* t) {
+    NativeId id = primitiveOf(bd.args[0]);
+    Op op;
+    switch (id) {
+      case NativeId::Add: op = Op::ADD; break;
+      case NativeId::Sub: op = Op::SUB; break;
+      case NativeId::Mul: op = Op::MUL; break;
+      case NativeId::Div: op = Op::DIV; break;
+      case NativeId::Lt: op = Op::LT; break;
+      case NativeId::Le: op = Op::LE; break;
+      case NativeId::Gt: op = Op::GT; break;
+      case NativeId::Ge: op = Op::GE; break;
+      case NativeId::NumEq: op = Op::NUMEQ; break;
+      default: return false;
+    }
+    if (bd.level > 0x7f) return false;
+    uint32_t saved = top_;
+    bool tail = t && t->kind == Target::Tail;
+    uint32_t dst = t ? (tail ? allocReg() : t->reg) : dstReg(bd);
+    uint32_t tempBase = top_;
+    uint32_t a = atomReg(bd.args[1]), b = atomReg(bd.args[2]);
+    emit(instr::withLevel(instr::make(op, dst, a, b), bd.level));
+    top_ = tempBase;
+    if (tail) {
+      emit(instr::make(Op::RETURN, dst));
+      top_ = saved;
+    }
+    return true;
   }
 
   void compileGenericCall(const Bind& bd, const Target* t) {

@@ -34,8 +34,10 @@
 ** run on different threads at the same time. A VM is tied to the thread that created
 ** it (its heap is a mimalloc heap, which only that thread may allocate from): create,
 ** use and free a VM on one thread, and free it before that thread exits. Calls from
-** another thread fail with DLAM_ERR_API. The exception is dlam_interrupt, which any
-** thread may call.
+** another thread fail with DLAM_ERR_API without touching the VM (not even
+** dlam_last_error, which belongs to the owner thread), and dlam_free from another
+** thread leaks the VM rather than corrupt the owner's allocator. The exception is
+** dlam_interrupt, which any thread may call.
 */
 #ifndef DLAM_H
 #define DLAM_H
@@ -131,8 +133,9 @@ DLAM_API dlam_val dlam_get_global(dlam_vm *vm, const char *name);
 /* Defines (or redefines) the global variable name as value. The handle stays yours. */
 DLAM_API dlam_status dlam_set_global(dlam_vm *vm, const char *name, dlam_val value);
 
-/* Calls the procedure fn with argc arguments. *result (required) receives a handle to
-** the value returned, or NULL on error. Re-entrant: a host function may call it. */
+/* Calls the procedure fn with the argc arguments argv[0..argc-1] (argv may be NULL when
+** argc is 0). If result is not NULL, *result receives a handle to the value returned,
+** or NULL on error. Re-entrant: a host function may call it. */
 DLAM_API dlam_status dlam_call(dlam_vm *vm, dlam_val fn, int argc, const dlam_val *argv, dlam_val *result);
 
 /* ---- values -------------------------------------------------------------------------- */
@@ -167,11 +170,12 @@ DLAM_API dlam_val dlam_dup(dlam_vm *vm, dlam_val v);
 /* ---- derivatives ----------------------------------------------------------------------- */
 
 /* The value and gradient at x[0..n-1] of fn, a real-valued dlam procedure of n real
-** arguments: *value = fn(x...), gradient[i] = d fn / d x[i] (gradient may be NULL when
-** n is 0). Computed by reverse mode directly from C, without going through the
-** prelude's value-and-gradient (same numbers). A result that is not a number, or an
-** error in fn or its derivative, fails with the corresponding status; the outputs are
-** then left unchanged. */
+** arguments: *value = fn(x...), gradient[i] = d fn / d x[i] (value may be NULL;
+** gradient and x may be NULL when n is 0). Computed by reverse mode directly from C
+** (one forward and one backward pass, without the prelude's value-and-gradient; same
+** numbers). fn may be any procedure: a closure, a primitive, a host function with a
+** vjp, one made by custom-vjp. A result that is not a number, or an error in fn or its
+** derivative, fails with the corresponding status; the outputs are then unchanged. */
 DLAM_API dlam_status dlam_value_and_gradient(dlam_vm *vm, dlam_val fn, size_t n, const double *x,
                                              double *value, double *gradient);
 

@@ -12,6 +12,7 @@
 #include "dlam.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -44,6 +45,7 @@ constexpr size_t kMaxHandles = kIndexMask;  // index + 1 must fit in kIndexBits
 constexpr int kMaxArity = 255;
 constexpr size_t kMaxGradientArgs = size_t{1} << 24;
 constexpr uint64_t kMinApiGc = 8u << 20;
+const char kInstructionLimitMessage[] = "instruction limit exceeded (";
 
 struct HandleSlot {
   Value v;
@@ -81,6 +83,9 @@ struct dlam_vm {
   std::vector<HandleSlot> slots;
   std::vector<uint32_t> freeSlots;
   uint64_t tag = 0;
+  // First generation of new slots, different from VM to VM, so that a handle of a
+  // freed VM is unlikely to look valid to a new VM that got the same address (tag).
+  uint32_t genBase = 0;
 
   // ---- handles ----
   dlam_val encode(uint32_t idx, uint32_t gen) const {
@@ -97,6 +102,7 @@ struct dlam_vm {
       if (slots.size() >= kMaxHandles)
         throw dlam::Error(ErrorKind::Limit, "too many live handles (" + std::to_string(kMaxHandles) + ")");
       slots.emplace_back();
+      slots.back().gen = genBase;
       idx = static_cast<uint32_t>(slots.size() - 1);
     }
     HandleSlot& s = slots[idx];
@@ -187,7 +193,15 @@ dlam_status dlam_vm::fail(ErrorKind kind, const dlam::Error* e, const std::strin
   ++errorSerial;
   lastKind = kind;
   try {
-    if (e) {
+    if (e && kind == ErrorKind::Limit && instructionLimit &&
+        e->message.rfind(kInstructionLimitMessage, 0) == 0) {
+      // RunScope moves the VM's (lifetime) instruction limit along with each run:
+      // report the per-run limit the configuration set.
+      dlam::Error shown = *e;
+      shown.message = kInstructionLimitMessage + std::to_string(instructionLimit) + " instructions)";
+      lastError = shown.format();
+      lastMessage = shown.message;
+    } else if (e) {
       lastError = e->format();
       lastMessage = e->message;
     } else {
@@ -202,7 +216,17 @@ dlam_status dlam_vm::fail(ErrorKind kind, const dlam::Error* e, const std::strin
   }
   // After an error in an outermost call, reset the stack; inside a host function the
   // failed vm.call has already restored it, and the outer run is still going.
-  if (depth == 0 && vm) vm->recover();
+  if (depth == 0 && vm) {
+    vm->recover();
+    // A heap limit hit in native code (no safe point since) leaves the garbage in
+    // place, and the next run would fail at once: collect now, where only roots live.
+    if (kind == ErrorKind::Limit) {
+      try {
+        vm->collectGarbage();
+      } catch (...) {
+      }
+    }
+  }
   return statusOf(kind);
 }
 
@@ -212,6 +236,9 @@ namespace {
 template <class F>
 dlam_status guarded(dlam_vm* D, const char* who, F&& body) noexcept {
   if (!D) return DLAM_ERR_API;
+  // Another thread must not touch the VM's state, not even its error message (which
+  // belongs to the owner thread): only the status reports the misuse.
+  if (std::this_thread::get_id() != D->thread) return DLAM_ERR_API;
   D->lastError.clear();
   D->lastErrorLost = false;
   if (!D->vm) {
@@ -223,10 +250,6 @@ dlam_status guarded(dlam_vm* D, const char* who, F&& body) noexcept {
     return D->brokenStatus;
   }
   try {
-    if (std::this_thread::get_id() != D->thread)
-      apiError(std::string(who) +
-               ": called from a thread other than the one that created the VM (a VM must be created, used "
-               "and freed on one thread)");
     return body();
   } catch (const dlam::Error& e) {
     return D->fail(e.kind, &e, nullptr);
@@ -395,6 +418,10 @@ Value vjpTrampoline(dlam::VM& vm, Value* args, int nargs) {
     self = dlam::asNative(h);
   }
   int n = nargs - 1;
+  // The host's vjp writes `arity` sensitivities: never call it with another count.
+  if (n != self->minArgs)
+    vm.runtimeError(std::string(self->name) + ": its vjp takes " + std::to_string(self->minArgs) +
+                    " arguments and the sensitivity, got " + std::to_string(nargs) + " values");
   Value ybar = args[n];
   if (ybar.isZero()) {
     Value l = Value::nil();
@@ -437,6 +464,9 @@ dlam_vm* dlam_new(const char* config_lua_path) {
     auto D = std::make_unique<dlam_vm>();
     D->thread = std::this_thread::get_id();
     D->tag = tagFor(D.get());
+    D->genBase = static_cast<uint32_t>(
+        (static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) * 2654435761u >> 16) &
+        kGenMask);
     dlam::Config cfg;  // an embedded VM: foreign calls off unless the config turns them on
     try {
       if (config_lua_path) dlam::loadConfigFile(config_lua_path, cfg);
@@ -528,14 +558,22 @@ dlam_status dlam_call(dlam_vm* vm, dlam_val fn, int argc, const dlam_val* argv, 
     if (argc < 0) apiError("dlam_call: argc is negative");
     if (argc > 0 && !argv) apiError("dlam_call: argv is NULL");
     Value f = vm->resolve(fn, "dlam_call", "the procedure");
-    std::vector<Value> args(static_cast<size_t>(argc));
+    Value small[8];
+    std::vector<Value> big;
+    Value* args = small;
+    if (argc > 8) {
+      big.resize(static_cast<size_t>(argc));
+      args = big.data();
+    }
     for (int i = 0; i < argc; ++i) {
-      std::string what = "argument " + std::to_string(i + 1);
-      args[i] = vm->resolve(argv[i], "dlam_call", what.c_str());
+      const char* why = "";
+      HandleSlot* s = vm->lookup(argv[i], &why);
+      if (!s) apiError("dlam_call: argument " + std::to_string(i + 1) + " " + why);
+      args[i] = s->v;
     }
     RunScope run(vm);
     // The arguments are in handles (rooted) and vm.call copies them to the stack.
-    Value r = vm->vm->call(f, args.data(), argc);
+    Value r = vm->vm->call(f, args, argc);
     if (result) *result = vm->newHandle(r);
     return DLAM_OK;
   });

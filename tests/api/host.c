@@ -256,6 +256,11 @@ static void test_numeric(dlam_vm* vm) {
   CHECK_NEAR(eval_number(vm, "((gradient (custom-vjp cube (lambda (x) (cons (cube x) (lambda (g) (* g 3 x x)))))) 2)"),
              12, 1e-15);
 
+  /* the vjp is only ever called with the function's arity (here misused on purpose) */
+  CHECK_STATUS(vm, dlam_eval(vm, "(%call-vjp h 1 2)", "vjp", NULL), DLAM_ERR_RUNTIME);
+  CHECK_CONTAINS(dlam_last_error(vm), "h: its vjp takes 2 arguments");
+  CHECK(eval_number(vm, "(cadr (%call-vjp h 1.5 0.7 2))") == 2 * x * x * cos(y));
+
   /* registration errors */
   CHECK_STATUS(vm, dlam_register_numeric(vm, "g", -1, cube_fn, NULL, NULL), DLAM_ERR_API);
   CHECK_STATUS(vm, dlam_register_numeric(vm, "g", 1, NULL, NULL, NULL), DLAM_ERR_API);

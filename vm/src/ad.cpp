@@ -170,6 +170,47 @@ Value VM::liftedCall(Native* lifted, Value* args, int nargs) {
   return r;
 }
 
+Value VM::liftedBinary(NativeId id, uint32_t level, Value* args) {
+  Native* base = builtin(id);
+  if (level == 0) return base->fn(*this, args, 2);
+  if (level == 1 && isObj(args[0], ObjType::Rev) && isObj(args[1], ObjType::Rev)) {
+    // First-order derivatives: both operands tag numbers.
+    Value x = static_cast<Rev*>(args[0].asObject())->primal, y = static_cast<Rev*>(args[1].asObject())->primal;
+    if (x.isNumber() && y.isNumber()) {
+      double a = x.asNumber(), b = y.asNumber();
+      switch (id) {
+        case NativeId::Add: return Value::object(makeRev(Value::number(a + b)));
+        case NativeId::Sub: return Value::object(makeRev(Value::number(a - b)));
+        case NativeId::Mul: return Value::object(makeRev(Value::number(a * b)));
+        case NativeId::Div: return Value::object(makeRev(Value::number(a / b)));
+        case NativeId::Lt: return Value::boolean(a < b);
+        case NativeId::Le: return Value::boolean(a <= b);
+        case NativeId::Gt: return Value::boolean(a > b);
+        case NativeId::Ge: return Value::boolean(a >= b);
+        case NativeId::NumEq: return Value::boolean(a == b);
+        default: break;
+      }
+    }
+  }
+  Value stripped[2] = {args[0], args[1]};
+  for (Value& a : stripped) {
+    for (uint32_t i = 0; i < level; ++i) {
+      if (isObj(a, ObjType::Rev)) {
+        a = static_cast<Rev*>(a.asObject())->primal;
+      } else if (a.isNumber()) {
+        runtimeError(std::string(base->name) + ": got the plain number " + show(a, true) +
+                     " where a reverse-tagged value was expected (a derivative level was mixed up)");
+      } else if (!a.isZero()) {
+        break;  // not a number at all: the primitive reports the type error
+      }
+    }
+  }
+  Value r = base->fn(*this, stripped, 2);
+  if (r.isNumber())
+    for (uint32_t i = 0; i < level; ++i) r = Value::object(makeRev(r));
+  return r;
+}
+
 Value VM::jLeaf(Value v) {
   if (v.isNumber()) return Value::object(makeRev(v));
   if (!v.isObject()) return v;  // (), booleans, void, the symbolic zero
@@ -309,10 +350,26 @@ Value VM::zeroOf(Value v) {
   return Value::zero();
 }
 
-Value VM::plus(Value a, Value b) {
+namespace {
+// plus without descending: numbers and zeros; undefined if structure must be walked.
+inline Value plusShallow(Value a, Value b) {
   if (a.isZero()) return b;
   if (b.isZero()) return a;
   if (a.isNumber() && b.isNumber()) return Value::number(a.asNumber() + b.asNumber());
+  return Value::undefined();
+}
+}  // namespace
+
+Value VM::plus(Value a, Value b) {
+  Value r = plusShallow(a, b);
+  if (!r.isUndefined()) return r;
+  if (isPair(a) && isPair(b)) {
+    // The common case in backpropagators: pairs of sensitivities one of which is
+    // mostly zero ((cons g 0) meeting (cons 0 rest)): one new pair, no walk.
+    Value car = plusShallow(asPair(a)->car, asPair(b)->car);
+    Value cdr = plusShallow(asPair(a)->cdr, asPair(b)->cdr);
+    if (!car.isUndefined() && !cdr.isUndefined()) return cons(car, cdr);
+  }
   struct Item {
     Value a, b;
     bool expanded;

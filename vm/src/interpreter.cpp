@@ -24,6 +24,7 @@ const char* opName(Op op) {
 
 namespace {
 constexpr int64_t kPollInterval = 1 << 16;
+constexpr Instr kLevelBits = 0x7full << 56;
 
 std::string procedureName(Value f) {
   if (isClosure(f)) {
@@ -453,7 +454,7 @@ op_JMPIFNOT:
 #define ARITH(NAME, OPER, ID, RHS)                                     \
   op_##NAME : {                                                        \
     Value x = RB, y = RHS;                                             \
-    if (x.isNumber() && y.isNumber()) {                                \
+    if (x.isNumber() && y.isNumber() && !(ins & kLevelBits)) {         \
       RA = Value::number(x.asNumber() OPER y.asNumber());              \
       DISPATCH();                                                      \
     }                                                                  \
@@ -461,7 +462,7 @@ op_JMPIFNOT:
     Value args[2] = {x, y};                                            \
     if (ins >> 63) std::swap(args[0], args[1]);                        \
     uint32_t base = frame->base;                                       \
-    Value r = builtin(NativeId::ID)->fn(*this, args, 2);               \
+    Value r = liftedBinary(NativeId::ID, instr::level(ins), args);     \
     R = stack_.data() + base;                                          \
     RA = r;                                                            \
     DISPATCH();                                                        \
@@ -479,13 +480,13 @@ op_JMPIFNOT:
 #define COMPARE(NAME, OPER, ID, RHS)                                   \
   op_##NAME : {                                                        \
     Value x = RB, y = RHS;                                             \
-    if (x.isNumber() && y.isNumber()) {                                \
+    if (x.isNumber() && y.isNumber() && !(ins & kLevelBits)) {         \
       RA = Value::boolean(x.asNumber() OPER y.asNumber());             \
       DISPATCH();                                                      \
     }                                                                  \
     SAVE_PC();                                                         \
     Value args[2] = {x, y};                                            \
-    RA = builtin(NativeId::ID)->fn(*this, args, 2);                    \
+    RA = liftedBinary(NativeId::ID, instr::level(ins), args);          \
     DISPATCH();                                                        \
   }
   COMPARE(LT, <, Lt, RC)
@@ -575,6 +576,66 @@ op_EQP: {
   DISPATCH();
 }
 
+op_PLUS: {
+  Value x = RB, y = RC;
+  if (x.isNumber() && y.isNumber()) {
+    RA = Value::number(x.asNumber() + y.asNumber());
+    DISPATCH();
+  }
+  SAVE_PC();
+  RA = plus(x, y);
+  DISPATCH();
+}
+op_SCAR: {
+  Value x = RB;
+  if (isPair(x)) {
+    RA = asPair(x)->car;
+    DISPATCH();
+  }
+  if (x.isZero()) {
+    RA = x;
+    DISPATCH();
+  }
+  SAVE_PC();
+  typeError("%scar", 0, "pair sensitivity", x);
+}
+op_SCDR: {
+  Value x = RB;
+  if (isPair(x)) {
+    RA = asPair(x)->cdr;
+    DISPATCH();
+  }
+  if (x.isZero()) {
+    RA = x;
+    DISPATCH();
+  }
+  SAVE_PC();
+  typeError("%scdr", 0, "pair sensitivity", x);
+}
+op_JINV: {
+  Value x = RB;
+  if (isObj(x, ObjType::Rev)) {
+    RA = static_cast<Rev*>(x.asObject())->primal;
+    DISPATCH();
+  }
+  SAVE_PC();
+  Value r = starJInverse(x);
+  R = stack_.data() + frame->base;
+  RA = r;
+  DISPATCH();
+}
+op_NEG: {
+  Value x = RB;
+  if (x.isNumber()) {
+    RA = Value::number(-x.asNumber());
+    DISPATCH();
+  }
+  SAVE_PC();
+  Value r = builtin(NativeId::Sub)->fn(*this, &x, 1);
+  R = stack_.data() + frame->base;
+  RA = r;
+  DISPATCH();
+}
 op_ATTACH: {
   SAVE_PC();
   Value x = RB, y = RC;

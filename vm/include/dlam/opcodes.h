@@ -5,7 +5,10 @@
 // signed sBx: jump offsets relative to the next instruction). sC is C read as a
 // signed 16-bit jump offset. The top bit marks a K-form arithmetic instruction
 // whose operands were swapped from the source order ((* 2 x) → MULK x 2), so
-// error messages still number the arguments as written. Registers are frame-relative; K[i] is the proto's
+// error messages still number the arguments as written. Bits 56-62 of an
+// arithmetic or comparison instruction give its reverse level: in transformed
+// code the operands carry that many reverse tags, which the slow path strips
+// (and puts back on the result). Registers are frame-relative; K[i] is the proto's
 // constant table. 64-bit words (rather than Lua's 32) let a function use up to
 // 65535 registers, which reverse-transformed code of large functions needs.
 //
@@ -72,7 +75,12 @@ namespace dlam {
   X(NULLP, AB, "R[A] = (null? R[B])")                                                 \
   X(PAIRP, AB, "R[A] = (pair? R[B])")                                                 \
   X(EQP, ABC, "R[A] = (eq? R[B] R[C])")                                             \
-  X(ATTACH, ABC, "R[A] = (attach-*j R[B] R[C]): R[B] whose *j is R[C]")
+  X(ATTACH, ABC, "R[A] = (attach-*j R[B] R[C]): R[B] whose *j is R[C]")              \
+  X(PLUS, ABC, "R[A] = (plus R[B] R[C]): sensitivities added")                       \
+  X(SCAR, AB, "R[A] = (%scar R[B]): car of a sensitivity (zero stays zero)")         \
+  X(SCDR, AB, "R[A] = (%scdr R[B]): cdr of a sensitivity (zero stays zero)")         \
+  X(JINV, AB, "R[A] = (*j-inverse R[B])")                                            \
+  X(NEG, AB, "R[A] = (- R[B])")
 
 enum class Op : uint8_t {
 #define DLAM_OP_ENUM(name, fmt, doc) name,
@@ -92,6 +100,8 @@ constexpr Instr makeBx(Op op, uint32_t a, uint32_t bx) {
   return static_cast<Instr>(op) | (static_cast<Instr>(a & 0xffff) << 8) | (static_cast<Instr>(bx) << 24);
 }
 constexpr Instr kSwapped = 1ull << 63;
+constexpr uint32_t level(Instr i) { return static_cast<uint32_t>((i >> 56) & 0x7f); }
+constexpr Instr withLevel(Instr i, uint32_t level) { return i | (static_cast<Instr>(level & 0x7f) << 56); }
 constexpr Op op(Instr i) { return static_cast<Op>(i & 0xff); }
 constexpr uint32_t a(Instr i) { return static_cast<uint32_t>((i >> 8) & 0xffff); }
 constexpr uint32_t b(Instr i) { return static_cast<uint32_t>((i >> 24) & 0xffff); }

@@ -126,6 +126,8 @@ class VM {
   Native* repNative(Native* base, uint16_t level);
   // For a Rep native called with nargs: the closure that does the work.
   Closure* repClosure(Native* rep, int nargs);
+  // A binary arithmetic or comparison primitive applied under `level` reverse tags.
+  Value liftedBinary(NativeId id, uint32_t level, Value* args);
   // Runs a Lifted native.
   Value liftedCall(Native* lifted, Value* args, int nargs);
   // Builds the closure (lambda (x1 .. xn) (base x1 .. xn)) — set by the compiler.
