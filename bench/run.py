@@ -368,6 +368,10 @@ class Run:
     rc: int
     out: str
     err: str
+    cpu_ms: float = float("nan")   # user + system CPU time of the child
+
+    def time_ms(self, opts) -> float:
+        return self.cpu_ms if opts.cpu_time else self.wall_ms
 
 
 # Why a C launcher: on Linux, exec records the pre-exec address space's RSS
@@ -398,7 +402,9 @@ int main(int argc, char **argv) {
   int code = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
   FILE *f = fopen(argv[1], "w");
   if (!f) { perror(argv[1]); return 125; }
-  fprintf(f, "%d %lld %ld\n", code, ns, ru.ru_maxrss);
+  long long cpu = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL
+                  + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
+  fprintf(f, "%d %lld %ld %lld\n", code, ns, ru.ru_maxrss, cpu);
   fclose(f);
   return 0;
 }
@@ -459,18 +465,20 @@ def run_once(argv: list, timeout: float, cpu: Optional[int], launcher: Optional[
         rc = os.waitstatus_to_exitcode(status)
         p.returncode = rc  # we reaped it; keep Popen from waiting again
         wall_ms, maxrss = (t1 - t0) * 1000.0, ru.ru_maxrss
+        cpu_ms = (ru.ru_utime + ru.ru_stime) * 1000.0
         fo.seek(0)
         fe.seek(0)
         out = fo.read().decode("utf-8", "replace")
         err = fe.read().decode("utf-8", "replace")
         if launcher and not timed_out:
             fields = rep.read().split()
-            if rc != 0 or len(fields) != 3:
+            if rc != 0 or len(fields) != 4:
                 return Run(False, float("nan"), 0, rc, out, "launcher failed: " + err)
             rc, wall_ms, maxrss = int(fields[0]), int(fields[1]) / 1e6, int(fields[2])
+            cpu_ms = int(fields[3]) / 1e6
         if timed_out:
             err = f"timed out after {timeout:g} s\n" + err
-        return Run(rc == 0 and not timed_out, wall_ms, maxrss, rc, out, err)
+        return Run(rc == 0 and not timed_out, wall_ms, maxrss, rc, out, err, cpu_ms)
 
 
 # --------------------------------------------------------------------------
@@ -544,7 +552,7 @@ def bench_workload(opts, w: Workload, unavailable: dict) -> dict:
                 continue
             res.output = out
             if i >= warm:
-                res.times.append(r.wall_ms)
+                res.times.append(r.time_ms(opts))
                 res.rss.append(r.maxrss_kb)
     if w.expect is None and w.name != "startup":
         outs = {k: r.output for k, r in results.items() if r.ok}
@@ -649,13 +657,13 @@ def bench_rep_workload(opts, w: Workload, unavailable: dict) -> dict:
                 if rb is None:
                     live.remove(k)
                     continue
-                res.base_times.append(rb.wall_ms)
+                res.base_times.append(rb.time_ms(opts))
                 res.base_rss.append(rb.maxrss_kb)
             r = one(k, res.reps)
             if r is None:
                 live.remove(k)
                 continue
-            res.times.append(r.wall_ms)
+            res.times.append(r.time_ms(opts))
             res.rss.append(r.maxrss_kb)
 
     # all implementations must agree with the reference (first of CHECK_ORDER that ran)
@@ -765,11 +773,13 @@ def report_rep_group(opts, g, ws, all_results):
             mrow.append(fmt_ratio(rs.peak_kb, rp.peak_kb))
         rows.append(row)
         mrows.append(mrow)
-    print(f"\n### time ({g}): per operation = (median wall(REPS) - median wall(base)) / (REPS - base), "
+    clock = "cpu" if opts.cpu_time else "wall"
+    print(f"\n### time ({g}): per operation = (median {clock}(REPS) - median {clock}(base)) / (REPS - base), "
           f"median of {opts.runs} run(s) (PyTorch: at most 3)" + ("" if opts.quick else ", after 1 warm-up")
           + "\n")
     print_table(headers, rows)
-    print("\n† one run of one operation: wall time including start-up (memory rows)")
+    print(f"\n† one run of one operation: {'CPU' if opts.cpu_time else 'wall'} time including start-up "
+          "(memory rows)")
 
     print(f"\n### peak memory ({g}): max RSS (MB) of the REPS runs\n")
     print_table(["peak RSS"] + headers[1:], mrows)
@@ -858,7 +868,7 @@ def report(opts, selected, all_results):
                     else:
                         row.append(fmt_ratio(rs.median_ms, rp.median_ms))
             rows.append(row)
-        print(f"\n### time ({g}): median wall ms of {opts.runs} run(s)"
+        print(f"\n### time ({g}): median {'CPU' if opts.cpu_time else 'wall'} ms of {opts.runs} run(s)"
               + ("" if opts.quick else ", after 1 warm-up") + "\n")
         print_table(headers, rows)
 
@@ -930,6 +940,9 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="1 run, no warm-up (smoke test)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per run before kill")
     ap.add_argument("--cpu", type=int, default=None, help="pin every child to this CPU")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time = the child's user+system CPU time instead of wall time "
+                         "(steadier on a loaded machine; misses time spent waiting)")
     ap.add_argument("--json", metavar="FILE", help="also write raw results as JSON")
     ap.add_argument("--strict", action="store_true",
                     help="exit 1 if any available implementation failed or printed a wrong result")

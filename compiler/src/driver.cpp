@@ -56,9 +56,20 @@ class Toplevel {
       --includeDepth_;
       return;
     }
+    vm_.safePoint();
     auto mod = std::make_shared<anf::Module>();
-    anf::Lambda* lam = expandToplevel(vm_, *mod, f, arena_, opts);
-    Proto* proto = compileLambda(vm_, mod, lam);
+    Proto* proto;
+    try {
+      anf::Lambda* lam = expandToplevel(vm_, *mod, f, arena_, opts);
+      proto = compileLambda(vm_, mod, lam);
+    } catch (Error& e) {
+      // Errors raised while compiling (say the heap limit) belong to the form.
+      if (e.file.empty() || !e.loc.known()) {
+        e.file = opts.file;
+        e.loc = f->loc;
+      }
+      throw;
+    }
     if (!run_) {
       protos.push_back(proto);
       protoRoots_.push_back(std::make_unique<VM::Root>(vm_, Value::object(proto)));

@@ -111,6 +111,12 @@ Value materialize(VM& vm, Value* a, int) {
         vm.forceClosure(c);
         Value caps = vm.list(c->upvals, c->count());
         work.push_back({s, caps, 0});
+      } else if (isPair(s) || (s.isNumber() && !v.isNumber() && !isObj(v, ObjType::Rev))) {
+        std::string ss = vm.show(s, true), sv = vm.show(v, true);
+        if (ss.size() > 60) ss = ss.substr(0, 57) + "...";
+        if (sv.size() > 60) sv = sv.substr(0, 57) + "...";
+        vm.runtimeError("sensitivity " + ss + " does not have the shape of the value " + sv +
+                        " (a custom derivative returned the wrong shape?)");
       } else {
         results.push_back(s);
       }

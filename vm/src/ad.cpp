@@ -346,6 +346,7 @@ Value VM::starJ(Value v) { return isPair(v) ? adMap(v, false) : jLeaf(v); }
 Value VM::starJInverse(Value v) { return isPair(v) ? adMap(v, true) : jInvLeaf(v); }
 
 Value VM::zeroOf(Value v) {
+  while (isObj(v, ObjType::Attached)) v = static_cast<Attached*>(v.asObject())->primal;
   if (v.isNumber()) return Value::number(0);
   return Value::zero();
 }
@@ -361,6 +362,9 @@ inline Value plusShallow(Value a, Value b) {
 }  // namespace
 
 Value VM::plus(Value a, Value b) {
+  // Estep: (v1 ←J v2) ⊕ v ≡ v1 ⊕ v.
+  while (isObj(a, ObjType::Attached)) a = static_cast<Attached*>(a.asObject())->primal;
+  while (isObj(b, ObjType::Attached)) b = static_cast<Attached*>(b.asObject())->primal;
   Value r = plusShallow(a, b);
   if (!r.isUndefined()) return r;
   if (isPair(a) && isPair(b)) {

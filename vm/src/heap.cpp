@@ -38,6 +38,7 @@ VM::VM(const Config& config) : config_(config) {
   stack_.resize(1024);
   frames_.reserve(64);
   nextGc_ = gcThreshold_ = kMinGcThreshold;
+  if (uint64_t limit = config_.heapLimitMb << 20; limit && nextGc_ > limit / 2) nextGc_ = gcThreshold_ = limit / 2;
 #ifdef DLAM_GC_STRESS
   nextGc_ = 0;
 #endif
@@ -299,6 +300,7 @@ void VM::collectGarbage() {
   ++stats_.collections;
   uint64_t limit = config_.heapLimitMb << 20;
   uint64_t next = std::max<uint64_t>(bytesAllocated_ * 2, kMinGcThreshold);
+  if (limit && next > limit) next = std::max<uint64_t>(bytesAllocated_ + (limit - std::min(limit, bytesAllocated_)) / 2, bytesAllocated_ + 1);
   if (limit && next > limit) next = std::max<uint64_t>(limit - limit / 8, bytesAllocated_ + (limit - bytesAllocated_) / 2);
   gcThreshold_ = next;
   nextGc_ = failAllocationAt ? 0 : next;

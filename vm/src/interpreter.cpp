@@ -24,6 +24,13 @@ const char* opName(Op op) {
 
 namespace {
 constexpr int64_t kPollInterval = 1 << 16;
+
+// An attached value behaves like its primal everywhere but under *j.
+inline Value unwrapAttached(Value v) {
+  while (isObj(v, ObjType::Attached)) [[unlikely]]
+    v = static_cast<Attached*>(v.asObject())->primal;
+  return v;
+}
 constexpr Instr kLevelBits = 0x7full << 56;
 
 std::string procedureName(Value f) {
@@ -116,6 +123,7 @@ void VM::recover() {
   frames_.clear();
   stackTop_ = 0;
   interruptRequested_ = false;
+  collectGarbage();
 }
 
 Value VM::runToplevel(Proto* chunk) {
@@ -447,9 +455,17 @@ op_RETURN: {
 op_JMP:
   pc += instr::sBx(ins);
   DISPATCH();
-op_JMPIFNOT:
-  if (RA.isFalse()) pc += instr::sBx(ins);
+op_JMPIFNOT: {
+  Value c = RA;
+  if (c.isFalse()) {
+    pc += instr::sBx(ins);
+  } else if (isObj(c, ObjType::Attached)) [[unlikely]] {
+    // An attached value tests like its primal.
+    while (isObj(c, ObjType::Attached)) c = static_cast<Attached*>(c.asObject())->primal;
+    if (c.isFalse()) pc += instr::sBx(ins);
+  }
   DISPATCH();
+}
 
 #define ARITH(NAME, OPER, ID, RHS)                                     \
   op_##NAME : {                                                        \
@@ -536,8 +552,11 @@ op_CONS: {
 op_CAR: {
   Value x = RB;
   if (!isPair(x)) {
-    SAVE_PC();
-    typeError("car", 0, "pair", x);
+    x = unwrapAttached(x);
+    if (!isPair(x)) {
+      SAVE_PC();
+      typeError("car", 0, "pair", x);
+    }
   }
   RA = asPair(x)->car;
   DISPATCH();
@@ -545,20 +564,23 @@ op_CAR: {
 op_CDR: {
   Value x = RB;
   if (!isPair(x)) {
-    SAVE_PC();
-    typeError("cdr", 0, "pair", x);
+    x = unwrapAttached(x);
+    if (!isPair(x)) {
+      SAVE_PC();
+      typeError("cdr", 0, "pair", x);
+    }
   }
   RA = asPair(x)->cdr;
   DISPATCH();
 }
 op_NOT:
-  RA = Value::boolean(RB.isFalse());
+  RA = Value::boolean(unwrapAttached(RB).isFalse());
   DISPATCH();
 op_NULLP:
-  RA = Value::boolean(RB.isNil());
+  RA = Value::boolean(unwrapAttached(RB).isNil());
   DISPATCH();
 op_PAIRP:
-  RA = Value::boolean(isPair(RB));
+  RA = Value::boolean(isPair(unwrapAttached(RB)));
   DISPATCH();
 op_EQP: {
   Value x = RB, y = RC;

@@ -95,8 +95,13 @@ class VM {
   Value runToplevel(Proto* chunk);
   // Calls any procedure from C++. Re-entrant; errors propagate as dlam::Error.
   Value call(Value fn, const Value* args, int nargs);
-  // Resets the stack after an error so the VM can be used again.
+  // Resets the stack after an error so the VM can be used again (and collects
+  // the garbage the failed run left, so a heap-limit error does not persist).
   void recover();
+  // Between top-level forms (no dlam code running): collects if a collection is due.
+  void safePoint() {
+    if (gcRequested_ && frames_.empty()) collectGarbage();
+  }
   // Asks a running VM to stop at the next safe point (thread-safe).
   void interrupt() { interruptRequested_ = true; }
 

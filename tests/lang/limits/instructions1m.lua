@@ -1,0 +1,2 @@
+-- Stop after a million instructions.
+instruction_limit = 1000000
