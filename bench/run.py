@@ -181,7 +181,7 @@ PEERS = [
          rep_argv=lambda o, prog, mode, n, reps: [_BUILT[prog + "_adolc"], mode, str(n), str(reps)]),
     Peer("torch", "PyTorch", _no_source, _torch_available,
          rep_argv=lambda o, prog, mode, n, reps:
-             [TORCH_PYTHON, os.path.join(BENCH, "python", prog + "_torch.py"), mode, str(n), str(reps)]),
+             [TORCH_PYTHON, "-B", os.path.join(BENCH, "python", prog + "_torch.py"), mode, str(n), str(reps)]),
 ]
 PEER = {p.key: p for p in PEERS}
 

@@ -301,12 +301,65 @@ class FnCompiler {
 
   // ---- blocks and bindings ----------------------------------------------------
 
+  // A call that passes its arguments in a window of consecutive registers.
+  bool needsWindow(const Bind& bd) {
+    if (bd.kind != Bind::Call) return false;
+    NativeId id = primitiveOf(bd.args[0]);
+    if (id == NativeId::None) return true;
+    return bd.level > 0 && !(bd.args.size() == 3 && (id == NativeId::Add || id == NativeId::Sub || id == NativeId::Mul ||
+                                                       id == NativeId::Div || isCompare(id)));
+  }
+
+  bool isSingleUseTemp(const Bind& bd) {
+    if (!bd.dst || bd.dst->rec || uses_[bd.dst] != 1) return false;
+    if (reg_.count(bd.dst)) return false;
+    return bd.kind == Bind::Call || (bd.kind == Bind::Copy && bd.atom.kind != Atom::Local);
+  }
+
+  bool usesAll(const Block* b, size_t i, size_t j) {
+    const Bind& call = b->binds[j];
+    for (size_t k = i; k < j; ++k) {
+      bool found = false;
+      for (size_t a = 1; a < call.args.size(); ++a)
+        if (call.args[a].kind == Atom::Local && call.args[a].var == b->binds[k].dst) found = true;
+      if (!found) return false;
+    }
+    return true;
+  }
+
+  // When bindings i..j-1 compute, each used once, arguments of the call at j,
+  // they are given their registers in j's argument window directly, so the call
+  // needs no moves: (f (- n 1)) compiles to SUBK into the window, then CALL.
+  void reserveWindow(const Block* b, size_t i) {
+    size_t n = b->binds.size();
+    size_t j = i;
+    while (j < n && isSingleUseTemp(b->binds[j])) {
+      ++j;
+      if (j < n && needsWindow(b->binds[j]) && usesAll(b, i, j)) break;
+    }
+    if (j == i || j >= n || !needsWindow(b->binds[j]) || reservedBase_.count(&b->binds[j]) || !usesAll(b, i, j)) return;
+    const Bind& call = b->binds[j];
+    std::unordered_map<const Var*, uint32_t> slot;
+    for (size_t k = 1; k < call.args.size(); ++k)
+      if (call.args[k].kind == Atom::Local) slot.emplace(call.args[k].var, static_cast<uint32_t>(k));
+    if (call.args[0].kind == Atom::Local)
+      for (size_t k = i; k < j; ++k)
+        if (b->binds[k].dst == call.args[0].var) return;
+    for (size_t k = i; k < j; ++k)
+      if (!slot.count(b->binds[k].dst)) return;
+    uint32_t base = top_;
+    for (size_t k = 0; k < call.args.size(); ++k) allocReg();
+    for (size_t k = i; k < j; ++k) reg_[b->binds[k].dst] = base + slot[b->binds[k].dst];
+    reservedBase_[&call] = base;
+  }
+
   void compileBlock(const Block* b, const Target& t) {
     size_t n = b->binds.size();
     bool delivered = false;
     for (size_t i = 0; i < n; ++i) {
       const Bind& bd = b->binds[i];
       loc_ = bd.loc;
+      reserveWindow(b, i);
       bool last = i + 1 == n && b->result.kind == Atom::Local && b->result.var == bd.dst &&
                   (bd.kind == Bind::Call || bd.kind == Bind::If);
       if (bd.kind == Bind::Call && i + 1 < n) {
@@ -463,7 +516,11 @@ class FnCompiler {
   void compileGenericCall(const Bind& bd, const Target* t) {
     uint32_t base = top_;
     uint32_t nargs = static_cast<uint32_t>(bd.args.size() - 1);
-    for (size_t i = 0; i < bd.args.size(); ++i) allocReg();
+    auto reserved = reservedBase_.find(&bd);
+    if (reserved != reservedBase_.end())
+      base = reserved->second;
+    else
+      for (size_t i = 0; i < bd.args.size(); ++i) allocReg();
     for (size_t i = 0; i < bd.args.size(); ++i) loadAtom(bd.args[i], base + static_cast<uint32_t>(i));
     loc_ = bd.loc;
     if (t && t->kind == Target::Tail) {
@@ -476,6 +533,10 @@ class FnCompiler {
     if (t) {
       if (t->reg != base) emit(instr::make(Op::MOVE, t->reg, base));
       top_ = base;
+    } else if (auto pre = reg_.find(bd.dst); pre != reg_.end()) {
+      // The result was given a register in an enclosing call's window.
+      if (pre->second != base) emit(instr::make(Op::MOVE, pre->second, base));
+      top_ = std::max(base, pre->second + 1);
     } else {
       reg_[bd.dst] = base;
       top_ = base + 1;
@@ -563,6 +624,7 @@ class FnCompiler {
   std::unordered_map<uint64_t, uint32_t> constIndex_;
   std::unordered_set<const Var*> pendingRec_;
   std::vector<GroupClosure> groupClosures_;
+  std::unordered_map<const Bind*, uint32_t> reservedBase_;
   uint32_t top_ = 0;
   uint32_t maxTop_ = 0;
   SrcLoc loc_;

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <new>
 #include <string>
@@ -77,6 +78,7 @@ struct dlam_vm {
 
   std::thread::id thread;
   int depth = 0;                  // runs in progress (>0: inside a host function)
+  bool ranCode = false;           // an outermost run started since the last recovery
   uint64_t instructionLimit = 0;  // per outermost run; 0: none
   uint64_t apiGcAt = kMinApiGc;
 
@@ -216,15 +218,13 @@ dlam_status dlam_vm::fail(ErrorKind kind, const dlam::Error* e, const std::strin
   }
   // After an error in an outermost call, reset the stack; inside a host function the
   // failed vm.call has already restored it, and the outer run is still going.
-  if (depth == 0 && vm) {
-    vm->recover();
-    // A heap limit hit in native code (no safe point since) leaves the garbage in
-    // place, and the next run would fail at once: collect now, where only roots live.
-    if (kind == ErrorKind::Limit) {
-      try {
-        vm->collectGarbage();
-      } catch (...) {
-      }
+  // (recover also collects the garbage a heap-limit error may have left.) Errors of the
+  // API itself, outside any run, leave the VM as it was.
+  if (depth == 0 && vm && ranCode) {
+    ranCode = false;
+    try {
+      vm->recover();
+    } catch (...) {
     }
   }
   return statusOf(kind);
@@ -271,18 +271,23 @@ class RunScope {
  public:
   explicit RunScope(dlam_vm* D) : D_(D) {
     if (D_->depth == 0) {
+      D_->ranCode = true;
       dlam::VM& vm = *D_->vm;
       vm.mutableConfig().instructionLimit =
           D_->instructionLimit ? D_->instructionLimit + vm.instructionsExecuted() : 0;
     }
     ++D_->depth;
   }
-  ~RunScope() { --D_->depth; }
+  ~RunScope() {
+    // A run that ends normally needs no recovery; one that throws is recovered by fail().
+    if (--D_->depth == 0 && std::uncaught_exceptions() == exceptions_) D_->ranCode = false;
+  }
   RunScope(const RunScope&) = delete;
   RunScope& operator=(const RunScope&) = delete;
 
  private:
   dlam_vm* D_;
+  int exceptions_ = std::uncaught_exceptions();
 };
 
 std::string shortShow(dlam::VM& vm, Value v) {

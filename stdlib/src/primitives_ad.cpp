@@ -144,6 +144,7 @@ Value materialize(VM& vm, Value* a, int) {
 // (%call-vjp h x1 .. xn ybar): the argument sensitivities of host function h.
 Value callVjp(VM& vm, Value* a, int n) {
   if (!isNative(a[0]) || !(asNative(a[0])->flags & kHasVjp)) vm.typeError("%call-vjp", 0, "host function", a[0]);
+  vm.callingNative = asNative(a[0]);
   return asNative(a[0])->vjp(vm, a + 1, n - 1);
 }
 

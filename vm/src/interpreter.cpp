@@ -210,6 +210,8 @@ Value VM::execute(size_t entryDepth) {
   Instr ins;
   int64_t budget = kPollInterval;
   uint64_t limit = config_.instructionLimit;
+  const size_t stackLimit = config_.stackLimit;
+  (void)entryDepth;
 
   // Enters the function of the newest frame: checks arity, gathers rest arguments,
   // grows the stack. Expects frames_.back() set up with closure and base; args are
@@ -359,12 +361,27 @@ op_CALL: {
 call_again:
   Value fn = R[a];
   if (isClosure(fn)) {
-    if (frames_.size() >= config_.stackLimit)
+    Closure* c = asClosure(fn);
+    Proto* p = c->proto;
+    if (frames_.size() >= stackLimit) [[unlikely]]
       limitError("stack overflow (more than " + std::to_string(config_.stackLimit) + " frames)");
-    checkArity(asClosure(fn), nargs);
     uint32_t base = frame->base + a + 1;
-    frames_.push_back(CallFrame{asClosure(fn), nullptr, base, 0, false});
-    enter(nargs);
+    if (nargs != p->nparams || p->hasRest || c->flags || base + p->nregs >= stack_.size()) [[unlikely]] {
+      checkArity(c, nargs);
+      frames_.push_back(CallFrame{c, nullptr, base, 0, false});
+      enter(nargs);
+      DISPATCH();
+    }
+    // The common case, inline: exact arity, no rest list, environment ready, room on the stack.
+    frames_.push_back(CallFrame{c, nullptr, base, 0, false});
+    frame = &frames_.back();
+    closure = c;
+    uint32_t top = base + p->nregs;
+    if (top > stackHigh_) stackHigh_ = top;
+    stackTop_ = top;
+    pc = p->code.data();
+    R = stack_.data() + base;
+    K = p->constants.data();
     DISPATCH();
   }
   if (isNative(fn) || isObj(fn, ObjType::Foreign)) {
@@ -442,13 +459,14 @@ op_RETURN: {
   R[-1] = result;
   bool boundary = frame->boundary;
   frames_.pop_back();
-  if (boundary || frames_.size() <= entryDepth) return result;
+  if (boundary) return result;
   frame = &frames_.back();
   closure = frame->closure;
   pc = frame->pc;
   R = stack_.data() + frame->base;
-  K = closure->proto->constants.data();
-  stackTop_ = frame->base + closure->proto->nregs;
+  const Proto* p = closure->proto;
+  K = p->constants.data();
+  stackTop_ = frame->base + p->nregs;
   DISPATCH();
 }
 

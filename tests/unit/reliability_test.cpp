@@ -1,0 +1,375 @@
+// reliability_test.cpp — SPEC section 7 at the level of the libraries: every allocation
+// of the VM may fail, and each failure must become a clean dlam::Error ("out of memory",
+// kind Limit) after which the VM, recovered, keeps working — never a crash, a hang, a
+// half-built object reached later, or a leak (run these under ASan/LSan too).
+//
+// The test hook VM::failAllocationAt makes the allocation with that 1-based index fail as
+// if mimalloc had returned NULL; it counts allocations from the moment it is armed (armed
+// here by setting it and collecting, which sends every allocation through the slow path).
+// The sweeps try the first few hundred allocations one by one and then a spread of later
+// ones; DLAM_RELIABILITY_EXHAUSTIVE=1 tries every allocation of every scenario.
+//
+// The limits: heap, stack and instruction limits in a VM that is then reused.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dlam/compiler.h"
+#include "dlam/error.h"
+#include "dlam/stdlib.h"
+#include "dlam/vm.h"
+
+namespace {
+
+using dlam::Config;
+using dlam::Error;
+using dlam::ErrorKind;
+using dlam::Value;
+using dlam::VM;
+
+bool exhaustive() {
+  const char* v = std::getenv("DLAM_RELIABILITY_EXHAUSTIVE");
+  return v && *v && *v != '0';
+}
+
+// 1..dense one by one, then about `spread` points up to `total` (0: unknown, go on until
+// a run needs no failure), with a stride that is not a round number.
+std::vector<uint64_t> failurePoints(uint64_t dense, uint64_t spread, uint64_t total) {
+  std::vector<uint64_t> ns;
+  for (uint64_t n = 1; n <= dense; ++n) ns.push_back(n);
+  if (exhaustive()) {
+    for (uint64_t n = dense + 1; n <= (total ? total : 2000000); ++n) ns.push_back(n);
+    return ns;
+  }
+  uint64_t stride = total > dense ? std::max<uint64_t>(1, (total - dense) / spread) | 1 : 37;
+  for (uint64_t n = dense + stride; n <= (total ? total : 2000000); n += stride) ns.push_back(n);
+  return ns;
+}
+
+Config smallConfig() {
+  Config cfg;
+  cfg.heapLimitMb = 64;
+  cfg.stackLimit = 100000;
+  cfg.sandbox = true;
+  return cfg;
+}
+
+// Arms the hook: the n-th allocation from now fails. Only on a VM whose hook was never
+// armed (the counter starts at 0); collecting makes every allocation take the slow path.
+void armFreshVm(VM& vm, uint64_t n) {
+  vm.failAllocationAt = n;
+  vm.collectGarbage();
+}
+
+void expectOutOfMemory(const Error& e, const std::string& what, uint64_t n) {
+  EXPECT_EQ(e.kind, ErrorKind::Limit) << what << ", allocation " << n << ": " << e.format();
+  EXPECT_NE(e.message.find("out of memory"), std::string::npos)
+      << what << ", allocation " << n << ": " << e.format();
+}
+
+std::string eval(VM& vm, const std::string& src) {
+  Value v = dlam::evalSource(vm, src, "<check>");
+  return vm.show(v, true);
+}
+
+// The VM works after a failure: plain evaluation, the prelude's gradient, a collection.
+void expectUsable(VM& vm, const std::string& what, uint64_t n) {
+  try {
+    EXPECT_EQ(eval(vm, "(let loop ((i 0) (acc '())) (if (= i 100) (length acc) (loop (+ i 1) (cons i acc))))"),
+              "100")
+        << what << ", allocation " << n;
+    EXPECT_EQ(eval(vm, "((gradient (lambda (x) (* x x x))) 2)"), "12") << what << ", allocation " << n;
+    vm.collectGarbage();
+    EXPECT_EQ(eval(vm, "(map (lambda (x) (* x x)) '(1 2 3))"), "(1 4 9)") << what << ", allocation " << n;
+  } catch (const Error& e) {
+    ADD_FAILURE() << what << ", allocation " << n << ": the VM is not usable after the failure: " << e.format();
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Allocation failure while the standard library loads (primitives, then the prelude).
+
+TEST(AllocationFailure, WhileLoadingTheStdlib) {
+  // How many allocations the load makes: run it once with a failure point far away.
+  uint64_t total = 0;
+  {
+    // Counted by bisection instead of reading a private counter: the smallest n that
+    // does not fail is total + 1.
+    uint64_t lo = 1, hi = 1;
+    auto fails = [](uint64_t n) {
+      VM v(smallConfig());
+      armFreshVm(v, n);
+      try {
+        dlam::openStdlib(v);
+        return false;
+      } catch (const Error&) {
+        return true;
+      }
+    };
+    while (fails(hi)) hi *= 2;
+    while (lo < hi) {
+      uint64_t mid = lo + (hi - lo) / 2;
+      if (fails(mid))
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    total = lo - 1;
+  }
+  ASSERT_GT(total, 100u) << "the stdlib load allocates (the hook works)";
+  size_t tried = 0;
+  for (uint64_t n : failurePoints(300, 300, total)) {
+    VM vm(smallConfig());
+    vm.output = [](std::string_view) {};
+    armFreshVm(vm, n);
+    try {
+      dlam::openStdlib(vm);
+      ADD_FAILURE() << "allocation " << n << " of " << total << " did not fail";
+      continue;
+    } catch (const Error& e) {
+      expectOutOfMemory(e, "loading the stdlib", n);
+    }
+    ++tried;
+    vm.failAllocationAt = 0;
+    vm.recover();
+    // Loading again from the start, over what the failed load left, works.
+    try {
+      dlam::openStdlib(vm);
+    } catch (const Error& e) {
+      ADD_FAILURE() << "allocation " << n << ": reloading the stdlib failed: " << e.format();
+      continue;
+    }
+    expectUsable(vm, "loading the stdlib", n);
+    if (HasFailure()) break;  // one broken point is enough to report
+  }
+  RecordProperty("allocations", std::to_string(total));
+  RecordProperty("failure_points", std::to_string(tried));
+}
+
+// ---------------------------------------------------------------------------------------
+// Allocation failure inside programs: compiling, running, differentiating, printing.
+
+struct Scenario {
+  const char* name;
+  const char* source;
+  const char* expected;  // show() of the last value when nothing fails
+};
+
+const Scenario kScenarios[] = {
+    {"gradients",
+     "(define (f x) (* x (sin x)))\n"
+     "(define (g l) (fold-left + 0 (map (lambda (x) (* x x)) l)))\n"
+     "(list ((gradient f) 1.5) ((gradient (gradient f)) 0.5) ((gradient g) '(1 2 3))\n"
+     "      ((gradient (lambda (x y) (* x (sin y)))) 2 0))",
+     nullptr},
+    {"nested and custom derivatives",
+     "(define (cube x) (* x x x))\n"
+     "(define f* (custom-vjp (lambda (x) (/ x (+ 1 (sqrt x))))\n"
+     "  (lambda (x) (let ((z (+ 1 (sqrt x)))) (cons (/ x z) (lambda (wbar) (* wbar (/ (+ 1 z) (* 2 z z)))))))))\n"
+     "(list ((derivative (derivative (derivative sin))) 0) ((gradient f*) 0)\n"
+     "      ((gradient (lambda (x) (* x ((gradient (lambda (y) (+ x y))) 1)))) 2)\n"
+     "      ((gradient log1pexp) 0) ((gradient cube) 2))",
+     "(-1 1 1 0.5 12)"},
+    {"the four operators on data and closures",
+     "(define l (iota 50))\n"
+     "(define c (let ((a 2) (b 3)) (lambda (x) (+ (* a x) b))))\n"
+     "(define jl (*j l))\n"
+     "(list (eq? (*j-inverse jl) l) (length (plus l l)) (equal? (zero c) (zero c))\n"
+     "      (free-variables c) (car ((cdr ((*j c) (*j 1))) 1))\n"
+     "      (length (filter (lambda (x) (> x 10)) l)))",
+     nullptr},
+    {"compiler and printer",
+     "(define (h . args) (let* ((a (length args)) (b (list a a)))\n"
+     "  (letrec ((ev? (lambda (n) (if (= n 0) #t (od? (- n 1))))) (od? (lambda (n) (if (= n 0) #f (ev? (- n 1))))))\n"
+     "    (cond ((ev? a) (string-append \"even \" (number->string a))) (else b)))))\n"
+     "(list (h 1 2) (h 1 2 3) (apply h '(1 2 3 4)) 'sym \"str\" 1.5 (reverse '(1 2 3)))",
+     "(\"even 2\" (3 3) \"even 4\" sym \"str\" 1.5 (3 2 1))"},
+};
+
+class AllocationFailureIn : public ::testing::TestWithParam<Scenario> {};
+
+TEST_P(AllocationFailureIn, ProgramBecomesCleanError) {
+  const Scenario& sc = GetParam();
+  // The program's value with no failure (and a check of the expected value, if given).
+  std::string want;
+  {
+    VM vm(smallConfig());
+    dlam::openStdlib(vm);
+    want = eval(vm, sc.source);
+    if (sc.expected) ASSERT_EQ(want, sc.expected);
+  }
+  size_t failed = 0;
+  bool completed = false;
+  for (uint64_t n : failurePoints(400, 400, 0)) {
+    VM vm(smallConfig());
+    vm.output = [](std::string_view) {};
+    dlam::openStdlib(vm);
+    armFreshVm(vm, n);
+    try {
+      std::string got = eval(vm, sc.source);
+      // The failure point is past the program's last allocation: it ran to the end.
+      EXPECT_EQ(got, want) << "allocation " << n << " (not reached)";
+      completed = true;
+      break;
+    } catch (const Error& e) {
+      expectOutOfMemory(e, sc.name, n);
+    }
+    ++failed;
+    vm.failAllocationAt = 0;
+    vm.recover();
+    expectUsable(vm, sc.name, n);
+    // The program itself runs now.
+    try {
+      EXPECT_EQ(eval(vm, sc.source), want) << "allocation " << n << ": rerun after the failure";
+    } catch (const Error& e) {
+      ADD_FAILURE() << "allocation " << n << ": rerun after the failure: " << e.format();
+    }
+    if (HasFailure()) break;
+  }
+  EXPECT_TRUE(completed || HasFailure()) << "the sweep never reached the end of the program";
+  EXPECT_GT(failed, 10u);
+}
+
+// One VM through many failures in a row: the failure points move forward through the
+// program, and the VM is recovered and checked after each.
+TEST_P(AllocationFailureIn, OneVmThroughManyFailures) {
+  const Scenario& sc = GetParam();
+  VM vm(smallConfig());
+  vm.output = [](std::string_view) {};
+  dlam::openStdlib(vm);
+  // The hook counts allocations only while armed; after a failure at index n the count
+  // is n, so the next failure point is n + step.
+  uint64_t at = 0;
+  for (int round = 0; round < 200; ++round) {
+    at += 1 + static_cast<uint64_t>(round) * 3;
+    vm.failAllocationAt = at;
+    vm.collectGarbage();
+    try {
+      eval(vm, sc.source);
+      break;  // no failure: past the end of the program
+    } catch (const Error& e) {
+      expectOutOfMemory(e, sc.name, at);
+    }
+    vm.failAllocationAt = 0;
+    vm.recover();
+    try {
+      EXPECT_EQ(eval(vm, "((gradient (lambda (x) (* x x))) 5)"), "10") << "round " << round;
+    } catch (const Error& e) {
+      ADD_FAILURE() << "round " << round << ": " << e.format();
+    }
+    if (HasFailure()) break;
+    // Failures after the check's allocations (which were not counted: disarmed).
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Scenarios, AllocationFailureIn, ::testing::ValuesIn(kScenarios),
+                         [](const ::testing::TestParamInfo<Scenario>& info) {
+                           std::string s;
+                           for (const char* p = info.param.name; *p; ++p)
+                             s += std::isalnum(static_cast<unsigned char>(*p)) ? *p : '_';
+                           return s;
+                         });
+
+// mimalloc returning NULL (an allocation larger than the machine) is "out of memory" too.
+TEST(AllocationFailure, AllocatorReturnsNull) {
+  Config cfg = smallConfig();
+  cfg.heapLimitMb = 0;  // no heap limit: the request reaches mimalloc
+  VM vm(cfg);
+  dlam::openStdlib(vm);
+  try {
+    // 2^32 - 1 doubles: 32 GiB, more than a test machine lets one allocation have.
+    (void)vm.makeVector(0xffffffffu);
+    GTEST_SKIP() << "this machine granted a 32 GiB allocation";
+  } catch (const Error& e) {
+    expectOutOfMemory(e, "a 32 GiB vector", 0);
+  }
+  vm.recover();
+  expectUsable(vm, "after a NULL from mimalloc", 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Limits: each ends the evaluation with its own message, and the same VM goes on working
+// (SPEC section 7: "the host can continue").
+
+struct LimitCase {
+  const char* name;
+  const char* source;
+  const char* message;
+};
+
+const LimitCase kLimitCases[] = {
+    {"heap", "(let loop ((acc '())) (loop (cons 1 acc)))", "heap limit"},
+    {"heap in a primitive", "(length (iota 1e9))", "heap limit"},
+    {"heap in a gradient", "((gradient (lambda (x) (let loop ((l (list x))) (loop (append l l))))) 1)",
+     "heap limit"},
+    {"heap in a pullback",
+     "((gradient (custom-vjp (lambda (x) x) (lambda (x) (cons x (lambda (b) (let loop ((a '())) (loop (cons b a))))))))"
+     " 1)",
+     "heap limit"},
+    {"stack", "(define (down n) (+ 1 (down n))) (down 0)", "stack overflow"},
+    {"stack in a backward pass",
+     "(define (p x n) (if (= n 0) x (* x (p x (- n 1))))) ((gradient (lambda (x) (p x 3000))) 1)",
+     "stack overflow"},
+    {"instructions", "(let loop ((i 0)) (loop (+ i 1)))", "instruction limit"},
+    {"instructions in a pullback",
+     "((gradient (custom-vjp (lambda (x) x) (lambda (x) (cons x (lambda (b) (let loop () (loop)))))))) 1)",
+     "instruction limit"},
+};
+
+TEST(Limits, EachLimitTwiceThenTheVmWorks) {
+  Config cfg = smallConfig();
+  cfg.heapLimitMb = 32;
+  cfg.stackLimit = 5000;
+  VM vm(cfg);
+  vm.output = [](std::string_view) {};
+  dlam::openStdlib(vm);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const LimitCase& c : kLimitCases) {
+      // The instruction limit counts from the VM's creation: give each case its budget.
+      vm.mutableConfig().instructionLimit = vm.instructionsExecuted() + 20000000;
+      try {
+        std::string got = eval(vm, c.source);
+        ADD_FAILURE() << c.name << ": no error, got " << got;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind, ErrorKind::Limit) << c.name << ": " << e.format();
+        EXPECT_NE(e.message.find(c.message), std::string::npos) << c.name << ": " << e.format();
+        EXPECT_TRUE(e.loc.known()) << c.name << ": no line in " << e.format();
+      }
+      vm.recover();
+      vm.mutableConfig().instructionLimit = 0;
+      expectUsable(vm, std::string("after the ") + c.name + " limit", pass);
+    }
+  }
+}
+
+// Limits while the same VM is used through the interpreter's own entry from C++ (VM::call),
+// as a host does with dlam_call.
+TEST(Limits, ThroughVmCall) {
+  Config cfg = smallConfig();
+  cfg.stackLimit = 3000;
+  VM vm(cfg);
+  vm.output = [](std::string_view) {};
+  dlam::openStdlib(vm);
+  dlam::evalSource(vm, "(define (down n) (+ 1 (down n)))", "<setup>");
+  Value down = vm.global("down");
+  for (int i = 0; i < 3; ++i) {
+    Value arg = Value::number(1);
+    try {
+      vm.call(down, &arg, 1);
+      ADD_FAILURE() << "no stack overflow";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message.find("stack overflow"), std::string::npos) << e.format();
+    }
+    vm.recover();
+    Value args[2] = {Value::number(2), Value::number(3)};
+    Value r = vm.call(vm.global("+"), args, 2);
+    EXPECT_TRUE(r.isNumber() && r.asNumber() == 5);
+  }
+}
+
+}  // namespace
