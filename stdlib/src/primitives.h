@@ -34,5 +34,6 @@ void openMathPrimitives(VM& vm);
 void openListPrimitives(VM& vm);
 void openIoPrimitives(VM& vm);
 void openAdPrimitives(VM& vm);
+void openHofPrimitives(VM& vm);
 
 }  // namespace dlam::prim

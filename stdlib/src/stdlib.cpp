@@ -32,6 +32,7 @@ void openPrimitives(VM& vm) {
   prim::openListPrimitives(vm);
   prim::openIoPrimitives(vm);
   prim::openAdPrimitives(vm);
+  prim::openHofPrimitives(vm);
 }
 
 void openStdlib(VM& vm) {

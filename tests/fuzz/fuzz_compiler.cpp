@@ -1,8 +1,10 @@
 // fuzz_compiler.cpp — read, expand, A-normalise and generate code (dlam::compileSource,
-// which does not run anything) for arbitrary text, in a fresh VM with the standard
+// which does not run anything) for arbitrary text, in a VM with the standard
 // library. The disassembler then prints every compiled proto, which walks the code.
+// One VM serves many inputs (see sharedVm).
 //
 // Only dlam::Error of kind Syntax (or Limit, for the heap) may come out.
+#include <memory>
 #include <string_view>
 
 #include "dlam/compiler.h"
@@ -10,23 +12,46 @@
 #include "dlam/vm.h"
 #include "fuzz_common.h"
 
+namespace {
+
+// Loading the prelude costs far more than compiling a small input, so one VM serves many
+// inputs: compileSource runs nothing and defines nothing, so what an input leaves behind
+// is interned symbols and garbage protos (collected after each input). The VM is replaced
+// every kInputsPerVm inputs to bound the symbol table.
+constexpr int kInputsPerVm = 2000;
+
+dlam::VM& sharedVm() {
+  static std::unique_ptr<dlam::VM> vm;
+  static int uses = 0;
+  if (!vm || ++uses >= kInputsPerVm) {
+    vm.reset();
+    dlam::Config cfg;
+    cfg.heapLimitMb = 64;
+    cfg.stackLimit = 2000;
+    cfg.instructionLimit = 0;
+    cfg.sandbox = true;  // no include: the fuzzer must not read files
+    cfg.ffiEnabled = false;
+    vm = std::make_unique<dlam::VM>(cfg);
+    vm->output = [](std::string_view) {};
+    dlam::openStdlib(*vm);
+    uses = 0;
+  }
+  return *vm;
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view src(reinterpret_cast<const char*>(data), size);
   const std::string chunk = "<fuzz>";
-  dlam::Config cfg;
-  cfg.heapLimitMb = 64;
-  cfg.stackLimit = 2000;
-  cfg.instructionLimit = 0;
-  cfg.sandbox = true;  // no include: the fuzzer must not read files
-  cfg.ffiEnabled = false;
-  dlam::VM vm(cfg);
-  vm.output = [](std::string_view) {};
-  dlam::openStdlib(vm);
+  dlam::VM& vm = sharedVm();
   try {
     std::vector<dlam::Proto*> protos = dlam::compileSource(vm, src, chunk);
     for (dlam::Proto* p : protos) (void)vm.disassemble(p);
   } catch (const dlam::Error& e) {
     dlam::fuzz::checkError(e, chunk, false);
   }
+  vm.recover();
+  vm.collectGarbage();
   return 0;
 }

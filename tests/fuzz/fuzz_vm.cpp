@@ -12,7 +12,9 @@
 // Allowed: dlam::Error of kind Syntax, Runtime or Limit, with a message and a location.
 // Not allowed: anything else escaping, a crash, a sanitizer report, a hang.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -119,25 +121,67 @@ void checkUsable(dlam::VM& vm, dlam::Value plus, dlam::Value starJ, dlam::Value 
   }
 }
 
+// A VM with the standard library, and the primitives saved before any input ran.
+struct Machine {
+  explicit Machine() {
+    dlam::Config cfg;
+    cfg.heapLimitMb = kHeapLimitMb;
+    cfg.stackLimit = kStackLimit;
+    cfg.instructionLimit = kInstructionsPerChunk;
+    cfg.sandbox = true;  // no include: the fuzzer must not read files
+    cfg.ffiEnabled = false;
+    vm = std::make_unique<dlam::VM>(cfg);
+    vm->output = [](std::string_view) {};
+    dlam::openStdlib(*vm);
+    saved = std::make_unique<dlam::VM::Root>(
+        *vm, vm->list(std::vector<dlam::Value>{vm->global("+"), vm->global("*j"), vm->global("*j-inverse")}.data(), 3));
+  }
+  ~Machine() {
+    saved.reset();  // the root goes before its VM
+    vm.reset();
+  }
+  dlam::Value savedAt(int i) {
+    dlam::Value l = saved->get();
+    for (; i > 0; --i) l = dlam::asPair(l)->cdr;
+    return dlam::asPair(l)->car;
+  }
+  std::unique_ptr<dlam::VM> vm;
+  std::unique_ptr<dlam::VM::Root> saved;
+};
+
+// DLAM_FUZZ_PERSISTENT=1: one VM serves many inputs (much faster: no prelude load per
+// input, and closer to a long REPL session), at the price of findings that may depend on
+// the inputs before; by default every input gets a fresh VM, so every finding reproduces.
+bool persistent() {
+  static const bool p = [] {
+    const char* v = std::getenv("DLAM_FUZZ_PERSISTENT");
+    return v && *v && *v != '0';
+  }();
+  return p;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view src(reinterpret_cast<const char*>(data), size);
-  dlam::Config cfg;
-  cfg.heapLimitMb = kHeapLimitMb;
-  cfg.stackLimit = kStackLimit;
-  cfg.instructionLimit = kInstructionsPerChunk;
-  cfg.sandbox = true;  // no include: the fuzzer must not read files
-  cfg.ffiEnabled = false;
-  dlam::VM vm(cfg);
-  vm.output = [](std::string_view) {};
-  dlam::openStdlib(vm);
-  dlam::VM::Root plus(vm, vm.global("+"));
-  dlam::VM::Root starJ(vm, vm.global("*j"));
-  dlam::VM::Root starJInv(vm, vm.global("*j-inverse"));
-
+  static std::unique_ptr<Machine> shared;
+  static int uses = 0;
+  std::unique_ptr<Machine> fresh;
+  Machine* m;
+  if (persistent()) {
+    if (!shared || ++uses >= 500) {
+      shared.reset();
+      shared = std::make_unique<Machine>();
+      uses = 0;
+    }
+    m = shared.get();
+  } else {
+    fresh = std::make_unique<Machine>();
+    m = fresh.get();
+  }
+  dlam::VM& vm = *m->vm;
   std::vector<std::string_view> chunks = splitChunks(src);
   for (size_t i = 0; i < chunks.size(); ++i) runChunk(vm, chunks[i], "<fuzz" + std::to_string(i) + ">");
-  checkUsable(vm, plus.get(), starJ.get(), starJInv.get());
+  checkUsable(vm, m->savedAt(0), m->savedAt(1), m->savedAt(2));
   return 0;
 }

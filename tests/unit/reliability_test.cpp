@@ -201,7 +201,9 @@ TEST_P(AllocationFailureIn, ProgramBecomesCleanError) {
     VM vm(smallConfig());
     dlam::openStdlib(vm);
     want = eval(vm, sc.source);
-    if (sc.expected) ASSERT_EQ(want, sc.expected);
+    if (sc.expected) {
+      ASSERT_EQ(want, sc.expected);
+    }
   }
   size_t failed = 0;
   bool completed = false;

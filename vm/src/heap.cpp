@@ -214,6 +214,7 @@ void VM::markRoots(std::vector<Obj*>& work) {
     if (f.closure) markValue(Value::object(f.closure), work);
   for (auto& [name, sym] : symbols_) markValue(Value::object(sym), work);
   for (Value v : tempRoots_) markValue(v, work);
+  for (Value v : pendingCall_) markValue(v, work);
   for (Native* n : builtins_)
     if (n) markValue(Value::object(n), work);
   for (auto& [key, n] : liftedCache_) markValue(Value::object(n), work);

@@ -132,6 +132,12 @@ Value VM::runToplevel(Proto* chunk) {
 }
 
 Value VM::call(Value fn, const Value* args, int nargs) {
+  struct Depth {
+    int& d;
+    explicit Depth(int& x) : d(x) { ++d; }
+    ~Depth() { --d; }
+  } depth(callDepth_);
+  if (callDepth_ > 2000) limitError("stack overflow (procedures calling back into dlam nested too deeply)");
   size_t entryDepth = frames_.size();
   uint32_t savedTop = stackTop_;
   uint32_t slot = stackTop_;
@@ -174,6 +180,12 @@ Value VM::call(Value fn, const Value* args, int nargs) {
           runtimeError(std::string(n->name) + ": wrong number of arguments (" + std::to_string(nargs) + ")");
         callingNative = n;
         result = n->kind ? liftedCall(n, &stack_[slot + 1], nargs) : n->fn(*this, &stack_[slot + 1], nargs);
+        if (result.isTailCall()) {
+          std::vector<Value> pending;
+          pending.swap(pendingCall_);
+          stackTop_ = savedTop;
+          result = call(pending[0], pending.data() + 1, static_cast<int>(pending.size() - 1));
+        }
       }
     } else if (isClosure(fn)) {
       if (frames_.size() >= config_.stackLimit)
@@ -405,6 +417,17 @@ call_again:
                            : n->fn(*this, &R[a + 1], static_cast<int>(nargs));
     stackTop_ = savedTop;
     R = stack_.data() + base;
+    if (result.isTailCall()) [[unlikely]] {
+      // The native handed the work to a procedure: call it in the native's place.
+      nargs = static_cast<uint32_t>(pendingCall_.size() - 1);
+      ensureStack(base + a + 1 + nargs + 1);
+      R = stack_.data() + base;
+      for (size_t i = 0; i < pendingCall_.size(); ++i) R[a + i] = pendingCall_[i];
+      pendingCall_.clear();
+      if (stackTop_ < base + a + 1 + nargs) stackTop_ = base + a + 1 + nargs;
+      if (stackHigh_ < stackTop_) stackHigh_ = stackTop_;
+      goto call_again;
+    }
     R[a] = result;
     DISPATCH();
   }

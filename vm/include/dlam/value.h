@@ -17,7 +17,10 @@ class Value {
   static constexpr uint64_t kQNaN = 0x7ffc000000000000ull;
   static constexpr uint64_t kSignBit = 0x8000000000000000ull;
   static constexpr uint64_t kCanonicalNaN = 0x7ff8000000000000ull;
-  enum Tag : uint64_t { kTagNil = 1, kTagFalse = 2, kTagTrue = 3, kTagVoid = 4, kTagUndefined = 5, kTagZero = 6 };
+  enum Tag : uint64_t {
+    kTagNil = 1, kTagFalse = 2, kTagTrue = 3, kTagVoid = 4, kTagUndefined = 5, kTagZero = 6,
+    kTagTailCall = 7,  // returned by a native that asked the VM to call something in its place
+  };
 
   constexpr Value() : bits_(kQNaN | kTagNil) {}
   static constexpr Value fromBits(uint64_t b) { Value v; v.bits_ = b; return v; }
@@ -33,6 +36,7 @@ class Value {
   static constexpr Value undefined() { return fromBits(kQNaN | kTagUndefined); }
   // The symbolic zero sensitivity: conforms to every shape, absorbed by plus in O(1).
   static constexpr Value zero() { return fromBits(kQNaN | kTagZero); }
+  static constexpr Value tailCall() { return fromBits(kQNaN | kTagTailCall); }
 
   bool isNumber() const { return (bits_ & kQNaN) != kQNaN; }
   bool isObject() const { return (bits_ & (kQNaN | kSignBit)) == (kQNaN | kSignBit); }
@@ -43,6 +47,7 @@ class Value {
   bool isVoid() const { return bits_ == voidValue().bits_; }
   bool isUndefined() const { return bits_ == undefined().bits_; }
   bool isZero() const { return bits_ == zero().bits_; }
+  bool isTailCall() const { return bits_ == tailCall().bits_; }
 
   double asNumber() const { double d; std::memcpy(&d, &bits_, 8); return d; }
   Obj* asObject() const { return reinterpret_cast<Obj*>(bits_ & ~(kSignBit | kQNaN)); }

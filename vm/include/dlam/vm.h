@@ -95,6 +95,15 @@ class VM {
   Value runToplevel(Proto* chunk);
   // Calls any procedure from C++. Re-entrant; errors propagate as dlam::Error.
   Value call(Value fn, const Value* args, int nargs);
+  // For natives: asks the VM to call fn with args in the native's place (without
+  // C++ recursion); the native returns the value this returns.
+  Value tailCall(Value fn, const Value* args, int nargs) {
+    pendingCall_.assign(1, fn);
+    pendingCall_.insert(pendingCall_.end(), args, args + nargs);
+    return Value::tailCall();
+  }
+  // How many VM::call entries from C++ are active (natives calling back into dlam).
+  int callDepth() const { return callDepth_; }
   // Resets the stack after an error so the VM can be used again (and collects
   // the garbage the failed run left, so a heap-limit error does not persist).
   void recover();
@@ -212,6 +221,8 @@ class VM {
   uint64_t instructionCount_ = 0;
   uint64_t instructionBudget_ = 0;
   std::atomic<bool> interruptRequested_{false};
+  std::vector<Value> pendingCall_;
+  int callDepth_ = 0;
   Native* builtins_[static_cast<size_t>(NativeId::Count)] = {};
   void ensureStack(size_t needed);
   void forceClosureSlow(Closure* c);

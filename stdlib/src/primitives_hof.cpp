@@ -1,0 +1,81 @@
+// primitives_hof.cpp — native fast paths for the primal of map and fold-left.
+//
+// The prelude defines map and fold-left in dlam (so *j can transform them) and
+// attaches constant-stack derivatives to them; the procedures it attaches them to
+// are these natives, which loop in C++ and call the mapped procedure directly
+// (a primitive) or through VM::call (a closure). When natives are already nested
+// (callDepth), or for several lists, they hand the call to the dlam definition
+// with vm.tailCall, so deep user recursion through map never recurses in C++.
+#include "primitives.h"
+
+namespace dlam::prim {
+
+namespace {
+
+constexpr int kMaxNativeNesting = 32;
+
+bool callableDirectly(Value f) {
+  if (!isNative(f)) return false;
+  Native* n = asNative(f);
+  return n->kind == 0 && n->fn && n->id != static_cast<uint16_t>(NativeId::Apply);
+}
+
+// (f x ...) from C++: a primitive directly, anything else through the VM.
+Value apply1(VM& vm, Value f, Value* args, int nargs) {
+  if (callableDirectly(f)) {
+    Native* n = asNative(f);
+    if (nargs < n->minArgs || (n->maxArgs >= 0 && nargs > n->maxArgs))
+      vm.runtimeError(std::string(n->name) + ": wrong number of arguments (" + std::to_string(nargs) + ")");
+    vm.callingNative = n;
+    Value r = n->fn(vm, args, nargs);
+    if (!r.isTailCall()) return r;
+  }
+  return vm.call(f, args, nargs);
+}
+
+Value fallback(VM& vm, const char* name, Value* a, int n) {
+  return vm.tailCall(vm.global(name), a, n);
+}
+
+// (map f l): builds the result front to back (the cells are new, so setting the
+// cdr of the last one is invisible to the program).
+Value mapNative(VM& vm, Value* a, int n) {
+  if (n != 2 || vm.callDepth() > kMaxNativeNesting) return fallback(vm, "%map-plain", a, n);
+  VM::Root f(vm, a[0]), l(vm, a[1]), head(vm, Value::nil());
+  Value tail = Value::nil();
+  while (isPair(l.get())) {
+    Value x = asPair(l.get())->car;
+    Value y = apply1(vm, f.get(), &x, 1);
+    Value cell = vm.cons(y, Value::nil());
+    if (tail.isNil())
+      head.set(cell);
+    else
+      asPair(tail)->cdr = cell;
+    tail = cell;
+    l.set(asPair(l.get())->cdr);
+  }
+  if (!l.get().isNil()) vm.runtimeError("map: expected a list, got " + vm.show(a[1], true));
+  return head.get();
+}
+
+// (fold-left f init l) = (f (... (f init x1) ...) xn)
+Value foldLeftNative(VM& vm, Value* a, int n) {
+  if (n != 3 || vm.callDepth() > kMaxNativeNesting) return fallback(vm, "%fold-left-plain", a, n);
+  VM::Root f(vm, a[0]), acc(vm, a[1]), l(vm, a[2]);
+  while (isPair(l.get())) {
+    Value args[2] = {acc.get(), asPair(l.get())->car};
+    acc.set(apply1(vm, f.get(), args, 2));
+    l.set(asPair(l.get())->cdr);
+  }
+  if (!l.get().isNil()) vm.runtimeError("fold-left: expected a list, got " + vm.show(a[2], true));
+  return acc.get();
+}
+
+}  // namespace
+
+void openHofPrimitives(VM& vm) {
+  vm.defineNative("%map-native", mapNative, 2, -1);
+  vm.defineNative("%fold-left-native", foldLeftNative, 3, -1);
+}
+
+}  // namespace dlam::prim
