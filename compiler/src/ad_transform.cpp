@@ -39,7 +39,7 @@ bool isStructural(NativeId id) {
     case NativeId::ProcedureP: case NativeId::StringP: case NativeId::SymbolP: case NativeId::Not:
     case NativeId::EqP: case NativeId::EqualP: case NativeId::SZeroP: case NativeId::SCar: case NativeId::SCdr:
     case NativeId::ListRef: case NativeId::ListTail: case NativeId::Append: case NativeId::Reverse:
-    case NativeId::Materialize:
+    case NativeId::Materialize: case NativeId::RepResult: case NativeId::BpResult:
       return true;
     default: return false;
   }
@@ -318,7 +318,7 @@ class Transformer {
     Atom f = jAtom(out, bd.args[0]);
     std::vector<Atom> args{f};
     args.insert(args.end(), jargs.begin(), jargs.end());
-    Atom t = call(out, std::move(args));
+    Atom t = call(out, {prim(NativeId::RepResult), call(out, std::move(args)), f});
     call(out, {prim(NativeId::Car), t}, 0, dst);
     bp_[bd.dst] = call(out, {prim(NativeId::Cdr), t}).var;
   }
@@ -497,7 +497,8 @@ class Transformer {
   }
 
   void rhoGenericCall(const Bind& bd, Sens& st, bool calleeSens) {
-    Atom s = call(st.out, {localAtom(bp_.at(bd.dst)), st.get(bd.dst)});
+    Atom s = call(st.out, {prim(NativeId::BpResult), call(st.out, {localAtom(bp_.at(bd.dst)), st.get(bd.dst)}),
+                           localAtom(bp_.at(bd.dst))});
     if (calleeSens && bd.args[0].kind == Atom::Local) st.add(bd.args[0].var, call(st.out, {prim(NativeId::SCar), s}));
     size_t n = bd.args.size() - 1;
     if (n == 0) return;
@@ -619,7 +620,9 @@ class Transformer {
         }
         return;
       }
-      case NativeId::Materialize: addTo(st, *a, g); return;
+      case NativeId::Materialize:
+      case NativeId::RepResult:
+      case NativeId::BpResult: addTo(st, *a, g); return;
       // ---- the AD operators ----
       case NativeId::StarJ: addTo(st, *a, call(st.out, {prim(NativeId::StarJInverse), g})); return;
       case NativeId::StarJInverse: addTo(st, *a, call(st.out, {prim(NativeId::StarJ), g})); return;

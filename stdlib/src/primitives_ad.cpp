@@ -148,9 +148,45 @@ Value callVjp(VM& vm, Value* a, int n) {
   return asNative(a[0])->vjp(vm, a + 1, n - 1);
 }
 
+// Names a procedure for messages about its derivative: the value *j made it from.
+std::string derivativeOf(VM& vm, Value f) {
+  if (isClosure(f) && asClosure(f)->proto->primal == nullptr && (f.asObject()->flags & (kMemoInv | kMemoBoth))) {
+    Value p = vm.starJInverse(f);
+    return vm.show(p, true);
+  }
+  if (isClosure(f) && asClosure(f)->proto->primal) return vm.show(vm.starJInverse(f), true);
+  return vm.show(f, true);
+}
+
+std::string brief(VM& vm, Value v) {
+  std::string s = vm.show(v, true);
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+// (%rep-result r f): r, the result of calling the derivative f of a procedure,
+// must be (cons value backpropagator).
+Value repResult(VM& vm, Value* a, int) {
+  Value r = a[0];
+  if (!isPair(r) || !isProcedure(unwrap(asPair(r)->cdr)))
+    vm.runtimeError("the derivative (*j) of " + derivativeOf(vm, a[1]) + " returned " + brief(vm, r) +
+                    ", not (cons value backpropagator)");
+  return r;
+}
+
+// (%bp-result s bp): s, the result of a backpropagator, must be (cons fbar xbar).
+Value bpResult(VM& vm, Value* a, int) {
+  Value s = a[0];
+  if (!isPair(s) && !s.isZero())
+    vm.runtimeError("a backpropagator returned " + brief(vm, s) +
+                    ", not (cons sensitivity-of-the-procedure sensitivity-of-the-arguments)");
+  return s;
+}
+
 }  // namespace
 
 void openAdPrimitives(VM& vm) {
+  vm.defineNative("%rep-result", repResult, 2, 2, idOf(NativeId::RepResult));
+  vm.defineNative("%bp-result", bpResult, 2, 2, idOf(NativeId::BpResult));
   vm.defineNative("%call-vjp", callVjp, 2, -1)->flags |= kNoDerivative;
   vm.defineNative("*j", starJ, 1, 1, idOf(NativeId::StarJ));
   vm.defineNative("*j-inverse", starJInverse, 1, 1, idOf(NativeId::StarJInverse));
