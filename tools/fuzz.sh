@@ -100,7 +100,12 @@ for t in "${targets[@]}"; do
   flags+=(${DLAM_FUZZ_ARGS:-})
   before=$(find "$artifacts" -type f | wc -l)
   set +e
-  "$build/tests/fuzz/dlam_fuzz_$t" "${flags[@]}" "$corpus" >"$log" 2>&1
+  (
+    # Known bug: the expander recurses in C++ per nesting level, and ASan frames are big,
+    # so ~600 nested lambdas overflow an 8 MB stack before the 2000-level limit.
+    [[ "${DLAM_FUZZ_MASK_KNOWN:-0}" == 1 ]] && ulimit -s 65536
+    exec "$build/tests/fuzz/dlam_fuzz_$t" "${flags[@]}" "$corpus"
+  ) >"$log" 2>&1
   rc=$?
   set -e
   after=$(find "$artifacts" -type f | wc -l)

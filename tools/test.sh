@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# test.sh — builds dlam and runs every test, then the lang suite again under GC stress and
-# under AddressSanitizer + UndefinedBehaviorSanitizer. Exits non-zero if anything fails.
+# test.sh — builds dlam and runs every test, then the lang suite again under GC stress,
+# every test under AddressSanitizer + UndefinedBehaviorSanitizer (with LeakSanitizer), and
+# the multi-VM threads test under ThreadSanitizer. Exits non-zero if anything fails.
 #
 # Environment:
 #   DLAM_SKIP_SETUP=1     do not run tools/setup.sh
 #   DLAM_SKIP_STRESS=1    skip the GC-stress build (build-stress/)
 #   DLAM_SKIP_SANITIZE=1  skip the ASan+UBSan build (build-asan/)
+#   DLAM_SKIP_TSAN=1      skip the ThreadSanitizer build of the threads test (build-tsan/)
 #   DLAM_JOBS=N           parallel build and test jobs (default 2)
 #   DLAM_WERROR=ON        treat compiler warnings as errors
 set -euo pipefail
@@ -43,17 +45,31 @@ if [[ "${DLAM_SKIP_STRESS:-0}" != 1 ]]; then
 fi
 
 if [[ "${DLAM_SKIP_SANITIZE:-0}" != 1 ]]; then
-  section "lang suite under ASan + UBSan (build-asan/)"
+  section "every test under ASan + UBSan (build-asan/)"
   if cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLAM_SANITIZE=ON \
        -DDLAM_GC_STRESS=OFF -DDLAM_WERROR="$werror" &&
-     cmake --build build-asan -j"$jobs" --target dlam dlam_lang_tests; then
+     cmake --build build-asan -j"$jobs"; then
     # exitcode=86: a sanitizer report must not look like dlam's own exit status 1.
+    # The lang runner and the API tests run the instrumented dlam, so LeakSanitizer
+    # checks every script, limit errors included.
     ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:exitcode=86}" \
     UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=86}" \
     DLAM_LANG_TIMEOUT_SCALE=4 \
-      ctest --test-dir build-asan -L lang --output-on-failure -j"$jobs" || failed+=("asan+ubsan")
+      ctest --test-dir build-asan --output-on-failure -j"$jobs" || failed+=("asan+ubsan")
   else
     failed+=("asan+ubsan build")
+  fi
+fi
+
+if [[ "${DLAM_SKIP_TSAN:-0}" != 1 ]]; then
+  section "VMs on several threads under ThreadSanitizer (build-tsan/)"
+  if cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLAM_TSAN=ON \
+       -DDLAM_WERROR="$werror" &&
+     cmake --build build-tsan -j"$jobs" --target api_threads api_limits; then
+    TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:exitcode=86}" \
+      ctest --test-dir build-tsan -R 'api[.](threads|limits)$' --output-on-failure || failed+=("tsan")
+  else
+    failed+=("tsan build")
   fi
 fi
 
