@@ -843,6 +843,7 @@ Proto* transformProto(VM& vm, Proto* primal) {
     Proto* p = work.back();
     work.pop_back();
     auto* lam = static_cast<const Lambda*>(p->ir.get());
+    p->adLevel = static_cast<uint16_t>(primal->adLevel + 1);
     if (lam && lam->primalOf) {
       auto it = primals.find(lam->primalOf);
       if (it != primals.end()) {

@@ -34,6 +34,10 @@ class Toplevel {
   std::vector<Proto*> protos;
 
  private:
+  static bool isLibrary(const std::string& file) {
+    return file == "<prelude>" || file == "<primitive>";
+  }
+
   static bool isForm(const Sx* x, const char* kw) {
     return x->kind == Sx::List && !x->items.empty() && x->items[0]->isSymbol(kw);
   }
@@ -76,7 +80,18 @@ class Toplevel {
       return;
     }
     vm_.currentFile = opts.file;
-    Value v = vm_.runToplevel(proto);
+    Value v;
+    try {
+      v = vm_.runToplevel(proto);
+    } catch (Error& e) {
+      // When the form tail-called into library code, no frame of the script is left:
+      // the error then belongs to the form being evaluated.
+      if (isLibrary(e.file) && !isLibrary(opts.file)) {
+        e.file = opts.file;
+        e.loc = f->loc;
+      }
+      throw;
+    }
     last_.set(v);
     if (!v.isVoid() && onValue_ && *onValue_) (*onValue_)(v);
   }

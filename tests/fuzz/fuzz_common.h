@@ -32,7 +32,9 @@ namespace dlam::fuzz {
 //     (fuzz_vm then collects after recover());
 //   - the expander recurses in C++ once per nesting level of the source, and under ASan
 //     ~600 nested lambdas overflow an 8 MB stack before its 2000-level limit (tools/fuzz.sh
-//     then runs the targets with a 64 MB stack).
+//     then runs the targets with a 64 MB stack);
+//   - an error raised in a transformed primitive reached by a tail call from the chunk,
+//     e.g. ((*j car) 1) as the last form, is located in "<primitive>" with no line.
 inline bool maskKnownBugs() {
   static const bool mask = [] {
     const char* v = std::getenv("DLAM_FUZZ_MASK_KNOWN");
@@ -65,6 +67,7 @@ inline void checkError(const Error& e, const std::string& chunk, bool allowRunti
   // function (the trace then reaches the chunk); either way with a line.
   // `chunk` is a prefix: fuzz_vm names its chunks <fuzz0>, <fuzz1>, ... and an error may
   // be raised inside a function an earlier chunk defined.
+  if (maskKnownBugs() && e.file == "<primitive>") return;
   if (e.file.rfind(chunk, 0) != 0 && e.file != "<prelude>")
     fail("error in unexpected file '" + e.file + "': " + e.message);
   if (!e.loc.known()) fail("error without a line: " + e.format());

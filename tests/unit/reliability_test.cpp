@@ -11,10 +11,15 @@
 //
 // The limits: heap, stack and instruction limits in a VM that is then reused.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -397,6 +402,108 @@ TEST(Limits, ThroughVmCall) {
     Value r = vm.call(vm.global("+"), args, 2);
     EXPECT_TRUE(r.isNumber() && r.asNumber() == 5);
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory outside the GC heap: the C++ side of the VM (protos' code, the compiler's IR,
+// printer strings) under an address-space limit. Each case runs in a child process with
+// RLIMIT_AS and an alarm; it must end with a clean dlam::Error, not a signal. (Not under
+// ASan or TSan: their shadow memory needs more address space than the limit allows.)
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DLAM_TEST_NO_RLIMIT 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define DLAM_TEST_NO_RLIMIT 1
+#endif
+#endif
+
+// Runs `source` in a child with `addressSpaceMb` of address space and `seconds` of time.
+// Returns "" when it ended in a dlam::Error (its message in *message), else what happened.
+std::string runConfined(const char* source, uint64_t heapLimitMb, uint64_t addressSpaceMb, unsigned seconds,
+                        std::string* message) {
+  int fds[2];
+  if (pipe(fds) != 0) return "pipe failed";
+  pid_t pid = fork();
+  if (pid < 0) return "fork failed";
+  if (pid == 0) {
+    close(fds[0]);
+    rlimit rl{addressSpaceMb << 20, addressSpaceMb << 20};
+    setrlimit(RLIMIT_AS, &rl);
+    alarm(seconds);
+    std::string out;
+    int status = 3;
+    try {
+      Config cfg = smallConfig();
+      cfg.heapLimitMb = heapLimitMb;
+      cfg.stackLimit = 100000;
+      VM vm(cfg);
+      vm.output = [](std::string_view) {};
+      dlam::openStdlib(vm);
+      Value v = dlam::evalSource(vm, source, "<confined>");
+      out = "completed: " + vm.show(v, true).substr(0, 100);
+      status = 2;
+    } catch (const Error& e) {
+      out = e.message;
+      status = 0;
+    } catch (const std::bad_alloc&) {
+      out = "std::bad_alloc escaped";
+      status = 1;
+    }
+    ssize_t ignored = write(fds[1], out.data(), out.size());
+    (void)ignored;
+    _exit(status);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  *message = out;
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return std::string("killed by signal ") + std::to_string(sig) + " (" + strsignal(sig) + ")" +
+           (sig == SIGABRT ? ": an allocation failure aborted the process" : "") +
+           (sig == SIGALRM ? ": did not finish in time" : "");
+  }
+  if (WEXITSTATUS(status) != 0) return out;
+  return "";
+}
+
+// Nested reverse transforms grow the code exponentially with the nesting depth, and a
+// recursion through `gradient` nests without bound. The heap limit must stop it (the
+// transformed protos' code counts), or at least the stack limit: today the protos' C++
+// memory is not counted, the process grows to tens of GB, and under an address-space
+// limit mimalloc's operator new aborts.
+TEST(Limits, RecursionThroughGradientStopsCleanly) {
+#ifdef DLAM_TEST_NO_RLIMIT
+  GTEST_SKIP() << "RLIMIT_AS does not mix with sanitizers";
+#else
+  std::string message;
+  std::string failure =
+      runConfined("(define (f x) (+ 1 ((gradient f) x))) (f 1)", 256, 3072, 120, &message);
+  EXPECT_EQ(failure, "") << message;
+  EXPECT_TRUE(message.find("heap limit") != std::string::npos || message.find("stack overflow") != std::string::npos ||
+              message.find("out of memory") != std::string::npos)
+      << message;
+#endif
+}
+
+// Printing a value whose tree is exponentially larger than its graph (a pair of a pair of
+// ... sharing both halves): the printer's string cannot be built. It must end with a
+// clean error ("out of memory" or a printer limit), not an abort from operator new.
+TEST(Limits, PrintingAHugeSharedTreeStopsCleanly) {
+#ifdef DLAM_TEST_NO_RLIMIT
+  GTEST_SKIP() << "RLIMIT_AS does not mix with sanitizers";
+#else
+  std::string message;
+  std::string failure = runConfined(
+      "(define t (let loop ((i 0) (x 1)) (if (= i 40) x (loop (+ i 1) (cons x x))))) (display t)", 256, 2048, 120,
+      &message);
+  EXPECT_EQ(failure, "") << message;
+#endif
 }
 
 }  // namespace

@@ -163,7 +163,7 @@ Native* VM::makeNative(const char* name, NativeFn fn, int minArgs, int maxArgs, 
   n->id = id;
   n->data = Value::nil();
   n->memo = Value::nil();
-  if (id != 0 && id < static_cast<uint16_t>(NativeId::Count) && !builtins_[id]) builtins_[id] = n;
+  if (id != 0 && id < static_cast<uint16_t>(NativeId::Count)) builtins_[id] = n;  // the latest registration wins
   return n;
 }
 

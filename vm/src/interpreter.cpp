@@ -63,7 +63,7 @@ void VM::buildTrace(Error& e) {
     }
     // The error is located at the innermost frame of user code: library frames
     // (the prelude, eta-expanded primitives) stay in the trace only.
-    bool library = !p->file.empty() && p->file[0] == '<' && p->file != "<repl>" && p->file != "<stdin>";
+    bool library = p->file == "<prelude>" || p->file == "<primitive>";
     if (first && !library) {
       if (e.file.empty()) {
         e.file = p->file;
@@ -416,6 +416,8 @@ call_again:
     Value result = n->kind ? liftedCall(n, &R[a + 1], static_cast<int>(nargs))
                            : n->fn(*this, &R[a + 1], static_cast<int>(nargs));
     stackTop_ = savedTop;
+    // A native may have called back into dlam and grown frames_ (reallocating it).
+    frame = &frames_.back();
     R = stack_.data() + base;
     if (result.isTailCall()) [[unlikely]] {
       // The native handed the work to a procedure: call it in the native's place.

@@ -15,6 +15,10 @@
 namespace dlam {
 
 namespace {
+constexpr size_t kMaxPrintedBytes = size_t(256) << 20;
+}  // namespace
+
+namespace {
 
 // SPEC §2: integer-valued doubles print without a point, everything else as the
 // shortest text that reads back to the same double.
@@ -74,6 +78,9 @@ std::string VM::show(Value root, bool write) {
   std::vector<Task> todo;
   todo.push_back({Task::Show, root});
   while (!todo.empty()) {
+    // A shared structure can unfold into text exponentially larger than itself.
+    if (out.size() > kMaxPrintedBytes) [[unlikely]]
+      limitError("printed text too large (more than " + std::to_string(kMaxPrintedBytes >> 20) + " MB)");
     Task t = todo.back();
     todo.pop_back();
     switch (t.kind) {

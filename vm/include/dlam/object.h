@@ -100,6 +100,7 @@ struct Proto : Obj {
   std::shared_ptr<const void> ir;           // compiler-owned IR (anf::Lambda)
   Proto* transformed = nullptr;             // memoised reverse transform
   Proto* primal = nullptr;                  // for a transformed proto: the proto it came from
+  uint16_t adLevel = 0;                     // how many reverse transforms made this proto
 };
 
 using NativeFn = Value (*)(VM& vm, Value* args, int nargs);
