@@ -39,7 +39,7 @@ bool isStructural(NativeId id) {
     case NativeId::ProcedureP: case NativeId::StringP: case NativeId::SymbolP: case NativeId::Not:
     case NativeId::EqP: case NativeId::EqualP: case NativeId::SZeroP: case NativeId::SCar: case NativeId::SCdr:
     case NativeId::ListRef: case NativeId::ListTail: case NativeId::Append: case NativeId::Reverse:
-    case NativeId::Materialize: case NativeId::RepResult: case NativeId::BpResult:
+    case NativeId::Materialize: case NativeId::RepResult: case NativeId::BpResult: case NativeId::CheckXbar:
       return true;
     default: return false;
   }
@@ -620,6 +620,9 @@ class Transformer {
         }
         return;
       }
+      case NativeId::CheckXbar:
+        addTo(st, bd.args[2], g);
+        return;
       case NativeId::Materialize:
       case NativeId::RepResult:
       case NativeId::BpResult: addTo(st, *a, g); return;

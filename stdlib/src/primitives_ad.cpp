@@ -182,9 +182,61 @@ Value bpResult(VM& vm, Value* a, int) {
   return s;
 }
 
+// Whether a sensitivity has the shape of a value (the symbolic zero fits anything).
+bool conforms(Value s, Value v) {
+  std::vector<std::pair<Value, Value>> work{{s, v}};
+  while (!work.empty()) {
+    auto [a, b] = work.back();
+    work.pop_back();
+    b = unwrap(b);
+    while (isObj(a, ObjType::Rev) && isObj(b, ObjType::Rev)) {
+      a = static_cast<Rev*>(a.asObject())->primal;
+      b = static_cast<Rev*>(b.asObject())->primal;
+    }
+    if (a.isZero()) continue;
+    bool bNumber = b.isNumber() || isObj(b, ObjType::Rev);
+    if (bNumber) {
+      if (!(a.isNumber() || isObj(a, ObjType::Rev))) return false;
+      continue;
+    }
+    if (isPair(b)) {
+      if (!isPair(a)) return false;
+      work.push_back({asPair(a)->car, asPair(b)->car});
+      work.push_back({asPair(a)->cdr, asPair(b)->cdr});
+      continue;
+    }
+    if (isClosure(b)) {
+      if (!isPair(a) && !a.isNil()) return false;
+      continue;
+    }
+    if (a.isNumber() || isObj(a, ObjType::Rev)) return false;
+  }
+  return true;
+}
+
+// (%check-xbar f xbar args): the argument sensitivity returned by the pullback of a
+// custom derivative of f must have the shape of the arguments (one argument: its
+// shape; several: a list of one per argument). Returns xbar.
+Value checkXbar(VM& vm, Value* a, int) {
+  Value xbar = a[1], args = a[2];
+  bool ok;
+  if (isPair(args) && asPair(args)->cdr.isNil()) {
+    ok = conforms(xbar, asPair(args)->car);
+  } else {
+    ok = conforms(xbar, args);
+  }
+  if (!ok)
+    vm.runtimeError("the pullback of the custom derivative of " + brief(vm, unwrap(a[0])) + " returned " +
+                    brief(vm, xbar) + ", which does not have the shape of its argument" +
+                    (isPair(args) && asPair(args)->cdr.isNil() ? " " + brief(vm, asPair(args)->car)
+                                                                : "s " + brief(vm, args)));
+  return xbar;
+}
+
 }  // namespace
 
 void openAdPrimitives(VM& vm) {
+  vm.defineNative("%check-xbar", checkXbar, 3, 3, idOf(NativeId::CheckXbar));
   vm.defineNative("%rep-result", repResult, 2, 2, idOf(NativeId::RepResult));
   vm.defineNative("%bp-result", bpResult, 2, 2, idOf(NativeId::BpResult));
   vm.defineNative("%call-vjp", callVjp, 2, -1)->flags |= kNoDerivative;

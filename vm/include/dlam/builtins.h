@@ -26,7 +26,7 @@ enum class NativeId : uint16_t {
   // AD (issue 3 onwards)
   StarJ, StarJInverse, Zero, Plus, AttachStarJ,
   // internal helpers of transformed code (names start with %)
-  SZeroP, SCar, SCdr, Sign, Step, Materialize, RepResult, BpResult,
+  SZeroP, SCar, SCdr, Sign, Step, Materialize, RepResult, BpResult, CheckXbar,
   Count
 };
 
