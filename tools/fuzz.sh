@@ -10,7 +10,9 @@
 #   DLAM_FUZZ_BUILD=DIR     build directory (default build-fuzz)
 #   DLAM_FUZZ_KEEP_GOING=1  keep fuzzing after a crash (libFuzzer fork mode, one worker),
 #                           saving every crashing input, instead of stopping at the first
-#   DLAM_FUZZ_MASK_KNOWN=1  work around the bugs already reported (tests/fuzz/fuzz_common.h)
+#   DLAM_FUZZ_MASK_KNOWN=1  work around the bugs already reported, to find new ones; today:
+#                           a 64 MB stack, since the expander recurses per nesting level and
+#                           under ASan overflows 8 MB before its limit (tests/lang/errors/deep_*)
 #   DLAM_FUZZ_PERSISTENT=1  fuzz_vm reuses one VM for many inputs (faster; leak detection
 #                           off, since LSan cannot see into mimalloc's heap)
 #   DLAM_FUZZ_ARGS="..."    extra libFuzzer flags (e.g. "-max_len=2048 -only_ascii=1")

@@ -21,6 +21,7 @@
 
 #include "ad_transform.h"
 #include "codegen.h"
+#include "stack_guard.h"
 
 namespace dlam {
 
@@ -128,6 +129,7 @@ class Transformer {
   // ---- lambdas ------------------------------------------------------------------
 
   Lambda* transformLambda(const Lambda* L) {
+    if (stack_.exceeded()) fail(L->loc, L->file, "*j: function nested too deeply to transform");
     Lambda* T = M.newLambda();
     T->name = L->name;
     T->file = L->file;
@@ -189,6 +191,7 @@ class Transformer {
   };
 
   Atom phiBlock(const Block* b, Block* out, Tape& tape) {
+    if (stack_.exceeded()) fail(loc_, file_, "*j: expression nested too deeply to transform");
     for (const Bind& bd : b->binds) {
       loc_ = bd.loc;
       for (const Bind* e : expand(bd)) {
@@ -815,6 +818,7 @@ class Transformer {
   std::deque<Bind> synth_;
   std::string file_;
   SrcLoc loc_;
+  StackGuard stack_;
 };
 
 // Maps each Lambda of a proto tree to its proto.

@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "dlam/opcodes.h"
+#include "stack_guard.h"
 
 namespace dlam {
 
@@ -36,7 +37,7 @@ bool isCompare(NativeId id) {
 class FnCompiler {
  public:
   FnCompiler(VM& vm, const std::shared_ptr<Module>& mod, const Lambda* lam, FnCompiler* parent)
-      : vm_(vm), mod_(mod), lam_(lam), parent_(parent) {}
+      : vm_(vm), mod_(mod), lam_(lam), parent_(parent), stack_(parent ? StackGuard(parent->stack_.base()) : StackGuard()) {}
 
   Proto* compile() {
     proto_ = vm_.makeProto();
@@ -354,6 +355,7 @@ class FnCompiler {
   }
 
   void compileBlock(const Block* b, const Target& t) {
+    if (stack_.exceeded()) fail("expression nested too deeply to compile");
     size_t n = b->binds.size();
     bool delivered = false;
     for (size_t i = 0; i < n; ++i) {
@@ -628,6 +630,7 @@ class FnCompiler {
   uint32_t top_ = 0;
   uint32_t maxTop_ = 0;
   SrcLoc loc_;
+  StackGuard stack_;
 };
 
 }  // namespace

@@ -8,6 +8,8 @@
 // bounded by kMaxDepth, reported as a clean error.
 #include "expand.h"
 
+#include "stack_guard.h"
+
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -136,7 +138,7 @@ class Expander {
   struct DepthGuard {
     Expander& e;
     DepthGuard(Expander& ex, SrcLoc loc) : e(ex) {
-      if (++e.depth_ > kMaxDepth)
+      if (++e.depth_ > kMaxDepth || e.stack_.exceeded())
         e.fail(loc, "expression nested too deeply (more than " + std::to_string(kMaxDepth) + " levels)");
     }
     ~DepthGuard() { --e.depth_; }
@@ -537,6 +539,7 @@ class Expander {
   std::unordered_set<Var*> uninit_;
   int depth_ = 0;
   int includeDepth_ = 0;
+  StackGuard stack_;
 };
 
 }  // namespace

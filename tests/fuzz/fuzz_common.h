@@ -25,24 +25,6 @@ namespace dlam::fuzz {
   std::abort();
 }
 
-// DLAM_FUZZ_MASK_KNOWN=1 works around bugs already reported (tests/fuzz/README.md), so
-// a long fuzzing run finds new ones instead of the same one again:
-//   - after a heap-limit error nothing collects the garbage before the next evaluation's
-//     compiler allocates, so every later evaluation fails with "heap limit exceeded"
-//     (fuzz_vm then collects after recover());
-//   - the expander recurses in C++ once per nesting level of the source, and under ASan
-//     ~600 nested lambdas overflow an 8 MB stack before its 2000-level limit (tools/fuzz.sh
-//     then runs the targets with a 64 MB stack);
-//   - an error raised in a transformed primitive reached by a tail call from the chunk,
-//     e.g. ((*j car) 1) as the last form, is located in "<primitive>" with no line.
-inline bool maskKnownBugs() {
-  static const bool mask = [] {
-    const char* v = std::getenv("DLAM_FUZZ_MASK_KNOWN");
-    return v && *v && *v != '0';
-  }();
-  return mask;
-}
-
 inline const char* kindName(ErrorKind k) {
   switch (k) {
     case ErrorKind::Syntax: return "syntax";
@@ -67,7 +49,6 @@ inline void checkError(const Error& e, const std::string& chunk, bool allowRunti
   // function (the trace then reaches the chunk); either way with a line.
   // `chunk` is a prefix: fuzz_vm names its chunks <fuzz0>, <fuzz1>, ... and an error may
   // be raised inside a function an earlier chunk defined.
-  if (maskKnownBugs() && e.file == "<primitive>") return;
   if (e.file.rfind(chunk, 0) != 0 && e.file != "<prelude>")
     fail("error in unexpected file '" + e.file + "': " + e.message);
   if (!e.loc.known()) fail("error without a line: " + e.format());

@@ -95,7 +95,6 @@ void runChunk(dlam::VM& vm, std::string_view chunk, const std::string& name) {
   } catch (const dlam::Error& e) {
     dlam::fuzz::checkError(e, "<fuzz", true);
     vm.recover();
-    if (dlam::fuzz::maskKnownBugs()) vm.collectGarbage();  // see maskKnownBugs
   }
 }
 

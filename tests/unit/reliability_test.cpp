@@ -507,4 +507,23 @@ TEST(Limits, PrintingAHugeSharedTreeStopsCleanly) {
 #endif
 }
 
+// Ten nested gradients (the most the AD nesting limit allows) of a function whose
+// transformed code grows with every level: the protos' C++ memory is not counted by the
+// heap limit, and when it cannot be had, mimalloc's operator new (libmimalloc is built as
+// C) calls abort() instead of throwing std::bad_alloc, so the process dies with SIGABRT
+// and no message. It must end cleanly: a dlam error ("heap limit", "out of memory") or
+// the answer.
+TEST(Limits, NestedGradientsUnderAnAddressSpaceLimit) {
+#ifdef DLAM_TEST_NO_RLIMIT
+  GTEST_SKIP() << "RLIMIT_AS does not mix with sanitizers";
+#else
+  std::string message;
+  std::string failure = runConfined(
+      "(define (f x n) (if (= n 0) (* x x) (* x ((gradient (lambda (y) (f y (- n 1)))) x)))) (f 1.5 10)", 256, 1536,
+      300, &message);
+  if (failure.rfind("completed", 0) == 0) return;  // enough memory after all
+  EXPECT_EQ(failure, "") << message;
+#endif
+}
+
 }  // namespace

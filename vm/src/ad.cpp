@@ -68,7 +68,7 @@ Proto* VM::transformed(Proto* p) {
   if (!transformProto) runtimeError("*j: no reverse transform is installed in this VM");
   // Each level of nesting transforms code that is larger than the last: a limit on
   // the depth keeps runaway nesting (a function taking its own gradient) a clean error.
-  constexpr uint16_t kMaxAdLevel = 10;
+  constexpr uint16_t kMaxAdLevel = 8;
   if (p->adLevel >= kMaxAdLevel)
     limitError("*j: derivatives nested more than " + std::to_string(kMaxAdLevel) + " levels deep");
   Proto* t = transformProto(*this, p);
