@@ -139,7 +139,8 @@ class Expander {
     Expander& e;
     DepthGuard(Expander& ex, SrcLoc loc) : e(ex) {
       if (++e.depth_ > kMaxDepth || e.stack_.exceeded())
-        e.fail(loc, "expression nested too deeply (more than " + std::to_string(kMaxDepth) + " levels)");
+        e.fail(loc, "expression nested too deeply (more than " + std::to_string(kMaxDepth) +
+                        " levels, or the compiler's stack budget)");
     }
     ~DepthGuard() { --e.depth_; }
   };
