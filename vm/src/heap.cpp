@@ -13,7 +13,7 @@
 namespace dlam {
 
 namespace {
-constexpr uint64_t kMinGcThreshold = 4u << 20;
+constexpr uint64_t kMinGcThreshold = 1u << 20;
 
 size_t objectSize(const Obj* o) {
   switch (o->type) {
