@@ -37,7 +37,7 @@ bool isCompare(NativeId id) {
 class FnCompiler {
  public:
   FnCompiler(VM& vm, const std::shared_ptr<Module>& mod, const Lambda* lam, FnCompiler* parent)
-      : vm_(vm), mod_(mod), lam_(lam), parent_(parent), stack_(parent ? StackGuard(parent->stack_.base()) : StackGuard()) {}
+      : vm_(vm), mod_(mod), lam_(lam), stack_(parent ? StackGuard(parent->stack_.base()) : StackGuard()) {}
 
   Proto* compile() {
     proto_ = vm_.makeProto();
@@ -169,7 +169,7 @@ class FnCompiler {
     size_t n = args.size() - 1;
     const Atom* x = n >= 1 ? &args[1] : nullptr;
     const Atom* y = n >= 2 ? &args[2] : nullptr;
-    auto binop = [&](Op rr, Op rk, bool commutative, NativeId cmpId) -> bool {
+    auto binop = [&](Op rr, Op rk, bool commutative) -> bool {
       if (n != 2) return false;
       if (isNumberConst(*y)) {
         uint32_t k = constant(y->value);
@@ -214,14 +214,14 @@ class FnCompiler {
         }
         return true;
       }
-      case NativeId::Add: return binop(Op::ADD, Op::ADDK, true, NativeId::None);
-      case NativeId::Mul: return binop(Op::MUL, Op::MULK, true, NativeId::None);
-      case NativeId::Div: return binop(Op::DIV, Op::DIVK, false, NativeId::None);
+      case NativeId::Add: return binop(Op::ADD, Op::ADDK, true);
+      case NativeId::Mul: return binop(Op::MUL, Op::MULK, true);
+      case NativeId::Div: return binop(Op::DIV, Op::DIVK, false);
       case NativeId::Lt:
       case NativeId::Le:
       case NativeId::Gt:
       case NativeId::Ge:
-      case NativeId::NumEq: return binop(compareOp(id, false), compareOp(id, true), false, id);
+      case NativeId::NumEq: return binop(compareOp(id, false), compareOp(id, true), false);
       case NativeId::Cons:
         if (n != 2) return false;
         {
@@ -247,7 +247,7 @@ class FnCompiler {
           emit(instr::make(Op::NEG, dst, atomReg(*x)));
           return true;
         }
-        return binop(Op::SUB, Op::SUBK, false, NativeId::None);
+        return binop(Op::SUB, Op::SUBK, false);
       case NativeId::AttachStarJ:
         if (n != 2) return false;
         {
@@ -619,7 +619,6 @@ class FnCompiler {
   VM& vm_;
   std::shared_ptr<Module> mod_;
   const Lambda* lam_;
-  FnCompiler* parent_;
   Proto* proto_ = nullptr;
   std::unordered_map<const Var*, uint32_t> reg_;
   std::unordered_map<const Var*, int> uses_;

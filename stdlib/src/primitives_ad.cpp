@@ -150,12 +150,9 @@ Value callVjp(VM& vm, Value* a, int n) {
 
 // Names a procedure for messages about its derivative: the value *j made it from.
 std::string derivativeOf(VM& vm, Value f) {
-  if (isClosure(f) && asClosure(f)->proto->primal == nullptr && (f.asObject()->flags & (kMemoInv | kMemoBoth))) {
-    Value p = vm.starJInverse(f);
-    return vm.show(p, true);
-  }
-  if (isClosure(f) && asClosure(f)->proto->primal) return vm.show(vm.starJInverse(f), true);
-  return vm.show(f, true);
+  // *j-inverse is known for transformed closures and for reps (memoised back pointer).
+  bool invertible = isClosure(f) && (asClosure(f)->proto->primal || (f.asObject()->flags & (kMemoInv | kMemoBoth)));
+  return vm.show(invertible ? vm.starJInverse(f) : f, true);
 }
 
 std::string brief(VM& vm, Value v) {

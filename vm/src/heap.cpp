@@ -2,7 +2,7 @@
 //
 // Every object comes from the VM's own mimalloc heap; the sweeper visits the heap's
 // blocks (mi_heap_visit_blocks), so objects need no link field. Collection is precise mark-and-sweep, marking with an explicit work list (never
-// recursion), and runs only at safe points of the interpreter (VM::maybeCollect),
+// recursion), and runs only at safe points of the interpreter and between top-level forms,
 // where every live value is in a register, a global, a temporary root or a handle.
 #include <mimalloc.h>
 
@@ -321,10 +321,6 @@ void VM::sweep() {
     --liveObjects_;
     mi_free(o);
   }
-}
-
-void VM::maybeCollect() {
-  if (gcRequested_) collectGarbage();
 }
 
 GcStats VM::gcStats() const {

@@ -190,11 +190,11 @@ Value VM::call(Value fn, const Value* args, int nargs) {
     } else if (isClosure(fn)) {
       if (frames_.size() >= config_.stackLimit)
         limitError("stack overflow (more than " + std::to_string(config_.stackLimit) + " frames)");
-      frames_.push_back(CallFrame{nullptr, nullptr, slot + 1, 0, true});
+      frames_.push_back(CallFrame{nullptr, nullptr, slot + 1, true});
       // The CALL logic (arity, rest args, stack growth) lives in execute(); enter it
       // through a synthetic frame whose closure is set there.
       frames_.back().closure = asClosure(fn);
-      result = execute(entryDepth);
+      result = execute();
     } else {
       runtimeError(show(fn, true) + " is not a procedure");
     }
@@ -207,7 +207,7 @@ Value VM::call(Value fn, const Value* args, int nargs) {
   }
 }
 
-Value VM::execute(size_t entryDepth) {
+Value VM::execute() {
   static void* const kLabels[] = {
 #define DLAM_OP_LABEL(name, fmt, doc) &&op_##name,
       DLAM_OPCODES(DLAM_OP_LABEL)
@@ -223,7 +223,6 @@ Value VM::execute(size_t entryDepth) {
   int64_t budget = kPollInterval;
   uint64_t limit = config_.instructionLimit;
   const size_t stackLimit = config_.stackLimit;
-  (void)entryDepth;
 
   // Enters the function of the newest frame: checks arity, gathers rest arguments,
   // grows the stack. Expects frames_.back() set up with closure and base; args are
@@ -380,12 +379,12 @@ call_again:
     uint32_t base = frame->base + a + 1;
     if (nargs != p->nparams || p->hasRest || c->flags || base + p->nregs >= stack_.size()) [[unlikely]] {
       checkArity(c, nargs);
-      frames_.push_back(CallFrame{c, nullptr, base, 0, false});
+      frames_.push_back(CallFrame{c, nullptr, base, false});
       enter(nargs);
       DISPATCH();
     }
     // The common case, inline: exact arity, no rest list, environment ready, room on the stack.
-    frames_.push_back(CallFrame{c, nullptr, base, 0, false});
+    frames_.push_back(CallFrame{c, nullptr, base, false});
     frame = &frames_.back();
     closure = c;
     uint32_t top = base + p->nregs;
@@ -651,32 +650,24 @@ op_PLUS: {
   RA = plus(x, y);
   DISPATCH();
 }
-op_SCAR: {
-  Value x = RB;
-  if (isPair(x)) {
-    RA = asPair(x)->car;
-    DISPATCH();
+// car/cdr of a sensitivity: the symbolic zero stands for a pair of zeros.
+#define SENS_PART(NAME, FIELD, WHO)                 \
+  op_##NAME : {                                     \
+    Value x = RB;                                   \
+    if (isPair(x)) {                                \
+      RA = asPair(x)->FIELD;                        \
+      DISPATCH();                                   \
+    }                                               \
+    if (x.isZero()) {                               \
+      RA = x;                                       \
+      DISPATCH();                                   \
+    }                                               \
+    SAVE_PC();                                      \
+    typeError(WHO, 0, "pair sensitivity", x);       \
   }
-  if (x.isZero()) {
-    RA = x;
-    DISPATCH();
-  }
-  SAVE_PC();
-  typeError("%scar", 0, "pair sensitivity", x);
-}
-op_SCDR: {
-  Value x = RB;
-  if (isPair(x)) {
-    RA = asPair(x)->cdr;
-    DISPATCH();
-  }
-  if (x.isZero()) {
-    RA = x;
-    DISPATCH();
-  }
-  SAVE_PC();
-  typeError("%scdr", 0, "pair sensitivity", x);
-}
+  SENS_PART(SCAR, car, "%scar")
+  SENS_PART(SCDR, cdr, "%scdr")
+#undef SENS_PART
 op_JINV: {
   Value x = RB;
   if (isObj(x, ObjType::Rev)) {

@@ -30,8 +30,7 @@ namespace dlam {
 struct CallFrame {
   Closure* closure;     // nullptr for a native frame marker
   const Instr* pc;      // saved pc (next instruction) while a callee runs
-  uint32_t base;        // index of register 0 in the value stack
-  uint32_t retReg;      // caller's register receiving the result (absolute index)
+  uint32_t base;        // index of register 0; the result goes to stack_[base - 1]
   bool boundary;        // this frame was entered from C++ (vm.call): return leaves the loop
 };
 
@@ -192,11 +191,10 @@ class VM {
 
  private:
   friend class Interpreter;
-  Value execute(size_t entryDepth);
+  Value execute();
   void buildTrace(Error& e);
   void markRoots(std::vector<Obj*>& work);
   void sweep();
-  void maybeCollect();
 
   Config config_;
   mi_heap_s* heap_ = nullptr;
