@@ -320,6 +320,22 @@ WORKLOADS += [
                     adolc=Rep("rosenbrock", "tape", 1000, 1000, base=100, scale=False))),
 ]
 
+# Group `nested`: the published nested-derivative benchmarks of Siskind and
+# Pearlmutter (tests/lang/ad/inc/argmin.dlam), whole programs, one run each:
+# gradient descent whose objective takes gradients (particle: d/dw of an ODE
+# solution whose every step is a gradient; saddle: min of a max).
+NESTED = "nested"
+WORKLOADS += [
+    Workload("saddle", NESTED, "saddle point of x1²+y1²-x2²-y2², argmin of argmax "
+             "(PyTorch: create_graph=True)",
+             {"dlam": Rep("nested", "saddle", 0, 1, base=None),
+              "torch": Rep("nested", "saddle", 0, 1, base=None, runs=1)}),
+    Workload("particle", NESTED, "particle: argmin over w of an Euler solution taking a "
+             "gradient per step",
+             {"dlam": Rep("nested", "particle", 0, 1, base=None, runs=3),
+              "torch": Rep("nested", "particle", 0, 1, base=None, runs=1)}),
+]
+
 
 @dataclass
 class CostRatio:
