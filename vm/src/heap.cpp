@@ -13,7 +13,7 @@
 namespace dlam {
 
 namespace {
-constexpr uint64_t kMinGcThreshold = 1u << 20;
+constexpr uint64_t kMinGcThreshold = 1u << 22;
 
 size_t objectSize(const Obj* o) {
   switch (o->type) {
@@ -317,7 +317,7 @@ void VM::collectGarbage() {
   stackHigh_ = stackTop_;
   ++stats_.collections;
   uint64_t limit = config_.heapLimitMb << 20;
-  uint64_t next = std::max<uint64_t>(bytesAllocated_ * 2, kMinGcThreshold);
+  uint64_t next = std::max<uint64_t>(bytesAllocated_ * 2, bytesAllocated_ + kMinGcThreshold);
   if (limit && next > limit) next = std::max<uint64_t>(bytesAllocated_ + (limit - std::min(limit, bytesAllocated_)) / 2, bytesAllocated_ + 1);
   if (limit && next > limit) next = std::max<uint64_t>(limit - limit / 8, bytesAllocated_ + (limit - bytesAllocated_) / 2);
   gcThreshold_ = next;
