@@ -14,6 +14,7 @@
 // that keeps its IR, the transform applies again to its own output: nested
 // derivatives of any order take the same path.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -142,41 +143,37 @@ class Transformer {
     file_ = L->file;
     loc_ = L->loc;
 
-    Tape tape;
-    Atom result = phiBlock(L->body, T->body, tape);
-    // The backpropagator of the whole body.
-    Lambda* bp = backprop(L->body, tape, L->loc, L->name, [&](Block* out, Sens& st) {
+    // The backpropagator of the whole body returns (cons fbar xbar).
+    FinishFn finish = [this, L](Block* out, Sens& st) {
       Atom fbar;
       if (L->freeVars.empty()) {
         fbar = constAtom(Value::nil(), loc_);
       } else {
-        std::vector<Atom> args{prim(NativeId::List)};
-        for (Var* f : L->freeVars) args.push_back(st.get(f));
-        fbar = call(out, std::move(args));
+        std::vector<Atom> items;
+        for (Var* f : L->freeVars) items.push_back(st.get(f));
+        fbar = listOf(out, items);
       }
       Atom xbar;
       if (L->rest) {
-        std::vector<Atom> fixed{prim(NativeId::List)};
+        std::vector<Atom> fixed;
         for (Var* p : L->params) fixed.push_back(st.get(p));
-        Atom fl = call(out, std::move(fixed));
+        Atom fl = listOf(out, fixed);
         xbar = call(out, {globalAtom(vm_.intern("%xbar-rest")), fl, st.get(L->rest), localAtom(J_[L->rest])});
       } else if (L->params.empty()) {
         xbar = constAtom(Value::nil(), loc_);
       } else if (L->params.size() == 1) {
         xbar = st.get(L->params[0]);
       } else {
-        std::vector<Atom> args{prim(NativeId::List)};
-        for (Var* p : L->params) args.push_back(st.get(p));
-        xbar = call(out, std::move(args));
+        std::vector<Atom> items;
+        for (Var* p : L->params) items.push_back(st.get(p));
+        xbar = listOf(out, items);
       }
       return call(out, {prim(NativeId::Cons), fbar, xbar});
-    });
-    Bind mk;
-    mk.kind = Bind::MakeLambda;
-    mk.lambda = bp;
-    Atom bpAtom = emitTo(T->body, std::move(mk));
-    Atom packed = call(T->body, {prim(NativeId::Cons), result, bpAtom});
-    T->body->result = packed;
+    };
+    VarSet inputs(L->params.begin(), L->params.end());
+    inputs.insert(L->freeVars.begin(), L->freeVars.end());
+    if (L->rest) inputs.insert(L->rest);
+    T->body->result = phiTail(L->body, T->body, finish, inputs, L->loc, L->name);
     return T;
   }
 
@@ -364,25 +361,21 @@ class Transformer {
     ifb.kind = Bind::If;
     ifb.atom = c;
     ifb.loc = bd.loc;
+    std::vector<Var*> outer = info.outer;
+    FinishFn finish = [this, outer](Block* o, Sens& st) {
+      std::vector<Atom> items;
+      for (Var* u : outer) items.push_back(st.get(u));
+      return listOf(o, items);
+    };
+    VarSet inputs(outer.begin(), outer.end());
     auto branch = [&](const Block* primal) {
       Block* nb = M.newBlock();
-      Tape tape;
-      Atom r = phiBlock(primal, nb, tape);
       if (!needBp) {
-        nb->result = r;
+        Tape tape;
+        nb->result = phiBlock(primal, nb, tape);
         return nb;
       }
-      std::vector<Var*> outer = info.outer;
-      Lambda* bpL = backprop(primal, tape, bd.loc, "", [&](Block* o, Sens& st) {
-        std::vector<Atom> args{prim(NativeId::List)};
-        for (Var* u : outer) args.push_back(st.get(u));
-        return call(o, std::move(args));
-      });
-      Bind mk;
-      mk.kind = Bind::MakeLambda;
-      mk.lambda = bpL;
-      Atom bpAtom = emitTo(nb, std::move(mk));
-      nb->result = call(nb, {prim(NativeId::Cons), r, bpAtom});
+      nb->result = phiTail(primal, nb, finish, inputs, bd.loc, "");
       return nb;
     };
     loc_ = bd.loc;
@@ -405,26 +398,144 @@ class Transformer {
   // ---- the backward sweep ρ -----------------------------------------------------
 
   // Current sensitivity of each primal variable inside one backpropagator body.
+  // A sensitivity built by the rules of car, cdr and their compositions stays a
+  // term (a pair of terms) until a value is needed: contributions to the same
+  // variable merge part by part at transform time, and a pair's term that meets
+  // the rule of cons (or list) is split without running anything. So the
+  // sensitivity of x in (car x), (cadr x), (cdr x) costs two conses, not a
+  // cons per use and a plus per merge.
+  struct Term {
+    Atom atom;                         // a sensitivity value (when !pair)
+    std::shared_ptr<Term> car, cdr;    // the parts of a pair (null: zero)
+    bool pair = false;
+    int depth = 0;
+  };
+  using TermP = std::shared_ptr<Term>;
+  static constexpr int kMaxTermDepth = 8;  // deeper pairs are built right away
+
   struct Sens {
     Transformer* t;
     Block* out;
-    std::unordered_map<const Var*, Atom> cur;
+    std::unordered_map<const Var*, TermP> cur;
+    Atom zero() const { return constAtom(Value::zero(), t->loc_); }
     Atom get(const Var* v) {
       auto it = cur.find(v);
-      if (it == cur.end()) return constAtom(Value::zero(), t->loc_);
-      return it->second;
+      if (it == cur.end()) return zero();
+      Atom a = materialize(it->second);
+      if (it->second->pair) it->second = atomTerm(a);
+      return a;
+    }
+    TermP term(const Var* v) const {
+      auto it = cur.find(v);
+      return it == cur.end() ? nullptr : it->second;
     }
     bool isZero(const Var* v) const { return !cur.count(v); }
+    static TermP atomTerm(const Atom& a) {
+      auto tm = std::make_shared<Term>();
+      tm->atom = a;
+      return tm;
+    }
+    TermP pairTerm(TermP a, TermP d) {
+      if (!a && !d) return nullptr;
+      auto tm = std::make_shared<Term>();
+      tm->pair = true;
+      tm->depth = 1 + std::max(a ? a->depth : 0, d ? d->depth : 0);
+      tm->car = std::move(a);
+      tm->cdr = std::move(d);
+      if (tm->depth > kMaxTermDepth) return atomTerm(materialize(tm));
+      return tm;
+    }
+    Atom materialize(const TermP& tm) {
+      if (!tm) return zero();
+      if (!tm->pair) return tm->atom;
+      Atom a = materialize(tm->car), d = materialize(tm->cdr);
+      return t->call(out, {t->prim(NativeId::Cons), a, d});
+    }
+    TermP merge(const TermP& a, const TermP& b) {
+      if (!a) return b;
+      if (!b) return a;
+      if (a->pair && b->pair) return pairTerm(merge(a->car, b->car), merge(a->cdr, b->cdr));
+      return atomTerm(t->call(out, {t->prim(NativeId::Plus), materialize(a), materialize(b)}));
+    }
     void add(const Var* v, const Atom& e) {
       if (e.kind == Atom::Const && e.value.isZero()) return;
+      addTerm(v, atomTerm(e));
+    }
+    void addTerm(const Var* v, TermP e) {
+      if (!e) return;
       auto it = cur.find(v);
       if (it == cur.end()) {
-        cur[v] = e;
+        cur[v] = std::move(e);
         return;
       }
-      cur[v] = t->call(out, {t->prim(NativeId::Plus), it->second, e});
+      it->second = merge(it->second, e);
+    }
+    // The parts of a pair's sensitivity: split at transform time when it is a term.
+    std::pair<TermP, TermP> split(TermP tm) {
+      if (!tm) return {nullptr, nullptr};
+      if (tm->pair) return {tm->car, tm->cdr};
+      return {atomTerm(t->call(out, {t->prim(NativeId::SCar), tm->atom})),
+              atomTerm(t->call(out, {t->prim(NativeId::SCdr), tm->atom}))};
     }
   };
+
+  // (list a ...) as a chain of conses.
+  Atom listOf(Block* out, const std::vector<Atom>& items) {
+    Atom l = constAtom(Value::nil(), loc_);
+    for (size_t i = items.size(); i-- > 0;) l = call(out, {prim(NativeId::Cons), items[i], l});
+    return l;
+  }
+
+  // ---- blocks in tail position ---------------------------------------------------
+
+  using FinishFn = std::function<Atom(Block*, Sens&)>;
+  using VarSet = std::unordered_set<const Var*>;
+
+  // φ of a block whose value is returned with its backpropagator, as
+  // (cons value backprop), backprop ending with `finish` (which reads the
+  // sensitivities of the variables in `inputs`). A conditional that ends the
+  // block and whose branches use no variable but inputs is passed through: each
+  // branch returns its own pair, its backpropagator finishing the same way, so a
+  // function whose body is an if (a loop, a recursion) makes no closure, cons or
+  // call for the join in either sweep. (The bindings before such an if feed only
+  // its test, so no sensitivity reaches them.)
+  Atom phiTail(const Block* b, Block* out, const FinishFn& finish, const VarSet& inputs, SrcLoc loc,
+               const std::string& name) {
+    if (stack_.exceeded()) fail(loc_, file_, "*j: expression nested too deeply to transform");
+    const Bind* last = b->binds.empty() ? nullptr : &b->binds.back();
+    if (last && last->kind == Bind::If && b->result.kind == Atom::Local && b->result.var == last->dst) {
+      std::vector<Var*> outer = outerVars({last->thenB, last->elseB});
+      if (std::all_of(outer.begin(), outer.end(), [&](Var* v) { return inputs.count(v) > 0; })) {
+        for (size_t i = 0; i + 1 < b->binds.size(); ++i) {
+          loc_ = b->binds[i].loc;
+          for (const Bind* e : expand(b->binds[i])) {
+            loc_ = e->loc;
+            phiBind(*e, out);
+          }
+        }
+        loc_ = last->loc;
+        Bind ifb;
+        ifb.kind = Bind::If;
+        ifb.atom = jAtom(out, last->atom);
+        ifb.loc = last->loc;
+        ifb.thenB = M.newBlock();
+        ifb.thenB->result = phiTail(last->thenB, ifb.thenB, finish, inputs, last->loc, name);
+        loc_ = last->loc;
+        ifb.elseB = M.newBlock();
+        ifb.elseB->result = phiTail(last->elseB, ifb.elseB, finish, inputs, last->loc, name);
+        loc_ = last->loc;
+        return emitTo(out, std::move(ifb));
+      }
+    }
+    Tape tape;
+    Atom r = phiBlock(b, out, tape);
+    Lambda* bp = backprop(b, tape, loc, name, finish);
+    Bind mk;
+    mk.kind = Bind::MakeLambda;
+    mk.lambda = bp;
+    Atom bpAtom = emitTo(out, std::move(mk));
+    return call(out, {prim(NativeId::Cons), r, bpAtom});
+  }
 
   template <class Finish>
   Lambda* backprop(const Block* body, const Tape& tape, SrcLoc loc, const std::string& name, Finish finish) {
@@ -437,7 +548,7 @@ class Transformer {
     bp->body = M.newBlock();
     Sens st{this, bp->body, {}};
     primalCache_.clear();
-    if (body->result.kind == Atom::Local) st.cur[body->result.var] = localAtom(ybar, loc);
+    if (body->result.kind == Atom::Local) st.cur[body->result.var] = Sens::atomTerm(localAtom(ybar, loc));
     for (size_t i = tape.size(); i-- > 0;) {
       const Bind* bd = tape[i];
       loc_ = bd->loc;
@@ -558,6 +669,46 @@ class Transformer {
       return;
     }
     if (st.isZero(bd.dst)) return;
+    auto addTermTo = [&](const Atom& x, TermP e) {
+      if (x.kind == Atom::Local) st.addTerm(x.var, std::move(e));
+    };
+    switch (static_cast<NativeId>(n->id)) {
+      // ---- structural: on terms, see Sens ----
+      case NativeId::Cons: {
+        auto [sa, sd] = st.split(st.term(bd.dst));
+        addTermTo(bd.args[1], sa);
+        addTermTo(bd.args[2], sd);
+        return;
+      }
+      case NativeId::List: {
+        TermP s = st.term(bd.dst);
+        for (size_t i = 1; i < bd.args.size(); ++i) {
+          auto [si, rest] = st.split(s);
+          addTermTo(bd.args[i], si);
+          s = rest;
+        }
+        return;
+      }
+      case NativeId::Car:
+      case NativeId::SCar:
+        addTermTo(bd.args[1], st.pairTerm(st.term(bd.dst), nullptr));
+        return;
+      case NativeId::Cdr:
+      case NativeId::SCdr:
+        addTermTo(bd.args[1], st.pairTerm(nullptr, st.term(bd.dst)));
+        return;
+      case NativeId::Caar: case NativeId::Cadr: case NativeId::Cdar: case NativeId::Cddr:
+      case NativeId::Caddr: case NativeId::Cdddr: {
+        // Innermost access last: cadr = car of cdr, so the sensitivity wraps car then cdr.
+        const char* path = id == NativeId::Caar ? "aa" : id == NativeId::Cadr ? "ad" : id == NativeId::Cdar ? "da"
+                           : id == NativeId::Cddr ? "dd" : id == NativeId::Caddr ? "add" : "ddd";
+        TermP s = st.term(bd.dst);
+        for (const char* p = path; *p; ++p) s = *p == 'a' ? st.pairTerm(s, nullptr) : st.pairTerm(nullptr, s);
+        addTermTo(bd.args[1], s);
+        return;
+      }
+      default: break;
+    }
     Atom g = st.get(bd.dst);
     size_t argc = bd.args.size() - 1;
     const Atom* a = argc >= 1 ? &bd.args[1] : nullptr;
@@ -571,39 +722,6 @@ class Transformer {
     auto y = [&]() { return primal(st, localAtom(bd.dst)); };
     auto P = [&](const Atom& x) { return primal(st, x); };
     switch (id) {
-      // ---- structural ----
-      case NativeId::Cons:
-        addTo(st, *a, call(st.out, {prim(NativeId::SCar), g}));
-        addTo(st, *b, call(st.out, {prim(NativeId::SCdr), g}));
-        return;
-      case NativeId::Car:
-      case NativeId::SCar:
-        addTo(st, *a, call(st.out, {prim(NativeId::Cons), g, constAtom(Value::zero())}));
-        return;
-      case NativeId::Cdr:
-      case NativeId::SCdr:
-        addTo(st, *a, call(st.out, {prim(NativeId::Cons), constAtom(Value::zero()), g}));
-        return;
-      case NativeId::Caar: case NativeId::Cadr: case NativeId::Cdar: case NativeId::Cddr:
-      case NativeId::Caddr: case NativeId::Cdddr: {
-        // Innermost access last: cadr = car of cdr, so the sensitivity wraps car then cdr.
-        const char* path = id == NativeId::Caar ? "aa" : id == NativeId::Cadr ? "ad" : id == NativeId::Cdar ? "da"
-                           : id == NativeId::Cddr ? "dd" : id == NativeId::Caddr ? "add" : "ddd";
-        Atom s = g;
-        for (const char* p = path; *p; ++p)
-          s = *p == 'a' ? call(st.out, {prim(NativeId::Cons), s, constAtom(Value::zero())})
-                        : call(st.out, {prim(NativeId::Cons), constAtom(Value::zero()), s});
-        addTo(st, *a, s);
-        return;
-      }
-      case NativeId::List: {
-        Atom s = g;
-        for (size_t i = 1; i <= argc; ++i) {
-          addTo(st, bd.args[i], call(st.out, {prim(NativeId::SCar), s}));
-          if (i < argc) s = call(st.out, {prim(NativeId::SCdr), s});
-        }
-        return;
-      }
       case NativeId::ListRef:
         addTo(st, *a, call(st.out, {globalAtom(vm_.intern("%sens-at")), g, P(*b)}));
         return;
@@ -614,9 +732,9 @@ class Transformer {
         addTo(st, *a, call(st.out, {globalAtom(vm_.intern("%sens-reverse")), g, jAtom(st.out, *a)}));
         return;
       case NativeId::Append: {
-        std::vector<Atom> lists{prim(NativeId::List)};
+        std::vector<Atom> lists;
         for (size_t i = 1; i <= argc; ++i) lists.push_back(jAtom(st.out, bd.args[i]));
-        Atom parts = call(st.out, {globalAtom(vm_.intern("%sens-append-split")), g, call(st.out, std::move(lists))});
+        Atom parts = call(st.out, {globalAtom(vm_.intern("%sens-append-split")), g, listOf(st.out, lists)});
         for (size_t i = 1; i <= argc; ++i) {
           addTo(st, bd.args[i], call(st.out, {prim(NativeId::SCar), parts}));
           if (i < argc) parts = call(st.out, {prim(NativeId::SCdr), parts});
@@ -782,9 +900,9 @@ class Transformer {
       rows.push_back(vm_.list(targets.data(), targets.size()));
     }
     spec = vm_.list(rows.data(), rows.size());
-    std::vector<Atom> sens{prim(NativeId::List)};
+    std::vector<Atom> sens;
     for (const Bind* m : members) sens.push_back(st.get(m->dst));
-    Atom out = call(st.out, {globalAtom(vm_.intern("%rec-fix")), call(st.out, std::move(sens)), constAtom(spec),
+    Atom out = call(st.out, {globalAtom(vm_.intern("%rec-fix")), listOf(st.out, sens), constAtom(spec),
                              constAtom(Value::number(double(members.size()))),
                              constAtom(Value::number(double(ext.size())))});
     for (size_t j = 0; j < ext.size(); ++j) {
