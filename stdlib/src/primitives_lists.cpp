@@ -198,7 +198,14 @@ bool equalValues(Value x0, Value y0) {
   return true;
 }
 
-Value eqP(VM&, Value* a, int) { return Value::boolean(eqValues(a[0], a[1])); }
+// eq?: eqValues with numbers compared before bits, as the EQP opcode does (which
+// decides them without calling this), so that +nan.0 is never eq? and the answer
+// does not depend on the path. equal? keeps eqValues for its leaves.
+Value eqP(VM&, Value* a, int) {
+  Value x = unwrap(a[0]), y = unwrap(a[1]);
+  if (isNumeric(x) && isNumeric(y)) return Value::boolean(numericValue(x) == numericValue(y));
+  return Value::boolean(eqValues(x, y));
+}
 Value equalP(VM&, Value* a, int) { return Value::boolean(equalValues(a[0], a[1])); }
 
 // ---- strings -----------------------------------------------------------------

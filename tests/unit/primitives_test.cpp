@@ -347,6 +347,8 @@ TEST_F(Primitives, EqAndEqual) {
   EXPECT_TRUE(truth("eq?", {rev(rev(n(3))), rev(rev(n(3)))}));
   EXPECT_FALSE(truth("eq?", {rev(n(3)), rev(n(4))}));
   EXPECT_FALSE(truth("eq?", {rev(n(3)), n(3)}));
+  // As the EQP opcode: +nan.0 is = to nothing, so not eq? either.
+  EXPECT_FALSE(truth("eq?", {Value::numberChecked(NAN), Value::numberChecked(NAN)}));
 
   EXPECT_TRUE(truth("equal?", {p, list({n(1), n(2)})}));
   EXPECT_FALSE(truth("equal?", {p, list({n(1), n(2), n(3)})}));
