@@ -2,10 +2,11 @@
 //
 // It resolves names against lexical scopes (unbound names are globals), records
 // each lambda's free variables in order of first occurrence, turns the derived
-// forms (let*, named let, cond, and, or, when, unless, internal defines) into the
-// core (bindings, calls, closures, conditionals, letrec groups), and names every
-// intermediate value. Recursion here follows the nesting of the source text and is
-// bounded by kMaxDepth, reported as a clean error.
+// forms (let*, named let, cond, case, do, and, or, when, unless, internal
+// defines) into the core (bindings, calls, closures, conditionals, letrec
+// groups), and names every intermediate value. Recursion here follows the nesting
+// of the source text (never the length of a list) and is bounded by kMaxDepth and
+// the compiler's stack budget, reported as a clean error.
 #include "expand.h"
 
 #include "stack_guard.h"
@@ -22,6 +23,9 @@ using namespace anf;
 namespace {
 
 constexpr int kMaxDepth = 2000;
+
+// The scope name of a `do` loop's procedure: not a symbol any program can write.
+constexpr const char* kDoLoop = "(do)";
 
 struct Fn {
   Lambda* lam;
@@ -133,6 +137,13 @@ class Expander {
     return x->text;
   }
 
+  // A primitive as a constant callee, so that derived forms mean the builtin even
+  // where the program rebinds its name (a global, in a VM without primitives).
+  Atom builtinAtom(NativeId id, const char* name, SrcLoc loc) {
+    if (Native* n = vm_.builtin(id)) return constAtom(Value::object(n), loc);
+    return globalAtom(vm_.intern(name), loc);
+  }
+
   // ---- expressions -----------------------------------------------------------
 
   struct DepthGuard {
@@ -192,6 +203,8 @@ class Expander {
       if (k == "and") return andExpr(x, 1);
       if (k == "or") return orExpr(x, 1);
       if (k == "when" || k == "unless") return whenExpr(x, k == "unless");
+      if (k == "case") return caseExpr(x);
+      if (k == "do") return doExpr(x);
       if (k == "define") fail(x->loc, "define: only allowed at top level or at the start of a body");
       if (k == "include") return includeExpr(x);
       if (k == "set!") fail(x->loc, "set!: dlam is a pure language; there is no assignment");
@@ -290,6 +303,147 @@ class Expander {
     auto nothing = [&] { return constAtom(Value::voidValue(), x->loc); };
     if (unless) return branch(c, x->loc, nothing, body);
     return branch(c, x->loc, body, nothing);
+  }
+
+  // (case key ((datum...) expr...) ... [(else expr...)]), each clause also as
+  // (... => receiver). The key is evaluated once and compared with eqv? (numbers by
+  // value, symbols, booleans and '() by identity); clauses chain like cond's.
+  Atom caseExpr(Sx* x) {
+    if (x->items.size() < 2) fail(x->loc, "case: expected (case key clause...)");
+    Atom key = expr(x->items[1]);
+    if (key.kind == Atom::Global) {
+      Bind b;
+      b.kind = Bind::Copy;
+      b.loc = x->items[1]->loc;
+      b.atom = key;
+      key = localAtom(emit(std::move(b)), key.loc);
+    }
+    return caseClauses(x, key, 2);
+  }
+
+  Atom caseClauses(Sx* x, const Atom& key, size_t i) {
+    if (i >= x->items.size()) return constAtom(Value::voidValue(), x->loc);
+    Sx* clause = x->items[i];
+    if (clause->kind != Sx::List || clause->tail || clause->items.empty())
+      fail(clause->loc, "case: each clause must be ((datum...) expr...) or (else expr...)");
+    Sx* data = clause->items[0];
+    bool isElse = data->isSymbol("else") && !lookup("else");
+    if (isElse && i + 1 != x->items.size()) fail(clause->loc, "case: else must be the last clause");
+    if (!isElse && (data->kind != Sx::List || data->tail))
+      fail(data->loc, "case: a clause must start with a list of data, as in ((1 2) expr), or else");
+    if (clause->items.size() < 2)
+      fail(clause->loc, isElse ? "case: else clause needs a body" : "case: clause needs a body");
+    auto consequent = [&] {
+      if (clause->items[1]->isSymbol("=>") && !lookup("=>")) {
+        if (clause->items.size() != 3) fail(clause->loc, "case: expected (data => receiver)");
+        Atom f = expr(clause->items[2]);
+        return call({f, key}, clause->loc);
+      }
+      return sequence(clause->items, 1);
+    };
+    if (isElse) return consequent();
+    Atom match = caseMatch(key, data->items, data->loc);
+    return branch(match, clause->loc, consequent, [&] { return caseClauses(x, key, i + 1); });
+  }
+
+  // Whether key is eqv? to one of the data: a flat run of conditionals (each takes
+  // the previous result if true, else tests the next datum), nested by none.
+  Atom caseMatch(const Atom& key, const std::vector<Sx*>& data, SrcLoc loc) {
+    auto test = [&](Sx* d) {
+      return call({builtinAtom(NativeId::EqvP, "eqv?", d->loc), key, constAtom(quoteDatum(vm_, d), d->loc)}, d->loc);
+    };
+    if (data.empty()) return constAtom(Value::boolean(false), loc);
+    Atom found = test(data[0]);
+    for (size_t j = 1; j < data.size(); ++j) {
+      Atom prev = found;
+      found = branch(prev, loc, [&] { return prev; }, [&] { return test(data[j]); });
+    }
+    return found;
+  }
+
+  // (do ((var init [step]) ...) (test expr...) command...): a loop procedure under a
+  // name no program can spell, called in tail position:
+  //   (let <loop> ((var init) ...)
+  //     (if test (begin expr...) (begin command... (<loop> step-or-var ...))))
+  // The value is that of the last expr, void without one. The parts are expanded in
+  // the order of the text (init and step of each variable, the test, the exprs, the
+  // commands), so that free variables are found in order of first occurrence; the
+  // steps are expanded into a block of their own, moved after the commands.
+  Atom doExpr(Sx* x) {
+    if (x->items.size() < 3) fail(x->loc, "do: expected (do ((var init [step]) ...) (test expr...) command...)");
+    Sx* specs = x->items[1];
+    if (specs->kind != Sx::List || specs->tail)
+      fail(specs->loc, "do: expected a list of (var init [step]) bindings");
+    struct DoVar {
+      Sx* name;
+      Sx* init;
+      Sx* step;
+    };
+    std::vector<DoVar> vars;
+    std::unordered_set<std::string> seen;
+    for (Sx* b : specs->items) {
+      if (b->kind != Sx::List || b->tail || b->items.size() < 2 || b->items.size() > 3)
+        fail(b->loc, "do: each binding must be (var init) or (var init step)");
+      const std::string& name = symbolName(b->items[0], "a do variable");
+      if (!seen.insert(name).second) fail(b->items[0]->loc, "do: duplicate variable '" + name + "'");
+      vars.push_back({b->items[0], b->items[1], b->items.size() == 3 ? b->items[2] : nullptr});
+    }
+    Sx* term = x->items[2];
+    if (term->kind != Sx::List || term->tail || term->items.empty())
+      fail(term->loc, "do: expected a termination clause (test expr...) after the bindings");
+
+    Fn* outerFn = fn_;
+    Scope* outerScope = scope_;
+    Block* outerCur = cur_;
+    Scope loopScope{{}, outerScope};
+    Var* loop = declare(loopScope, kDoLoop, x->loc, true);
+    Lambda* lam = newLambda("do", x->loc);
+    Fn fn{lam, outerFn, {}};
+    Scope params{{}, &loopScope};
+    enterFn(&fn, &params, lam->body);
+    for (auto& v : vars) lam->params.push_back(declare(params, v.name->text, v.name->loc));
+    // Inits in the outer function (where neither the loop nor its variables are
+    // bound), steps in the loop procedure.
+    Block* steps = mod_.newBlock();
+    std::vector<Atom> args{localAtom(loop, x->loc)};
+    std::vector<Atom> next;
+    for (auto& v : vars) {
+      enterFn(outerFn, outerScope, outerCur);
+      args.push_back(expr(v.init, v.name->text));
+      enterFn(&fn, &params, steps);
+      next.push_back(v.step ? expr(v.step) : resolve(v.name->text, v.name->loc));
+    }
+    enterFn(&fn, &params, lam->body);
+    Atom test = expr(term->items[0]);
+    auto done = [&] {
+      if (term->items.size() == 1) return constAtom(Value::voidValue(), term->loc);
+      return sequence(term->items, 1);
+    };
+    auto again = [&] {
+      for (size_t i = 3; i < x->items.size(); ++i) {
+        if (isForm(x->items[i], "define")) fail(x->items[i]->loc, "define: not allowed in the body of do");
+        expr(x->items[i]);
+      }
+      for (Bind& b : steps->binds) cur_->binds.push_back(std::move(b));
+      steps->binds.clear();
+      next.insert(next.begin(), resolve(kDoLoop, x->loc));
+      return call(std::move(next), x->loc);
+    };
+    lam->body->result = branch(test, term->loc, done, again);
+    enterFn(outerFn, outerScope, outerCur);
+
+    Bind rb;
+    rb.kind = Bind::Rec;
+    rb.loc = x->loc;
+    rb.recVars = {loop};
+    cur_->binds.push_back(std::move(rb));
+    Bind mb;
+    mb.kind = Bind::MakeLambda;
+    mb.loc = x->loc;
+    mb.lambda = lam;
+    mb.dst = loop;
+    emit(std::move(mb));
+    return call(std::move(args), x->loc);
   }
 
   // ---- lambda and bodies -----------------------------------------------------
