@@ -105,7 +105,8 @@ TEST_F(Primitives, RegisteredWithIdsAndArities) {
                            "write", "print", "disasm", "gc-stats"})
     EXPECT_NE(native(name), nullptr) << name;
   // Written in the prelude or registered by the interpreter, not here.
-  for (const char* name : {"map", "for-each", "fold-left", "fold-right", "filter"})
+  for (const char* name : {"map", "for-each", "fold-left", "fold-right", "filter", "memv", "assoc", "reduce",
+                           "remainder", "exact?"})
     EXPECT_TRUE(vm.global(name).isUndefined()) << name;
 }
 
