@@ -39,7 +39,8 @@ bool isStructural(NativeId id) {
     case NativeId::Cdar: case NativeId::Cddr: case NativeId::Caddr: case NativeId::Cdddr: case NativeId::List:
     case NativeId::NullP: case NativeId::PairP: case NativeId::NumberP: case NativeId::BooleanP:
     case NativeId::ProcedureP: case NativeId::StringP: case NativeId::SymbolP: case NativeId::Not:
-    case NativeId::EqP: case NativeId::EqualP: case NativeId::SZeroP: case NativeId::SCar: case NativeId::SCdr:
+    case NativeId::EqP: case NativeId::EqualP: case NativeId::EqvP: case NativeId::ListP:
+    case NativeId::SZeroP: case NativeId::SCar: case NativeId::SCdr:
     case NativeId::ListRef: case NativeId::ListTail: case NativeId::Append: case NativeId::Reverse:
     case NativeId::Materialize: case NativeId::RepResult: case NativeId::BpResult: case NativeId::CheckXbar:
       return true;

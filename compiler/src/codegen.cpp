@@ -256,6 +256,7 @@ class FnCompiler {
         }
         return true;
       case NativeId::EqP:
+      case NativeId::EqvP:  // the same predicate (primitives_lists.cpp)
         if (n != 2) return false;
         {
           uint32_t a = atomReg(*x), b = atomReg(*y);

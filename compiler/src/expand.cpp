@@ -2,14 +2,16 @@
 //
 // It resolves names against lexical scopes (unbound names are globals), records
 // each lambda's free variables in order of first occurrence, turns the derived
-// forms (let*, named let, cond, and, or, when, unless, internal defines) into the
-// core (bindings, calls, closures, conditionals, letrec groups), and names every
-// intermediate value. Recursion here follows the nesting of the source text and is
-// bounded by kMaxDepth, reported as a clean error.
+// forms (let*, named let, cond, case, do, and, or, when, unless, quasiquote,
+// internal defines) into the core (bindings, calls, closures, conditionals, letrec
+// groups), and names every intermediate value. Recursion here follows the nesting
+// of the source text (never the length of a list) and is bounded by kMaxDepth and
+// the compiler's stack budget, reported as a clean error.
 #include "expand.h"
 
 #include "stack_guard.h"
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -22,6 +24,15 @@ using namespace anf;
 namespace {
 
 constexpr int kMaxDepth = 2000;
+
+// The scope name of a `do` loop's procedure: not a symbol any program can write.
+constexpr const char* kDoLoop = "(do)";
+
+// A quasiquoted list is built from (list ...) calls of at most kQqChunk elements
+// joined by appends of at most kQqChunk lists; constant runs of kQqRun elements or
+// more are quoted pieces of their own.
+constexpr size_t kQqChunk = 64;
+constexpr size_t kQqRun = 16;
 
 struct Fn {
   Lambda* lam;
@@ -133,6 +144,13 @@ class Expander {
     return x->text;
   }
 
+  // A primitive as a constant callee, so that derived forms mean the builtin even
+  // where the program rebinds its name (a global, in a VM without primitives).
+  Atom builtinAtom(NativeId id, const char* name, SrcLoc loc) {
+    if (Native* n = vm_.builtin(id)) return constAtom(Value::object(n), loc);
+    return globalAtom(vm_.intern(name), loc);
+  }
+
   // ---- expressions -----------------------------------------------------------
 
   struct DepthGuard {
@@ -192,11 +210,14 @@ class Expander {
       if (k == "and") return andExpr(x, 1);
       if (k == "or") return orExpr(x, 1);
       if (k == "when" || k == "unless") return whenExpr(x, k == "unless");
+      if (k == "case") return caseExpr(x);
+      if (k == "do") return doExpr(x);
+      if (k == "quasiquote") return quasiquoteExpr(x);
       if (k == "define") fail(x->loc, "define: only allowed at top level or at the start of a body");
       if (k == "include") return includeExpr(x);
       if (k == "set!") fail(x->loc, "set!: dlam is a pure language; there is no assignment");
-      if (k == "quasiquote" || k == "unquote" || k == "unquote-splicing")
-        fail(x->loc, k + ": not supported");
+      if (k == "unquote" || k == "unquote-splicing")
+        fail(x->loc, k + ": only allowed inside a quasiquote (one level of unquote per level of quasiquote)");
     }
     std::vector<Atom> args;
     args.reserve(x->items.size());
@@ -290,6 +311,331 @@ class Expander {
     auto nothing = [&] { return constAtom(Value::voidValue(), x->loc); };
     if (unless) return branch(c, x->loc, nothing, body);
     return branch(c, x->loc, body, nothing);
+  }
+
+  // (case key ((datum...) expr...) ... [(else expr...)]), each clause also as
+  // (... => receiver). The key is evaluated once and compared with eqv? (numbers by
+  // value, symbols, booleans and '() by identity); clauses chain like cond's.
+  Atom caseExpr(Sx* x) {
+    if (x->items.size() < 2) fail(x->loc, "case: expected (case key clause...)");
+    Atom key = expr(x->items[1]);
+    if (key.kind == Atom::Global) {
+      Bind b;
+      b.kind = Bind::Copy;
+      b.loc = x->items[1]->loc;
+      b.atom = key;
+      key = localAtom(emit(std::move(b)), key.loc);
+    }
+    return caseClauses(x, key, 2);
+  }
+
+  Atom caseClauses(Sx* x, const Atom& key, size_t i) {
+    if (i >= x->items.size()) return constAtom(Value::voidValue(), x->loc);
+    Sx* clause = x->items[i];
+    if (clause->kind != Sx::List || clause->tail || clause->items.empty())
+      fail(clause->loc, "case: each clause must be ((datum...) expr...) or (else expr...)");
+    Sx* data = clause->items[0];
+    bool isElse = data->isSymbol("else") && !lookup("else");
+    if (isElse && i + 1 != x->items.size()) fail(clause->loc, "case: else must be the last clause");
+    if (!isElse && (data->kind != Sx::List || data->tail))
+      fail(data->loc, "case: a clause must start with a list of data, as in ((1 2) expr), or else");
+    if (clause->items.size() < 2)
+      fail(clause->loc, isElse ? "case: else clause needs a body" : "case: clause needs a body");
+    auto consequent = [&] {
+      if (clause->items[1]->isSymbol("=>") && !lookup("=>")) {
+        if (clause->items.size() != 3) fail(clause->loc, "case: expected (data => receiver)");
+        Atom f = expr(clause->items[2]);
+        return call({f, key}, clause->loc);
+      }
+      return sequence(clause->items, 1);
+    };
+    if (isElse) return consequent();
+    Atom match = caseMatch(key, data->items, data->loc);
+    return branch(match, clause->loc, consequent, [&] { return caseClauses(x, key, i + 1); });
+  }
+
+  // Whether key is eqv? to one of the data: a flat run of conditionals (each takes
+  // the previous result if true, else tests the next datum), nested by none.
+  Atom caseMatch(const Atom& key, const std::vector<Sx*>& data, SrcLoc loc) {
+    auto test = [&](Sx* d) {
+      return call({builtinAtom(NativeId::EqvP, "eqv?", d->loc), key, constAtom(quoteDatum(vm_, d), d->loc)}, d->loc);
+    };
+    if (data.empty()) return constAtom(Value::boolean(false), loc);
+    Atom found = test(data[0]);
+    for (size_t j = 1; j < data.size(); ++j) {
+      Atom prev = found;
+      found = branch(prev, loc, [&] { return prev; }, [&] { return test(data[j]); });
+    }
+    return found;
+  }
+
+  // (do ((var init [step]) ...) (test expr...) command...): a loop procedure under a
+  // name no program can spell, called in tail position:
+  //   (let <loop> ((var init) ...)
+  //     (if test (begin expr...) (begin command... (<loop> step-or-var ...))))
+  // The value is that of the last expr, void without one. The parts are expanded in
+  // the order of the text (init and step of each variable, the test, the exprs, the
+  // commands), so that free variables are found in order of first occurrence; the
+  // steps are expanded into a block of their own, moved after the commands.
+  Atom doExpr(Sx* x) {
+    if (x->items.size() < 3) fail(x->loc, "do: expected (do ((var init [step]) ...) (test expr...) command...)");
+    Sx* specs = x->items[1];
+    if (specs->kind != Sx::List || specs->tail)
+      fail(specs->loc, "do: expected a list of (var init [step]) bindings");
+    struct DoVar {
+      Sx* name;
+      Sx* init;
+      Sx* step;
+    };
+    std::vector<DoVar> vars;
+    std::unordered_set<std::string> seen;
+    for (Sx* b : specs->items) {
+      if (b->kind != Sx::List || b->tail || b->items.size() < 2 || b->items.size() > 3)
+        fail(b->loc, "do: each binding must be (var init) or (var init step)");
+      const std::string& name = symbolName(b->items[0], "a do variable");
+      if (!seen.insert(name).second) fail(b->items[0]->loc, "do: duplicate variable '" + name + "'");
+      vars.push_back({b->items[0], b->items[1], b->items.size() == 3 ? b->items[2] : nullptr});
+    }
+    Sx* term = x->items[2];
+    if (term->kind != Sx::List || term->tail || term->items.empty())
+      fail(term->loc, "do: expected a termination clause (test expr...) after the bindings");
+
+    Fn* outerFn = fn_;
+    Scope* outerScope = scope_;
+    Block* outerCur = cur_;
+    Scope loopScope{{}, outerScope};
+    Var* loop = declare(loopScope, kDoLoop, x->loc, true);
+    Lambda* lam = newLambda("do", x->loc);
+    Fn fn{lam, outerFn, {}};
+    Scope params{{}, &loopScope};
+    enterFn(&fn, &params, lam->body);
+    for (auto& v : vars) lam->params.push_back(declare(params, v.name->text, v.name->loc));
+    // Inits in the outer function (where neither the loop nor its variables are
+    // bound), steps in the loop procedure.
+    Block* steps = mod_.newBlock();
+    std::vector<Atom> args{localAtom(loop, x->loc)};
+    std::vector<Atom> next;
+    for (auto& v : vars) {
+      enterFn(outerFn, outerScope, outerCur);
+      args.push_back(expr(v.init, v.name->text));
+      enterFn(&fn, &params, steps);
+      next.push_back(v.step ? expr(v.step) : resolve(v.name->text, v.name->loc));
+    }
+    enterFn(&fn, &params, lam->body);
+    Atom test = expr(term->items[0]);
+    auto done = [&] {
+      if (term->items.size() == 1) return constAtom(Value::voidValue(), term->loc);
+      return sequence(term->items, 1);
+    };
+    auto again = [&] {
+      for (size_t i = 3; i < x->items.size(); ++i) {
+        if (isForm(x->items[i], "define")) fail(x->items[i]->loc, "define: not allowed in the body of do");
+        expr(x->items[i]);
+      }
+      for (Bind& b : steps->binds) cur_->binds.push_back(std::move(b));
+      steps->binds.clear();
+      next.insert(next.begin(), resolve(kDoLoop, x->loc));
+      return call(std::move(next), x->loc);
+    };
+    lam->body->result = branch(test, term->loc, done, again);
+    enterFn(outerFn, outerScope, outerCur);
+
+    Bind rb;
+    rb.kind = Bind::Rec;
+    rb.loc = x->loc;
+    rb.recVars = {loop};
+    cur_->binds.push_back(std::move(rb));
+    Bind mb;
+    mb.kind = Bind::MakeLambda;
+    mb.loc = x->loc;
+    mb.lambda = lam;
+    mb.dst = loop;
+    emit(std::move(mb));
+    return call(std::move(args), x->loc);
+  }
+
+  // ---- quasiquote ------------------------------------------------------------
+  //
+  // `tmpl is the datum tmpl except where ,expr puts a value and ,@expr splices a
+  // list. A nested ` raises the level and , or ,@ lowers it; only level-1 unquotes
+  // are evaluated, the others stay in the data. Parts that contain no unquote at
+  // all are quoted constants (converted iteratively, whatever their size). A list
+  // is built left to right from pieces (a long constant run, a (list e...), a
+  // spliced list) joined by append, so the expander loops along a list and recurses
+  // only into nested lists that contain unquotes (under the depth guard).
+
+  Atom quasiquoteExpr(Sx* x) {
+    if (x->items.size() != 2) fail(x->loc, "quasiquote: expected exactly one template");
+    markDynamic(x->items[1]);
+    return qq(x->items[1], 1);
+  }
+
+  static bool isUnquoteSymbol(const Sx* x) {
+    return x->isSymbol("unquote") || x->isSymbol("unquote-splicing");
+  }
+
+  // Records every list under `root` that contains an unquote symbol at any depth
+  // (post-order over an explicit stack). The others are constants.
+  void markDynamic(Sx* root) {
+    struct Item {
+      Sx* x;
+      bool expanded;
+    };
+    std::vector<Item> work{{root, false}};
+    while (!work.empty()) {
+      Item it = work.back();
+      work.pop_back();
+      Sx* x = it.x;
+      if (x->kind != Sx::List) continue;
+      if (!it.expanded) {
+        work.push_back({x, true});
+        for (Sx* c : x->items) work.push_back({c, false});
+        if (x->tail) work.push_back({x->tail, false});
+        continue;
+      }
+      bool dynamic = x->tail && qqDynamic_.count(x->tail);
+      for (size_t i = 0; i < x->items.size() && !dynamic; ++i)
+        dynamic = isUnquoteSymbol(x->items[i]) || qqDynamic_.count(x->items[i]);
+      if (dynamic) qqDynamic_.insert(x);
+    }
+  }
+
+  bool dynamic(const Sx* x) const { return qqDynamic_.count(x) != 0; }
+
+  // The keyword of a (quasiquote e), (unquote e) or (unquote-splicing e), else null.
+  const char* qqKeyword(const Sx* x) const {
+    if (x->kind != Sx::Symbol || lookup(x->text)) return nullptr;
+    for (const char* kw : {"quasiquote", "unquote", "unquote-splicing"})
+      if (x->text == kw) return kw;
+    return nullptr;
+  }
+  const char* qqForm(const Sx* x) const {
+    if (x->kind != Sx::List || x->tail || x->items.size() != 2) return nullptr;
+    return qqKeyword(x->items[0]);
+  }
+  bool isSplice(const Sx* x, int level) const {
+    const char* kw = qqForm(x);
+    return level == 1 && kw && std::strcmp(kw, "unquote-splicing") == 0;
+  }
+
+  Atom qq(Sx* x, int level) {
+    DepthGuard guard(*this, x->loc);
+    if (!dynamic(x)) return constAtom(quoteDatum(vm_, x), x->loc);
+    if (const char* kw = qqForm(x)) {
+      Sx* e = x->items[1];
+      int inner = std::strcmp(kw, "quasiquote") == 0 ? level + 1 : level - 1;
+      if (inner == 0) {
+        if (std::strcmp(kw, "unquote") == 0) return expr(e);
+        fail(x->loc, "unquote-splicing: ,@ must be an element of a list, not a whole template or a dotted tail");
+      }
+      // Kept as data: (kw . (e)) with (e) a list at the inner level, where ,@ may splice.
+      Sx* rest = arena_.make(Sx::List, e->loc);
+      rest->items = {e};
+      if (dynamic(e)) qqDynamic_.insert(rest);
+      Atom restAtom = qq(rest, inner);
+      return call({builtinAtom(NativeId::Cons, "cons", x->loc), constAtom(vm_.symbol(kw), x->loc), restAtom}, x->loc);
+    }
+    if (level == 1 && !x->items.empty() && isUnquoteSymbol(x->items[0]) && qqKeyword(x->items[0]))
+      fail(x->loc, x->items[0]->text + ": expected exactly one expression");
+    return qqList(x, level);
+  }
+
+  // Checks a spliced value that other elements follow (append would otherwise
+  // report the failure under its own name).
+  Atom qqCheckedSplice(Sx* form, Atom v) {
+    Atom ok = call({builtinAtom(NativeId::ListP, "list?", form->loc), v}, form->loc);
+    return branch(
+        ok, form->loc, [&] { return v; },
+        [&] {
+          Atom msg = constAtom(vm_.makeString("unquote-splicing: expected a list, got"), form->loc);
+          return call({builtinAtom(NativeId::Error, "error", form->loc), msg, v}, form->loc);
+        });
+  }
+
+  // Adds a piece of a quasiquoted list to those joined by append. Full groups of
+  // kQqChunk are joined as they fill (a group of groups at the next level), so no
+  // call gets more arguments and few values are pending at once.
+  void qqAdd(std::vector<std::vector<Atom>>& levels, Atom piece, SrcLoc loc) {
+    for (size_t k = 0;; ++k) {
+      if (levels.size() == k) levels.emplace_back();
+      levels[k].push_back(piece);
+      if (levels[k].size() < kQqChunk) return;
+      std::vector<Atom> args{builtinAtom(NativeId::Append, "append", loc)};
+      args.insert(args.end(), levels[k].begin(), levels[k].end());
+      levels[k].clear();
+      piece = call(std::move(args), loc);
+    }
+  }
+
+  // Appends the pending pieces in order: the higher levels hold the earlier ones.
+  Atom qqJoin(std::vector<std::vector<Atom>>& levels, SrcLoc loc) {
+    std::vector<Atom> args{builtinAtom(NativeId::Append, "append", loc)};
+    for (size_t k = levels.size(); k-- > 0;) args.insert(args.end(), levels[k].begin(), levels[k].end());
+    if (args.size() == 1) return constAtom(Value::nil(), loc);
+    if (args.size() == 2) return args[1];
+    return call(std::move(args), loc);
+  }
+
+  Atom qqList(Sx* x, int level) {
+    size_t n = x->items.size();
+    Sx* tail = x->tail;
+    // (a unquote b) is the same datum as (a . ,b).
+    if (!tail && n >= 3 && qqKeyword(x->items[n - 2])) {
+      Sx* t = arena_.make(Sx::List, x->items[n - 2]->loc);
+      t->items = {x->items[n - 2], x->items[n - 1]};
+      if (isUnquoteSymbol(x->items[n - 2]) || dynamic(x->items[n - 1])) qqDynamic_.insert(t);
+      tail = t;
+      n -= 2;
+    }
+    std::vector<std::vector<Atom>> levels;  // pieces for append; the last one is shared
+    std::vector<Atom> group;                // the elements of the next (list ...) piece
+    auto flush = [&](SrcLoc loc) {
+      if (group.empty()) return;
+      group.insert(group.begin(), builtinAtom(NativeId::List, "list", loc));
+      qqAdd(levels, call(std::move(group), loc), loc);
+      group.clear();
+    };
+    auto element = [&](Atom a, SrcLoc loc) {
+      group.push_back(a);
+      if (group.size() == kQqChunk) flush(loc);
+    };
+    bool tailDone = false;
+    size_t i = 0;
+    while (i < n) {
+      Sx* item = x->items[i];
+      if (isSplice(item, level)) {
+        flush(item->loc);
+        Atom v = expr(item->items[1]);
+        qqAdd(levels, i + 1 == n && !tail ? v : qqCheckedSplice(item, v), item->loc);
+        ++i;
+      } else if (dynamic(item)) {
+        element(qq(item, level), item->loc);
+        ++i;
+      } else {
+        // A constant run: its own quoted piece when long or when it ends the list
+        // with a constant dotted tail, else elements of the (list ...).
+        size_t j = i;
+        while (j < n && !dynamic(x->items[j])) ++j;
+        bool toEnd = j == n && (!tail || !dynamic(tail));
+        if (j - i >= kQqRun || (toEnd && tail)) {
+          flush(item->loc);
+          Sx* run = arena_.make(Sx::List, item->loc);
+          run->items.assign(x->items.begin() + static_cast<std::ptrdiff_t>(i),
+                            x->items.begin() + static_cast<std::ptrdiff_t>(j));
+          if (toEnd) {
+            run->tail = tail;
+            tailDone = true;
+          }
+          qqAdd(levels, constAtom(quoteDatum(vm_, run), item->loc), item->loc);
+          i = j;
+        } else {
+          for (; i < j; ++i) element(constAtom(quoteDatum(vm_, x->items[i]), x->items[i]->loc), x->items[i]->loc);
+        }
+      }
+    }
+    flush(x->loc);
+    if (tail && !tailDone) qqAdd(levels, qq(tail, level), tail->loc);
+    return qqJoin(levels, x->loc);
   }
 
   // ---- lambda and bodies -----------------------------------------------------
@@ -540,6 +886,7 @@ class Expander {
   std::unordered_set<Var*> uninit_;
   int depth_ = 0;
   int includeDepth_ = 0;
+  std::unordered_set<const Sx*> qqDynamic_;  // lists of quasiquote templates holding an unquote
   StackGuard stack_;
 };
 

@@ -1,5 +1,5 @@
 // primitives_lists.cpp — the data primitives of SPEC §2: pairs and lists, type
-// predicates, eq?/equal?, strings and iota.
+// predicates (and list?), eq?/eqv?/equal?, strings and iota.
 //
 // Everything that walks a list or a structure loops (equal? with an explicit
 // stack): lists of a million elements and deeply nested data must not grow the
@@ -148,7 +148,17 @@ Value stringP(VM&, Value* a, int) { return Value::boolean(isString(unwrap(a[0]))
 Value symbolP(VM&, Value* a, int) { return Value::boolean(isSymbol(unwrap(a[0]))); }
 Value notP(VM&, Value* a, int) { return Value::boolean(unwrap(a[0]).isFalse()); }
 
-// ---- eq? and equal? -----------------------------------------------------------
+// A proper list: '() or pairs ending in '() (pairs are immutable, so no cycles).
+Value listP(VM&, Value* a, int) {
+  Value l = unwrap(a[0]);
+  while (isPair(l)) l = unwrap(asPair(l)->cdr);
+  return Value::boolean(l.isNil());
+}
+
+// ---- eq?, eqv? and equal? -----------------------------------------------------
+//
+// All numbers are doubles compared by value, so eqv? is eq?: numbers by `=` (0 and
+// -0 are eqv?, +nan.0 is eqv? to nothing), everything else by identity.
 
 bool isNumeric(Value v) { return v.isNumber() || v.isZero(); }
 double numericValue(Value v) { return v.isNumber() ? v.asNumber() : 0.0; }
@@ -198,7 +208,14 @@ bool equalValues(Value x0, Value y0) {
   return true;
 }
 
-Value eqP(VM&, Value* a, int) { return Value::boolean(eqValues(a[0], a[1])); }
+// eq? and eqv?: eqValues with numbers compared before bits, as the EQP opcode does
+// (which decides them without calling this), so that +nan.0 is never eq? and the
+// answer does not depend on the path. equal? keeps eqValues for its leaves.
+Value eqP(VM&, Value* a, int) {
+  Value x = unwrap(a[0]), y = unwrap(a[1]);
+  if (isNumeric(x) && isNumeric(y)) return Value::boolean(numericValue(x) == numericValue(y));
+  return Value::boolean(eqValues(x, y));
+}
 Value equalP(VM&, Value* a, int) { return Value::boolean(equalValues(a[0], a[1])); }
 
 // ---- strings -----------------------------------------------------------------
@@ -267,6 +284,8 @@ void openListPrimitives(VM& vm) {
   vm.defineNative("not", notP, 1, 1, idOf(NativeId::Not));
   vm.defineNative("eq?", eqP, 2, 2, idOf(NativeId::EqP));
   vm.defineNative("equal?", equalP, 2, 2, idOf(NativeId::EqualP));
+  vm.defineNative("eqv?", eqP, 2, 2, idOf(NativeId::EqvP));
+  vm.defineNative("list?", listP, 1, 1, idOf(NativeId::ListP));
   vm.defineNative("number->string", numberToString, 1, 2, idOf(NativeId::NumberToString));
   vm.defineNative("string-append", stringAppend, 0, -1, idOf(NativeId::StringAppend));
   vm.defineNative("iota", iota, 1, 3, idOf(NativeId::Iota));

@@ -89,6 +89,7 @@ TEST_F(Primitives, RegisteredWithIdsAndArities) {
       {"equal?", NativeId::EqualP, 2, 2}, {"iota", NativeId::Iota, 1, 3},       {"display", NativeId::Display, 1, 1},
       {"newline", NativeId::Newline, 0, 0}, {"error", NativeId::Error, 1, -1}, {"assert", NativeId::Assert, 1, 2},
       {"number->string", NativeId::NumberToString, 1, 2}, {"string-append", NativeId::StringAppend, 0, -1},
+      {"eqv?", NativeId::EqvP, 2, 2},     {"list?", NativeId::ListP, 1, 1},
   };
   for (const Expect& e : table) {
     dlam::Native* nat = native(e.name);
@@ -104,7 +105,8 @@ TEST_F(Primitives, RegisteredWithIdsAndArities) {
                            "write", "print", "disasm", "gc-stats"})
     EXPECT_NE(native(name), nullptr) << name;
   // Written in the prelude or registered by the interpreter, not here.
-  for (const char* name : {"map", "for-each", "fold-left", "fold-right", "filter"})
+  for (const char* name : {"map", "for-each", "fold-left", "fold-right", "filter", "memv", "assoc", "reduce",
+                           "remainder", "exact?"})
     EXPECT_TRUE(vm.global(name).isUndefined()) << name;
 }
 
@@ -333,6 +335,10 @@ TEST_F(Primitives, TypePredicates) {
   EXPECT_TRUE(truth("not", {Value::boolean(false)}));
   EXPECT_FALSE(truth("not", {Value::nil()}));
   EXPECT_FALSE(truth("not", {n(0)}));
+  EXPECT_TRUE(truth("list?", {Value::nil()}));
+  EXPECT_TRUE(truth("list?", {list({n(1), rev(n(2))})}));
+  EXPECT_FALSE(truth("list?", {vm.cons(n(1), n(2))}));
+  EXPECT_FALSE(truth("list?", {n(1)}));
 }
 
 TEST_F(Primitives, EqAndEqual) {
@@ -347,6 +353,14 @@ TEST_F(Primitives, EqAndEqual) {
   EXPECT_TRUE(truth("eq?", {rev(rev(n(3))), rev(rev(n(3)))}));
   EXPECT_FALSE(truth("eq?", {rev(n(3)), rev(n(4))}));
   EXPECT_FALSE(truth("eq?", {rev(n(3)), n(3)}));
+  // As the EQP opcode: +nan.0 is = to nothing, so not eq? either.
+  EXPECT_FALSE(truth("eq?", {Value::numberChecked(NAN), Value::numberChecked(NAN)}));
+
+  // eqv? is eq? (numbers are doubles compared by value).
+  for (Value a : {p, sym("a"), n(2.5), n(0), Value::nil(), s("a"), rev(n(3))})
+    for (Value b : {p, sym("a"), n(2.5), n(-0.0), Value::nil(), s("a"), rev(n(3)), n(3)})
+      EXPECT_EQ(truth("eqv?", {a, b}), truth("eq?", {a, b})) << vm.show(a) << " " << vm.show(b);
+  EXPECT_FALSE(truth("eqv?", {Value::numberChecked(NAN), Value::numberChecked(NAN)}));
 
   EXPECT_TRUE(truth("equal?", {p, list({n(1), n(2)})}));
   EXPECT_FALSE(truth("equal?", {p, list({n(1), n(2), n(3)})}));

@@ -18,7 +18,7 @@ enum class NativeId : uint16_t {
   // data
   Cons, Car, Cdr, Caar, Cadr, Cdar, Cddr, Caddr, Cdddr, List, Length, Append, Reverse, ListRef,
   ListTail, NullP, PairP, NumberP, BooleanP, ProcedureP, StringP, SymbolP, Not, EqP, EqualP,
-  NumberToString, StringAppend, Iota,
+  EqvP, ListP, NumberToString, StringAppend, Iota,
   // control
   Apply,
   // output and errors
