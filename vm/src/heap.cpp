@@ -1,11 +1,11 @@
 // heap.cpp — allocation and garbage collection for one VM.
 //
-// Every object comes from the VM's own mimalloc heap; the sweeper visits the heap's
-// blocks (mi_heap_visit_blocks), so objects need no link field. Collection is precise mark-and-sweep, marking with an explicit work list (never
-// recursion), and runs only at safe points of the interpreter and between top-level forms,
-// where every live value is in a register, a global, a temporary root or a handle.
-#include <mimalloc.h>
-
+// Objects live in the VM's arena (dlam/arena.h), whose sweep walks its pages, so objects
+// need no link field. Collection is precise mark-and-sweep, marking with an explicit work
+// list (never recursion), and runs only at safe points of the interpreter and between
+// top-level forms, where every live value is in a register, a global, a temporary root
+// or a handle. The bytes counted (heap limit, collection threshold, statistics) are the
+// objects' footprints in the arena.
 #include <new>
 
 #include "dlam/vm.h"
@@ -14,27 +14,9 @@ namespace dlam {
 
 namespace {
 constexpr uint64_t kMinGcThreshold = 1u << 20;
-
-size_t objectSize(const Obj* o) {
-  switch (o->type) {
-    case ObjType::String: return offsetof(String, chars) + o->aux + 1;
-    case ObjType::Symbol: return sizeof(Symbol);
-    case ObjType::Pair: return sizeof(Pair);
-    case ObjType::Closure: return offsetof(Closure, upvals) + sizeof(Value) * (o->aux ? o->aux : 1);
-    case ObjType::Proto: return sizeof(Proto);
-    case ObjType::Native: return sizeof(Native);
-    case ObjType::Rev: return sizeof(Rev);
-    case ObjType::Attached: return sizeof(Attached);
-    case ObjType::Foreign: return sizeof(Native);
-    case ObjType::Vector: return offsetof(Vector, items) + sizeof(double) * (o->aux ? o->aux : 1);
-  }
-  return 0;
-}
 }  // namespace
 
 VM::VM(const Config& config) : config_(config) {
-  heap_ = mi_heap_new();
-  if (!heap_) throw std::bad_alloc();
   stack_.resize(1024);
   frames_.reserve(64);
   nextGc_ = gcThreshold_ = kMinGcThreshold;
@@ -55,26 +37,14 @@ void finalize(Obj* o) {
     default: break;
   }
 }
-
-// The sweeper's visit of one heap block: unmark the live, collect the dead.
-bool visitBlock(const mi_heap_t*, const mi_heap_area_t*, void* block, size_t, void* arg) {
-  if (!block) return true;
-  auto* o = static_cast<Obj*>(block);
-  if (o->marked)
-    o->marked = 0;
-  else
-    static_cast<std::vector<Obj*>*>(arg)->push_back(o);
-  return true;
-}
 }  // namespace
 
 VM::~VM() {
-  // Objects that own C++ members are destroyed one by one; the rest goes with the heap.
+  // Objects that own C++ members are destroyed one by one; the rest goes with the arena.
   for (Obj* o : finalizable_) finalize(o);
-  mi_heap_destroy(heap_);
 }
 
-void VM::allocationThreshold(size_t bytes) {
+void VM::allocationThreshold(uint64_t bytes) {
   if (failAllocationAt && ++allocationCount_ == failAllocationAt) {
     bytesAllocated_ -= bytes;
     --liveObjects_;
@@ -88,16 +58,23 @@ void VM::allocationThreshold(size_t bytes) {
     gcRequested_ = true;
     limitError("heap limit exceeded (" + std::to_string(config_.heapLimitMb) + " MB)");
   }
+  pastThreshold();
+}
+
+// The counted bytes reached nextGc_ (and are within the limit): ask for a collection at
+// the next safe point.
+void VM::pastThreshold() {
   gcRequested_ = true;
 #ifdef DLAM_GC_STRESS
   nextGc_ = 0;  // every allocation asks for a collection at the next safe point
 #else
   // Until the collection runs, only the heap limit needs checking.
+  uint64_t limit = config_.heapLimitMb << 20;
   nextGc_ = failAllocationAt ? 0 : (limit ? limit : UINT64_MAX);
 #endif
 }
 
-void VM::outOfMemory(size_t bytes) {
+void VM::outOfMemory(uint64_t bytes) {
   bytesAllocated_ -= bytes;
   --liveObjects_;
   limitError("out of memory");
@@ -312,15 +289,9 @@ void VM::collectGarbage() {
 }
 
 void VM::sweep() {
-  // Collect blocks freed from other threads first, so the visit sees only live blocks.
-  mi_heap_collect(heap_, false);
-  std::vector<Obj*> dead;
-  mi_heap_visit_blocks(heap_, true, visitBlock, &dead);
-  for (Obj* o : dead) {
-    bytesAllocated_ -= objectSize(o);
-    --liveObjects_;
-    mi_free(o);
-  }
+  Arena::Freed freed = arena_.sweep();
+  bytesAllocated_ -= freed.bytes;
+  liveObjects_ -= freed.objects;
 }
 
 GcStats VM::gcStats() const {
@@ -328,6 +299,9 @@ GcStats VM::gcStats() const {
   if (bytesAllocated_ > s.peakBytes) s.peakBytes = bytesAllocated_;
   s.liveObjects = liveObjects_;
   s.liveBytes = bytesAllocated_;
+  s.pages = arena_.pages();
+  s.largeObjects = arena_.largeObjects();
+  s.heldBytes = arena_.heldBytes();
   return s;
 }
 
