@@ -5,7 +5,7 @@
 // list (never recursion), and runs only at safe points of the interpreter and between
 // top-level forms, where every live value is in a register, a global, a temporary root
 // or a handle. The bytes counted (heap limit, collection threshold, statistics) are the
-// objects' footprints in the arena.
+// objects' footprints in the arena plus the C++ memory of compiled protos.
 #include <new>
 
 #include "dlam/vm.h"
@@ -14,6 +14,28 @@ namespace dlam {
 
 namespace {
 constexpr uint64_t kMinGcThreshold = 1u << 20;
+
+// The heap memory of a std::string (none when the characters are stored inside it).
+uint64_t stringBytes(const std::string& s) {
+  const char* self = reinterpret_cast<const char*>(&s);
+  if (s.data() >= self && s.data() < self + sizeof s) return 0;
+  return s.capacity() + 1;
+}
+
+template <class T>
+uint64_t vectorBytes(const std::vector<T>& v) {
+  return v.capacity() * sizeof(T);
+}
+
+// The C++ memory a Proto owns beyond its slot (its IR is shared with other protos of its
+// compilation unit and not counted).
+uint64_t protoBytes(const Proto& p) {
+  uint64_t n = vectorBytes(p.code) + vectorBytes(p.constants) + vectorBytes(p.protos) + vectorBytes(p.captures) +
+               vectorBytes(p.locs) + vectorBytes(p.freeVars) + stringBytes(p.name) + stringBytes(p.file);
+  for (const auto& c : p.captures) n += vectorBytes(c);
+  for (const auto& v : p.freeVars) n += stringBytes(v);
+  return n;
+}
 }  // namespace
 
 VM::VM(const Config& config) : config_(config) {
@@ -37,6 +59,7 @@ void finalize(Obj* o) {
     default: break;
   }
 }
+
 }  // namespace
 
 VM::~VM() {
@@ -72,6 +95,22 @@ void VM::pastThreshold() {
   uint64_t limit = config_.heapLimitMb << 20;
   nextGc_ = failAllocationAt ? 0 : (limit ? limit : UINT64_MAX);
 #endif
+}
+
+void VM::noteProtoBytes(Proto* p) {
+  uint64_t bytes = protoBytes(*p);
+  bytesAllocated_ = bytesAllocated_ - p->ownedBytes + bytes;
+  p->ownedBytes = bytes;
+  if (bytesAllocated_ < nextGc_) return;
+  if (bytesAllocated_ > stats_.peakBytes) stats_.peakBytes = bytesAllocated_;
+  uint64_t limit = config_.heapLimitMb << 20;
+  if (limit && bytesAllocated_ > limit) {
+    // The proto exists and stays counted; collecting it (it is garbage once the
+    // compilation unwinds) uncounts it.
+    gcRequested_ = true;
+    limitError("heap limit exceeded (" + std::to_string(config_.heapLimitMb) + " MB)");
+  }
+  pastThreshold();
 }
 
 void VM::outOfMemory(uint64_t bytes) {
@@ -263,10 +302,12 @@ void VM::collectGarbage() {
   // Objects owning C++ members are finalised here, before their blocks are freed.
   size_t kept = 0;
   for (Obj* o : finalizable_) {
-    if (o->marked)
+    if (o->marked) {
       finalizable_[kept++] = o;
-    else
+    } else {
+      if (o->type == ObjType::Proto) bytesAllocated_ -= static_cast<Proto*>(o)->ownedBytes;
       finalize(o);
+    }
   }
   finalizable_.resize(kept);
   sweep();
@@ -279,7 +320,7 @@ void VM::collectGarbage() {
   uint64_t limit = config_.heapLimitMb << 20;
   uint64_t next = std::max<uint64_t>(bytesAllocated_ * 2, kMinGcThreshold);
   if (limit && next > limit) next = std::max<uint64_t>(bytesAllocated_ + (limit - std::min(limit, bytesAllocated_)) / 2, bytesAllocated_ + 1);
-  if (limit && next > limit) next = std::max<uint64_t>(limit - limit / 8, bytesAllocated_ + (limit - bytesAllocated_) / 2);
+  if (limit && next > limit) next = std::max<uint64_t>(limit - limit / 8, bytesAllocated_ + (limit - std::min(limit, bytesAllocated_)) / 2);
   gcThreshold_ = next;
   nextGc_ = failAllocationAt ? 0 : next;
 #ifdef DLAM_GC_STRESS

@@ -101,6 +101,7 @@ struct Proto : Obj {
   Proto* transformed = nullptr;             // memoised reverse transform
   Proto* primal = nullptr;                  // for a transformed proto: the proto it came from
   uint16_t adLevel = 0;                     // how many reverse transforms made this proto
+  uint64_t ownedBytes = 0;                  // the C++ memory above, as counted by VM::noteProtoBytes
 };
 
 using NativeFn = Value (*)(VM& vm, Value* args, int nargs);

@@ -82,6 +82,11 @@ class VM {
     std::memcpy(mem, &header, sizeof header);
     return static_cast<Obj*>(mem);
   }
+  // Counts the C++ memory a filled Proto owns (its code, constants, line table...) as
+  // heap bytes, so the heap limit covers compiled code; the compiler calls it when it
+  // has filled the proto, and the sweeper uncounts the same number when the proto dies.
+  // May raise the heap-limit error (the proto stays counted until it is collected).
+  void noteProtoBytes(Proto* p);
 
   // Registers an object that owns C++ members (its destructor runs when it dies).
   void track(Obj* o) { finalizable_.push_back(o); }
