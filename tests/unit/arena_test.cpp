@@ -172,6 +172,24 @@ TEST(Arena, AnImpossibleSizeIsNull) {
   EXPECT_EQ(a.largeObjects(), 0u);
 }
 
+#ifdef DLAM_ARENA_ASAN
+// Under AddressSanitizer a freed slot's body is poisoned (a use of a collected object is
+// reported), and unpoisoned when the slot is allocated again.
+TEST(Arena, FreedSlotsArePoisonedUnderAsan) {
+  Arena a;
+  Made live = make(a, 64, 5);
+  Made dead = make(a, 64, 6);
+  EXPECT_EQ(__asan_region_is_poisoned(dead.p, 64), nullptr);
+  mark(live);
+  a.sweep();
+  EXPECT_NE(__asan_region_is_poisoned(dead.p, 64), nullptr);
+  EXPECT_EQ(__asan_region_is_poisoned(live.p, 64), nullptr);
+  char* again = static_cast<char*>(a.allocate(64));
+  EXPECT_EQ(again, dead.p);
+  EXPECT_EQ(__asan_region_is_poisoned(again, 64), nullptr);
+}
+#endif
+
 // ---- the VM's accounting ------------------------------------------------------------------
 
 dlam::Config config(uint64_t heapLimitMb) {
