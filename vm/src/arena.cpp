@@ -1,8 +1,9 @@
 // arena.cpp — the slow paths of the arena (arena.h): new pages, large blocks, the sweep.
 //
-// A page is kPageBytes from mi_malloc: a Page header, then slots of one size, each
-// either an object or a free slot (header kFreeType, next free slot at offset 8). The
-// sweep walks each page's slots backwards, pushing the free and the dead ones on the
+// A page is kPageBytes from mi_malloc: a Page header, then slots of one size. Its first
+// `carved` slots have been handed out, each now an object or a free slot (header
+// kFreeType, next free slot at offset 8); the others have never been touched. The sweep
+// walks each page's carved slots backwards, pushing the free and the dead ones on the
 // class's free list, so the list runs forwards through memory, page after page; a page
 // found empty is unlinked and its slots taken off the list again. Under AddressSanitizer
 // the body of every free slot (past its header and link) is poisoned, so a use of a
@@ -11,6 +12,7 @@
 
 #include <mimalloc.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #if defined(__SANITIZE_THREAD__)
@@ -91,18 +93,25 @@ void Arena::releasePage(Page* p) {
 }
 
 void* Arena::refill(size_t c) {
-  auto* p = static_cast<Page*>(systemAllocate(kPageBytes));
-  if (!p) return nullptr;
+  // The free list is empty: carve the next slots of the newest page, or of a new one.
+  Page* p = pages_[c];
   size_t size = (c + 1) * kGranule;
-  p->slotSize = static_cast<uint32_t>(size);
-  p->slots = static_cast<uint32_t>((kPageBytes - kPageHeader) / size);
-  p->next = pages_[c];
-  pages_[c] = p;
-  ++pageCount_;
+  if (!p || p->carved == p->slots) {
+    p = static_cast<Page*>(systemAllocate(kPageBytes));
+    if (!p) return nullptr;
+    p->slotSize = static_cast<uint32_t>(size);
+    p->slots = static_cast<uint32_t>((kPageBytes - kPageHeader) / size);
+    p->carved = 0;
+    p->next = pages_[c];
+    pages_[c] = p;
+    ++pageCount_;
+  }
+  uint32_t n = std::min<uint32_t>(p->slots - p->carved, std::max<uint32_t>(1, kCarveBytes / size));
+  char* first = reinterpret_cast<char*>(p) + kPageHeader + size_t(p->carved) * size;
+  p->carved += n;
   // The first slot is the result; the others make the free list, in address order.
-  char* first = reinterpret_cast<char*>(p) + kPageHeader;
   char* next = nullptr;
-  for (uint32_t i = p->slots; i-- > 1;) {
+  for (uint32_t i = n; i-- > 1;) {
     char* s = first + size_t(i) * size;
     setFree(s, next);
     poisonBody(s, size);
@@ -136,7 +145,7 @@ Arena::Freed Arena::sweep() {
       size_t size = p->slotSize;
       char* first = reinterpret_cast<char*>(p) + kPageHeader;
       uint32_t live = 0;
-      for (char* s = first + size_t(p->slots) * size; s != first;) {
+      for (char* s = first + size_t(p->carved) * size; s != first;) {
         s -= size;
         // The type and mark bytes, read as bytes (a slot is an object or a free slot).
         auto type = static_cast<ObjType>(static_cast<uint8_t>(s[offsetof(Obj, type)]));

@@ -5,7 +5,8 @@
 // back with mi_free, so a VM may move from thread to thread. Objects of up to kMaxSmall
 // bytes are rounded up to a multiple of 16 and take a slot in a page of that size class;
 // each class threads a free list through its free slots, so allocating is popping a list
-// (no locks, no atomics). A free slot's header has the type kFreeType, which no object
+// (no locks, no atomics). When it is empty, the newest page of the class gives the next
+// few KiB of its never-used slots (so memory is touched as it is needed), or a new page. A free slot's header has the type kFreeType, which no object
 // has, so the sweeper, which walks every page, can tell free slots from objects: objects
 // need no link field. Larger objects are mi_malloc'ed one by one behind a header that
 // links them. Nothing moves. The arena knows only the Obj header and its mark byte:
@@ -81,10 +82,11 @@ class Arena {
   uint64_t heldBytes() const { return pageCount_ * kPageBytes + largeBytes_; }
 
  private:
-  struct Page {
+  struct alignas(16) Page {
     Page* next;
     uint32_t slotSize;
     uint32_t slots;
+    uint32_t carved;  // slots handed out so far (the first ones); only the newest page has more
   };
   struct Large {
     Large* next;
@@ -92,6 +94,7 @@ class Arena {
   };
   static constexpr size_t kPageHeader = sizeof(Page);
   static constexpr size_t kLargeHeader = sizeof(Large);
+  static constexpr size_t kCarveBytes = 4096;  // the slots a refill adds to the free list
   static_assert(kPageHeader % kGranule == 0 && kLargeHeader % kGranule == 0);
 
   static constexpr uint64_t roundUp(size_t bytes) {
