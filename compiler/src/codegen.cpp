@@ -61,6 +61,14 @@ class FnCompiler {
     countUses(lam_->body);
     compileBlock(lam_->body, Target{Target::Tail});
     proto_->nregs = static_cast<uint16_t>(maxTop_ + 1);
+    // The proto is complete (nothing extends it later): trim its vectors and count
+    // their memory in the VM's heap, so the heap limit covers compiled code.
+    proto_->code.shrink_to_fit();
+    proto_->locs.shrink_to_fit();
+    proto_->constants.shrink_to_fit();
+    proto_->protos.shrink_to_fit();
+    proto_->captures.shrink_to_fit();
+    vm_.noteProtoBytes(proto_);
     return proto_;
   }
 

@@ -31,13 +31,13 @@
 ** error inside a call (a bad script, a runtime error, a limit) leaves the VM usable.
 **
 ** Threads. There is no global state: any number of VMs may live in one process and
-** run on different threads at the same time. A VM is tied to the thread that created
-** it (its heap is a mimalloc heap, which only that thread may allocate from): create,
-** use and free a VM on one thread, and free it before that thread exits. Calls from
-** another thread fail with DLAM_ERR_API without touching the VM (not even
-** dlam_last_error, which belongs to the owner thread), and dlam_free from another
-** thread leaks the VM rather than corrupt the owner's allocator. The exception is
-** dlam_interrupt, which any thread may call.
+** run on different threads at the same time. A VM belongs to no thread: it may be
+** created on one thread, used on others and freed on yet another (its handles and
+** dlam_last_error go with it). The host must make sure that no two threads use the
+** same VM at once, by handing it over with the usual synchronisation (a mutex, a
+** queue, pthread_join...): a VM is not locked, and concurrent calls on it are a data
+** race. The one function safe to call concurrently with others on the same VM is
+** dlam_interrupt. Host functions run on the thread that made the call.
 */
 #ifndef DLAM_H
 #define DLAM_H
@@ -94,8 +94,9 @@ typedef enum {
 ** accident. */
 DLAM_API dlam_vm *dlam_new(const char *config_lua_path);
 
-/* Frees the VM and everything it allocated; all its handles become invalid.
-** NULL is ignored. Must not be called from inside a host function of the same VM. */
+/* Frees the VM and everything it allocated; all its handles become invalid. Any
+** thread may free a VM (not only the one that created it). NULL is ignored. Must not
+** be called from inside a host function of the same VM. */
 DLAM_API void dlam_free(dlam_vm *vm);
 
 /* The description of the error of the most recent call on vm that failed, as
@@ -108,7 +109,8 @@ DLAM_API const char *dlam_last_error(dlam_vm *vm);
 
 /* Asks the code running in vm to stop: the run ends at its next check (every few
 ** ten-thousand instructions) with DLAM_ERR_LIMIT "interrupted". Thread-safe: meant to
-** be called from another thread (or a signal handler) while vm runs. If nothing is
+** be called from another thread (or a signal handler) while vm runs; the only function
+** that may run concurrently with another call on the same VM. If nothing is
 ** running, the request stays pending and stops the next run. NULL is ignored. */
 DLAM_API void dlam_interrupt(dlam_vm *vm);
 

@@ -9,6 +9,10 @@
 // Every extern "C" function runs its body inside `guarded`, which turns dlam::Error,
 // std::bad_alloc and anything else into a dlam_status and dlam_last_error, and resets
 // the VM after an error in an outermost call. Nothing throws across the boundary.
+//
+// A dlam_vm is bound to no thread: the host may call it from any thread, one at a time.
+// dlam_interrupt alone may run concurrently with another call: it only sets the VM's
+// atomic interrupt flag.
 #include "dlam.h"
 
 #include <algorithm>
@@ -19,7 +23,6 @@
 #include <memory>
 #include <new>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "config_loader.h"
@@ -76,7 +79,6 @@ struct dlam_vm {
   std::string hostError;
   bool hostErrorSet = false;
 
-  std::thread::id thread;
   int depth = 0;                  // runs in progress (>0: inside a host function)
   bool ranCode = false;           // an outermost run started since the last recovery
   uint64_t instructionLimit = 0;  // per outermost run; 0: none
@@ -236,9 +238,6 @@ namespace {
 template <class F>
 dlam_status guarded(dlam_vm* D, const char* who, F&& body) noexcept {
   if (!D) return DLAM_ERR_API;
-  // Another thread must not touch the VM's state, not even its error message (which
-  // belongs to the owner thread): only the status reports the misuse.
-  if (std::this_thread::get_id() != D->thread) return DLAM_ERR_API;
   D->lastError.clear();
   D->lastErrorLost = false;
   if (!D->vm) {
@@ -467,7 +466,6 @@ extern "C" {
 dlam_vm* dlam_new(const char* config_lua_path) {
   try {
     auto D = std::make_unique<dlam_vm>();
-    D->thread = std::this_thread::get_id();
     D->tag = tagFor(D.get());
     D->genBase = static_cast<uint32_t>(
         (static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) * 2654435761u >> 16) &
@@ -498,9 +496,7 @@ dlam_vm* dlam_new(const char* config_lua_path) {
 
 void dlam_free(dlam_vm* vm) {
   if (!vm) return;
-  // A VM's heap belongs to its thread (mimalloc): destroying it from another thread
-  // would corrupt that thread's allocator, so such a call leaks the VM instead.
-  if (std::this_thread::get_id() != vm->thread) return;
+  // Any thread may free a VM (its arena is bound to no thread).
   vm->vm.reset();
   delete vm;
 }

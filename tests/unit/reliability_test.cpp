@@ -475,9 +475,8 @@ std::string runConfined(const char* source, uint64_t heapLimitMb, uint64_t addre
 
 // Nested reverse transforms grow the code exponentially with the nesting depth, and a
 // recursion through `gradient` nests without bound. The heap limit must stop it (the
-// transformed protos' code counts), or at least the stack limit: today the protos' C++
-// memory is not counted, the process grows to tens of GB, and under an address-space
-// limit mimalloc's operator new aborts.
+// transformed protos' code counts: VM::noteProtoBytes), or at least the stack limit;
+// under an address-space limit mimalloc's operator new would abort otherwise.
 TEST(Limits, RecursionThroughGradientStopsCleanly) {
 #ifdef DLAM_TEST_NO_RLIMIT
   GTEST_SKIP() << "RLIMIT_AS does not mix with sanitizers";
@@ -509,11 +508,11 @@ TEST(Limits, PrintingAHugeSharedTreeStopsCleanly) {
 }
 
 // Ten nested gradients (the most the AD nesting limit allows) of a function whose
-// transformed code grows with every level: the protos' C++ memory is not counted by the
-// heap limit, and when it cannot be had, mimalloc's operator new (libmimalloc is built as
-// C) calls abort() instead of throwing std::bad_alloc, so the process dies with SIGABRT
-// and no message. It must end cleanly: a dlam error ("heap limit", "out of memory") or
-// the answer.
+// transformed code grows with every level. The protos' C++ memory counts against the heap
+// limit; were it not had, mimalloc's operator new (libmimalloc is built as C) would call
+// abort() instead of throwing std::bad_alloc, and the process would die with SIGABRT and
+// no message. It must end cleanly: a dlam error ("heap limit", "out of memory") or the
+// answer.
 TEST(Limits, NestedGradientsUnderAnAddressSpaceLimit) {
 #ifdef DLAM_TEST_NO_RLIMIT
   GTEST_SKIP() << "RLIMIT_AS does not mix with sanitizers";

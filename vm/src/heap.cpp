@@ -1,11 +1,11 @@
 // heap.cpp — allocation and garbage collection for one VM.
 //
-// Every object comes from the VM's own mimalloc heap; the sweeper visits the heap's
-// blocks (mi_heap_visit_blocks), so objects need no link field. Collection is precise mark-and-sweep, marking with an explicit work list (never
-// recursion), and runs only at safe points of the interpreter and between top-level forms,
-// where every live value is in a register, a global, a temporary root or a handle.
-#include <mimalloc.h>
-
+// Objects live in the VM's arena (dlam/arena.h), whose sweep walks its pages, so objects
+// need no link field. Collection is precise mark-and-sweep, marking with an explicit work
+// list (never recursion), and runs only at safe points of the interpreter and between
+// top-level forms, where every live value is in a register, a global, a temporary root
+// or a handle. The bytes counted (heap limit, collection threshold, statistics) are the
+// objects' footprints in the arena plus the C++ memory of compiled protos.
 #include <new>
 
 #include "dlam/vm.h"
@@ -15,26 +15,30 @@ namespace dlam {
 namespace {
 constexpr uint64_t kMinGcThreshold = 1u << 22;
 
-size_t objectSize(const Obj* o) {
-  switch (o->type) {
-    case ObjType::String: return offsetof(String, chars) + o->aux + 1;
-    case ObjType::Symbol: return sizeof(Symbol);
-    case ObjType::Pair: return sizeof(Pair);
-    case ObjType::Closure: return offsetof(Closure, upvals) + sizeof(Value) * (o->aux ? o->aux : 1);
-    case ObjType::Proto: return sizeof(Proto);
-    case ObjType::Native: return sizeof(Native);
-    case ObjType::Rev: return sizeof(Rev);
-    case ObjType::Attached: return sizeof(Attached);
-    case ObjType::Foreign: return sizeof(Native);
-    case ObjType::Vector: return offsetof(Vector, items) + sizeof(double) * (o->aux ? o->aux : 1);
-  }
-  return 0;
+// The heap memory of a std::string (none when the characters are stored inside it).
+uint64_t stringBytes(const std::string& s) {
+  const char* self = reinterpret_cast<const char*>(&s);
+  if (s.data() >= self && s.data() < self + sizeof s) return 0;
+  return s.capacity() + 1;
+}
+
+template <class T>
+uint64_t vectorBytes(const std::vector<T>& v) {
+  return v.capacity() * sizeof(T);
+}
+
+// The C++ memory a Proto owns beyond its slot (its IR is shared with other protos of its
+// compilation unit and not counted).
+uint64_t protoBytes(const Proto& p) {
+  uint64_t n = vectorBytes(p.code) + vectorBytes(p.constants) + vectorBytes(p.protos) + vectorBytes(p.captures) +
+               vectorBytes(p.locs) + vectorBytes(p.freeVars) + stringBytes(p.name) + stringBytes(p.file);
+  for (const auto& c : p.captures) n += vectorBytes(c);
+  for (const auto& v : p.freeVars) n += stringBytes(v);
+  return n;
 }
 }  // namespace
 
 VM::VM(const Config& config) : config_(config) {
-  heap_ = mi_heap_new();
-  if (!heap_) throw std::bad_alloc();
   stack_.resize(1024);
   frames_.reserve(64);
   nextGc_ = gcThreshold_ = kMinGcThreshold;
@@ -56,25 +60,14 @@ void finalize(Obj* o) {
   }
 }
 
-// The sweeper's visit of one heap block: unmark the live, collect the dead.
-bool visitBlock(const mi_heap_t*, const mi_heap_area_t*, void* block, size_t, void* arg) {
-  if (!block) return true;
-  auto* o = static_cast<Obj*>(block);
-  if (o->marked)
-    o->marked = 0;
-  else
-    static_cast<std::vector<Obj*>*>(arg)->push_back(o);
-  return true;
-}
 }  // namespace
 
 VM::~VM() {
-  // Objects that own C++ members are destroyed one by one; the rest goes with the heap.
+  // Objects that own C++ members are destroyed one by one; the rest goes with the arena.
   for (Obj* o : finalizable_) finalize(o);
-  mi_heap_destroy(heap_);
 }
 
-void VM::allocationThreshold(size_t bytes) {
+void VM::allocationThreshold(uint64_t bytes) {
   if (failAllocationAt && ++allocationCount_ == failAllocationAt) {
     bytesAllocated_ -= bytes;
     --liveObjects_;
@@ -88,16 +81,39 @@ void VM::allocationThreshold(size_t bytes) {
     gcRequested_ = true;
     limitError("heap limit exceeded (" + std::to_string(config_.heapLimitMb) + " MB)");
   }
+  pastThreshold();
+}
+
+// The counted bytes reached nextGc_ (and are within the limit): ask for a collection at
+// the next safe point.
+void VM::pastThreshold() {
   gcRequested_ = true;
 #ifdef DLAM_GC_STRESS
   nextGc_ = 0;  // every allocation asks for a collection at the next safe point
 #else
   // Until the collection runs, only the heap limit needs checking.
+  uint64_t limit = config_.heapLimitMb << 20;
   nextGc_ = failAllocationAt ? 0 : (limit ? limit : UINT64_MAX);
 #endif
 }
 
-void VM::outOfMemory(size_t bytes) {
+void VM::noteProtoBytes(Proto* p) {
+  uint64_t bytes = protoBytes(*p);
+  bytesAllocated_ = bytesAllocated_ - p->ownedBytes + bytes;
+  p->ownedBytes = bytes;
+  if (bytesAllocated_ < nextGc_) return;
+  if (bytesAllocated_ > stats_.peakBytes) stats_.peakBytes = bytesAllocated_;
+  uint64_t limit = config_.heapLimitMb << 20;
+  if (limit && bytesAllocated_ > limit) {
+    // The proto exists and stays counted; collecting it (it is garbage once the
+    // compilation unwinds) uncounts it.
+    gcRequested_ = true;
+    limitError("heap limit exceeded (" + std::to_string(config_.heapLimitMb) + " MB)");
+  }
+  pastThreshold();
+}
+
+void VM::outOfMemory(uint64_t bytes) {
   bytesAllocated_ -= bytes;
   --liveObjects_;
   limitError("out of memory");
@@ -303,10 +319,12 @@ void VM::collectGarbage() {
   // Objects owning C++ members are finalised here, before their blocks are freed.
   size_t kept = 0;
   for (Obj* o : finalizable_) {
-    if (o->marked)
+    if (o->marked) {
       finalizable_[kept++] = o;
-    else
+    } else {
+      if (o->type == ObjType::Proto) bytesAllocated_ -= static_cast<Proto*>(o)->ownedBytes;
       finalize(o);
+    }
   }
   finalizable_.resize(kept);
   sweep();
@@ -319,7 +337,7 @@ void VM::collectGarbage() {
   uint64_t limit = config_.heapLimitMb << 20;
   uint64_t next = std::max<uint64_t>(bytesAllocated_ * 2, bytesAllocated_ + kMinGcThreshold);
   if (limit && next > limit) next = std::max<uint64_t>(bytesAllocated_ + (limit - std::min(limit, bytesAllocated_)) / 2, bytesAllocated_ + 1);
-  if (limit && next > limit) next = std::max<uint64_t>(limit - limit / 8, bytesAllocated_ + (limit - bytesAllocated_) / 2);
+  if (limit && next > limit) next = std::max<uint64_t>(limit - limit / 8, bytesAllocated_ + (limit - std::min(limit, bytesAllocated_)) / 2);
   gcThreshold_ = next;
   nextGc_ = failAllocationAt ? 0 : next;
 #ifdef DLAM_GC_STRESS
@@ -329,15 +347,9 @@ void VM::collectGarbage() {
 }
 
 void VM::sweep() {
-  // Collect blocks freed from other threads first, so the visit sees only live blocks.
-  mi_heap_collect(heap_, false);
-  std::vector<Obj*> dead;
-  mi_heap_visit_blocks(heap_, true, visitBlock, &dead);
-  for (Obj* o : dead) {
-    bytesAllocated_ -= objectSize(o);
-    --liveObjects_;
-    mi_free(o);
-  }
+  Arena::Freed freed = arena_.sweep();
+  bytesAllocated_ -= freed.bytes;
+  liveObjects_ -= freed.objects;
 }
 
 GcStats VM::gcStats() const {
@@ -345,6 +357,9 @@ GcStats VM::gcStats() const {
   if (bytesAllocated_ > s.peakBytes) s.peakBytes = bytesAllocated_;
   s.liveObjects = liveObjects_;
   s.liveBytes = bytesAllocated_;
+  s.pages = arena_.pages();
+  s.largeObjects = arena_.largeObjects();
+  s.heldBytes = arena_.heldBytes();
   return s;
 }
 

@@ -2,7 +2,7 @@
 //
 // All objects start with Obj: an 8-byte header with the type tag, the mark bit,
 // flags and a small per-type payload. Objects are allocated from the VM's own
-// mimalloc heap (vm/src/heap.cpp), which the sweeper walks, and never move.
+// arena (dlam/arena.h), whose pages the sweeper walks, and never move.
 // Pairs and closures carry a memo slot for the AD operators: the value *j made of
 // them, or the value *j-inverse made of them (flags say which; both: a record).
 #pragma once
@@ -101,6 +101,7 @@ struct Proto : Obj {
   Proto* transformed = nullptr;             // memoised reverse transform
   Proto* primal = nullptr;                  // for a transformed proto: the proto it came from
   uint16_t adLevel = 0;                     // how many reverse transforms made this proto
+  uint64_t ownedBytes = 0;                  // the C++ memory above, as counted by VM::noteProtoBytes
 };
 
 using NativeFn = Value (*)(VM& vm, Value* args, int nargs);

@@ -1,7 +1,8 @@
 // vm.h — one dlam virtual machine: heap, globals, the interpreter, errors.
 //
-// A VM owns everything it allocates (its own mimalloc heap); there is no global
-// state, so any number of VMs may live in one process, one thread per VM at a time.
+// A VM owns everything it allocates (its own arena, built on mimalloc's thread-safe
+// allocator and bound to no thread); there is no global state, so any number of VMs may
+// live in one process, and a VM may move between threads, used by one at a time.
 // Natives (stdlib/, embed/) use this interface to allocate, call back into dlam
 // code and raise errors. Garbage is collected only at safe points of the
 // interpreter loop, so a native may hold Values in C++ locals while it runs, as
@@ -17,13 +18,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dlam/arena.h"
 #include "dlam/builtins.h"
 #include "dlam/config.h"
 #include "dlam/error.h"
 #include "dlam/object.h"
 #include "dlam/value.h"
-
-#include <mimalloc.h>
 
 namespace dlam {
 
@@ -40,6 +40,9 @@ struct GcStats {
   uint64_t collections = 0;
   uint64_t totalAllocatedBytes = 0;
   uint64_t peakBytes = 0;  // the most bytes live at once (since the last resetPeak)
+  uint64_t pages = 0;         // small-object pages the arena holds
+  uint64_t largeObjects = 0;  // objects too large for a page, each in its own block
+  uint64_t heldBytes = 0;     // the memory the arena holds from mimalloc (pages, large blocks)
 };
 
 class VM {
@@ -64,19 +67,26 @@ class VM {
   Attached* makeAttached(Value primal, Value rep);
   Vector* makeVector(uint32_t n);
   // Allocates an object of `bytes` bytes with the given type; used by the helpers
-  // above. The fast path is inline: count, one threshold test, mimalloc, header.
+  // above. The fast path is inline: count, one threshold test, pop a free list, header.
+  // The bytes counted are the object's footprint in the arena (its rounded-up slot).
   Obj* allocate(ObjType type, size_t bytes) {
-    bytesAllocated_ += bytes;
+    uint64_t charged = Arena::footprint(bytes);
+    bytesAllocated_ += charged;
     ++liveObjects_;
     if (bytesAllocated_ >= nextGc_) [[unlikely]]
-      allocationThreshold(bytes);
-    void* mem = bytes <= 1024 ? mi_heap_malloc_small(heap_, bytes) : mi_heap_malloc(heap_, bytes);
+      allocationThreshold(charged);
+    void* mem = arena_.allocate(bytes);
     if (!mem) [[unlikely]]
-      outOfMemory(bytes);
+      outOfMemory(charged);
     uint64_t header = static_cast<uint8_t>(type);
     std::memcpy(mem, &header, sizeof header);
     return static_cast<Obj*>(mem);
   }
+  // Counts the C++ memory a filled Proto owns (its code, constants, line table...) as
+  // heap bytes, so the heap limit covers compiled code; the compiler calls it when it
+  // has filled the proto, and the sweeper uncounts the same number when the proto dies.
+  // May raise the heap-limit error (the proto stays counted until it is collected).
+  void noteProtoBytes(Proto* p);
 
   // Registers an object that owns C++ members (its destructor runs when it dies).
   void track(Obj* o) { finalizable_.push_back(o); }
@@ -197,7 +207,7 @@ class VM {
   void sweep();
 
   Config config_;
-  mi_heap_s* heap_ = nullptr;
+  Arena arena_;
   uint64_t bytesAllocated_ = 0;
   uint64_t nextGc_ = 1 << 20;
   uint64_t gcThreshold_ = 1 << 20;  // nextGc_ without the test hooks
@@ -205,8 +215,9 @@ class VM {
   uint64_t allocationCount_ = 0;
   size_t stackHigh_ = 0;            // registers above stackTop_ possibly written since the last GC
   std::vector<Obj*> finalizable_;   // protos, symbols, natives: objects owning C++ members
-  [[noreturn]] void outOfMemory(size_t bytes);
-  void allocationThreshold(size_t bytes);
+  [[noreturn]] void outOfMemory(uint64_t bytes);
+  void allocationThreshold(uint64_t bytes);
+  void pastThreshold();
 
   GcStats stats_;
   bool gcRequested_ = false;

@@ -1,0 +1,311 @@
+// arena_test.cpp — the VM's object arena (dlam/arena.h) on its own, and the heap
+// accounting of the VM built on it: slots of every size class and large blocks, a sweep
+// that frees the unmarked and keeps the marked, freed slots reused, emptied pages given
+// back, footprints and compiled code counted in the live bytes, the heap limit.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dlam/arena.h"
+#include "dlam/compiler.h"
+#include "dlam/error.h"
+#include "dlam/stdlib.h"
+#include "dlam/vm.h"
+
+namespace {
+
+using dlam::Arena;
+using dlam::Obj;
+using dlam::ObjType;
+using dlam::Value;
+using dlam::VM;
+
+// An arena object as the VM makes one: a header (type, mark 0), then `bytes - 8` bytes
+// of a pattern that tells objects apart.
+struct Made {
+  char* p;
+  size_t bytes;
+  uint8_t fill;
+};
+
+Made make(Arena& a, size_t bytes, uint8_t fill) {
+  auto* p = static_cast<char*>(a.allocate(bytes));
+  EXPECT_NE(p, nullptr);
+  uint64_t header = static_cast<uint8_t>(ObjType::Vector);
+  std::memcpy(p, &header, sizeof header);
+  std::memset(p + 8, fill, bytes - 8);
+  return {p, bytes, fill};
+}
+
+bool intact(const Made& m) {
+  if (static_cast<Obj*>(static_cast<void*>(m.p))->type != ObjType::Vector) return false;
+  for (size_t i = 8; i < m.bytes; ++i)
+    if (static_cast<uint8_t>(m.p[i]) != m.fill) return false;
+  return true;
+}
+
+void mark(const Made& m) { static_cast<Obj*>(static_cast<void*>(m.p))->marked = 1; }
+
+TEST(Arena, EverySizeIsAlignedDistinctAndCountedByItsFootprint) {
+  Arena a;
+  std::vector<Made> made;
+  uint64_t footprints = 0;
+  for (size_t bytes = 9; bytes <= 3000; bytes += 7) {
+    made.push_back(make(a, bytes, static_cast<uint8_t>(bytes)));
+    footprints += Arena::footprint(bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(made.back().p) % 16, 0u) << bytes;
+  }
+  EXPECT_EQ(Arena::footprint(9), 16u);
+  EXPECT_EQ(Arena::footprint(32), 32u);
+  EXPECT_EQ(Arena::footprint(33), 48u);
+  EXPECT_EQ(Arena::footprint(512), 512u);
+  EXPECT_GT(Arena::footprint(513), 528u);  // a large block: its header too
+  for (const Made& m : made) EXPECT_TRUE(intact(m)) << m.bytes;
+  EXPECT_GT(a.largeObjects(), 0u);
+  EXPECT_GE(a.pages(), Arena::kClasses);  // every size class has its page
+
+  // All marked: nothing freed, marks cleared.
+  for (const Made& m : made) mark(m);
+  Arena::Freed none = a.sweep();
+  EXPECT_EQ(none.objects, 0u);
+  EXPECT_EQ(none.bytes, 0u);
+  for (const Made& m : made) {
+    EXPECT_TRUE(intact(m)) << m.bytes;
+    EXPECT_EQ(static_cast<Obj*>(static_cast<void*>(m.p))->marked, 0);
+  }
+  // None marked: everything freed, counted by footprint.
+  Arena::Freed all = a.sweep();
+  EXPECT_EQ(all.objects, made.size());
+  EXPECT_EQ(all.bytes, footprints);
+  EXPECT_EQ(a.largeObjects(), 0u);
+  EXPECT_EQ(a.heldBytes(), a.pages() * Arena::kPageBytes);
+  // A second sweep finds nothing more.
+  EXPECT_EQ(a.sweep().objects, 0u);
+}
+
+TEST(Arena, FreedSlotsAreReused) {
+  Arena a;
+  std::vector<Made> made;
+  for (int i = 0; i < 5000; ++i) made.push_back(make(a, 32, 1));
+  uint64_t pages = a.pages();
+  // Every hundredth survives (so every page keeps an object).
+  std::set<char*> survivors;
+  for (size_t i = 0; i < made.size(); i += 100) {
+    mark(made[i]);
+    survivors.insert(made[i].p);
+  }
+  EXPECT_EQ(a.sweep().objects, 5000u - survivors.size());
+  // The freed slots take the new objects: no new page.
+  for (size_t i = 0; i < 5000 - survivors.size(); ++i) EXPECT_FALSE(survivors.count(make(a, 32, 2).p));
+  EXPECT_EQ(a.pages(), pages);
+  for (size_t i = 0; i < made.size(); i += 100) EXPECT_TRUE(intact(made[i]));
+}
+
+TEST(Arena, SurvivorsKeepTheirContentsWhileNewObjectsFillTheGaps) {
+  Arena a;
+  std::vector<Made> live;
+  for (int round = 0; round < 6; ++round) {
+    std::vector<Made> all = live;
+    for (int i = 0; i < 20000; ++i) {
+      size_t bytes = 16 + (i * 37 + round * 11) % 600;
+      all.push_back(make(a, bytes, static_cast<uint8_t>(i + round)));
+    }
+    live.clear();
+    for (size_t i = 0; i < all.size(); ++i)
+      if ((i * 2654435761u >> 7) % 3 == 0) live.push_back(all[i]);
+    for (const Made& m : live) mark(m);
+    Arena::Freed f = a.sweep();
+    EXPECT_EQ(f.objects, all.size() - live.size());
+    for (const Made& m : live) ASSERT_TRUE(intact(m)) << "round " << round << ", " << m.bytes << " bytes";
+  }
+}
+
+TEST(Arena, EmptiedPagesGoBackToTheAllocator) {
+  Arena a;
+  std::vector<Made> made;
+  for (int i = 0; i < 100000; ++i) made.push_back(make(a, 32, 3));
+  uint64_t full = a.pages();
+  EXPECT_GE(full, 100000 * 32 / Arena::kPageBytes);
+  // One object in ten thousand survives: its pages stay, the others go (one kept spare).
+  for (size_t i = 0; i < made.size(); i += 10000) mark(made[i]);
+  a.sweep();
+  EXPECT_LE(a.pages(), 10u + 1u);
+  EXPECT_GE(a.pages(), 10u);
+  for (size_t i = 0; i < made.size(); i += 10000) EXPECT_TRUE(intact(made[i]));
+  // Nothing survives: one page is kept for the next allocations.
+  a.sweep();
+  EXPECT_EQ(a.pages(), 1u);
+  EXPECT_EQ(a.heldBytes(), Arena::kPageBytes);
+  // Allocating again starts from the kept page.
+  make(a, 32, 4);
+  EXPECT_EQ(a.pages(), 1u);
+}
+
+TEST(Arena, LargeObjectsAreFreedOneByOne) {
+  Arena a;
+  std::vector<Made> made;
+  for (int i = 0; i < 10; ++i) made.push_back(make(a, 1000 + 1000 * i, static_cast<uint8_t>(i)));
+  EXPECT_EQ(a.largeObjects(), 10u);
+  EXPECT_EQ(a.pages(), 0u);
+  uint64_t freedBytes = 0;
+  for (int i = 0; i < 10; ++i) {
+    if (i % 3 == 0)
+      mark(made[i]);
+    else
+      freedBytes += Arena::footprint(made[i].bytes);
+  }
+  Arena::Freed f = a.sweep();
+  EXPECT_EQ(f.objects, 6u);
+  EXPECT_EQ(f.bytes, freedBytes);
+  EXPECT_EQ(a.largeObjects(), 4u);
+  for (int i = 0; i < 10; i += 3) EXPECT_TRUE(intact(made[i]));
+}
+
+TEST(Arena, AnImpossibleSizeIsNull) {
+  Arena a;
+  EXPECT_EQ(a.allocate(size_t(1) << 62), nullptr);
+  EXPECT_EQ(a.allocate(SIZE_MAX - 8), nullptr);
+  EXPECT_EQ(a.largeObjects(), 0u);
+}
+
+#ifdef DLAM_ARENA_ASAN
+// Under AddressSanitizer a freed slot's body is poisoned (a use of a collected object is
+// reported), and unpoisoned when the slot is allocated again.
+TEST(Arena, FreedSlotsArePoisonedUnderAsan) {
+  Arena a;
+  Made live = make(a, 64, 5);
+  Made dead = make(a, 64, 6);
+  EXPECT_EQ(__asan_region_is_poisoned(dead.p, 64), nullptr);
+  mark(live);
+  a.sweep();
+  EXPECT_NE(__asan_region_is_poisoned(dead.p, 64), nullptr);
+  EXPECT_EQ(__asan_region_is_poisoned(live.p, 64), nullptr);
+  char* again = static_cast<char*>(a.allocate(64));
+  EXPECT_EQ(again, dead.p);
+  EXPECT_EQ(__asan_region_is_poisoned(again, 64), nullptr);
+}
+#endif
+
+// ---- the VM's accounting ------------------------------------------------------------------
+
+dlam::Config config(uint64_t heapLimitMb) {
+  dlam::Config cfg;
+  cfg.heapLimitMb = heapLimitMb;
+  cfg.sandbox = true;
+  return cfg;
+}
+
+uint64_t liveAfterCollection(VM& vm) {
+  vm.collectGarbage();
+  return vm.gcStats().liveBytes;
+}
+
+TEST(VmHeap, LiveBytesAreFootprints) {
+  VM vm(config(64));
+  uint64_t before = vm.gcStats().liveBytes;
+  uint64_t objects = vm.gcStats().liveObjects;
+  Value p = vm.cons(Value::number(1), Value::nil());
+  EXPECT_EQ(vm.gcStats().liveBytes - before, Arena::footprint(sizeof(dlam::Pair)));
+  Value s = vm.makeString("abc");  // 8 + 3 + 1 bytes: a 16-byte slot
+  EXPECT_EQ(vm.gcStats().liveBytes - before, Arena::footprint(sizeof(dlam::Pair)) + 16);
+  dlam::Vector* v = vm.makeVector(1000);  // a large block
+  EXPECT_EQ(vm.gcStats().liveBytes - before,
+            Arena::footprint(sizeof(dlam::Pair)) + 16 + Arena::footprint(8 + 8000));
+  EXPECT_EQ(vm.gcStats().liveObjects, objects + 3);
+  EXPECT_EQ(vm.gcStats().largeObjects, 1u);
+  (void)p;
+  (void)s;
+  (void)v;
+  // Unrooted: the collection takes them all back.
+  EXPECT_EQ(liveAfterCollection(vm), before);
+  EXPECT_EQ(vm.gcStats().liveObjects, objects);
+  EXPECT_EQ(vm.gcStats().largeObjects, 0u);
+}
+
+TEST(VmHeap, GarbageGivesItsPagesBack) {
+  VM vm(config(256));
+  dlam::openStdlib(vm);
+  uint64_t live0 = liveAfterCollection(vm);
+  uint64_t pages0 = vm.gcStats().pages;
+  dlam::evalSource(vm, "(define l (iota 200000)) (define m (map (lambda (x) (* 2 x)) l))", "<test>");
+  uint64_t live1 = liveAfterCollection(vm);
+  dlam::GcStats s1 = vm.gcStats();
+  EXPECT_GE(live1 - live0, 400000u * sizeof(dlam::Pair));
+  EXPECT_GE(s1.pages - pages0, 400000u * sizeof(dlam::Pair) / Arena::kPageBytes);
+  EXPECT_GE(s1.heldBytes, live1);
+  EXPECT_EQ(dlam::evalSource(vm, "(define l 0) (define m 0) 1", "<test>").asNumber(), 1);
+  uint64_t live2 = liveAfterCollection(vm);
+  dlam::GcStats s2 = vm.gcStats();
+  EXPECT_LE(live2, live0 + 1024);
+  EXPECT_LE(s2.pages, pages0 + 2);
+  EXPECT_LT(s2.heldBytes, s1.heldBytes - 400000u * sizeof(dlam::Pair) + 2 * Arena::kPageBytes);
+}
+
+TEST(VmHeap, CompiledCodeIsCountedAndUncountedExactly) {
+  VM vm(config(64));
+  dlam::openStdlib(vm);
+  std::string body = "(define (big x) (list";
+  for (int i = 0; i < 3000; ++i) body += " (+ x " + std::to_string(i) + ")";
+  body += "))";
+  dlam::evalSource(vm, body, "<test>");
+  uint64_t with1 = liveAfterCollection(vm);
+  Value big = vm.global("big");
+  ASSERT_TRUE(dlam::isClosure(big));
+  const dlam::Proto* p = dlam::asClosure(big)->proto;
+  uint64_t codeBytes = p->code.size() * (sizeof(dlam::Instr) + sizeof(dlam::SrcLoc));
+  EXPECT_GE(p->ownedBytes, codeBytes);
+  EXPECT_GT(p->code.size(), 6000u);
+  dlam::evalSource(vm, "(define big 0)", "<test>");
+  uint64_t without1 = liveAfterCollection(vm);
+  EXPECT_GE(with1 - without1, codeBytes);
+  // The same again: the same numbers (nothing is lost or counted twice).
+  dlam::evalSource(vm, body, "<test>");
+  EXPECT_EQ(liveAfterCollection(vm), with1);
+  dlam::evalSource(vm, "(define big 0)", "<test>");
+  EXPECT_EQ(liveAfterCollection(vm), without1);
+}
+
+TEST(VmHeap, HeapLimitStopsAllocationAndTheVmGoesOn) {
+  VM vm(config(8));
+  dlam::openStdlib(vm);
+  try {
+    dlam::evalSource(vm, "(define l (iota 1000000))", "<test>");
+    ADD_FAILURE() << "10^6 pairs fit in 8 MB";
+  } catch (const dlam::Error& e) {
+    EXPECT_EQ(e.kind, dlam::ErrorKind::Limit);
+    EXPECT_NE(e.message.find("heap limit"), std::string::npos) << e.message;
+  }
+  vm.recover();
+  EXPECT_LT(vm.gcStats().liveBytes, uint64_t(8) << 20);
+  EXPECT_EQ(dlam::evalSource(vm, "(length (iota 10000))", "<test>").asNumber(), 10000);
+}
+
+TEST(VmHeap, HeapLimitCoversCompiledCode) {
+  // Code that needs more memory than the limit, in few heap objects (100 protos): the
+  // limit stops the compilation.
+  VM vm(config(2));
+  dlam::openStdlib(vm);
+  std::string body = "(define fs (list";
+  for (int f = 0; f < 100; ++f) {
+    body += " (lambda (x) (list";
+    for (int i = 0; i < 1000; ++i) body += " (* x " + std::to_string(i % 7) + ")";
+    body += "))";
+  }
+  body += "))";
+  try {
+    dlam::evalSource(vm, body, "<test>");
+    ADD_FAILURE() << "the code of 10^5 products fits in 2 MB";
+  } catch (const dlam::Error& e) {
+    EXPECT_EQ(e.kind, dlam::ErrorKind::Limit) << e.format();
+    EXPECT_NE(e.message.find("heap limit"), std::string::npos) << e.message;
+  }
+  vm.recover();
+  EXPECT_LT(vm.gcStats().liveBytes, uint64_t(1) << 20);
+  EXPECT_EQ(dlam::evalSource(vm, "(+ 1 2)", "<test>").asNumber(), 3);
+}
+
+}  // namespace

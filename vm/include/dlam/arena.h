@@ -1,0 +1,115 @@
+// arena.h — the memory one VM's objects live in: pages of equal slots, and large blocks.
+//
+// The arena is bound to no thread (a mimalloc heap is bound to the thread that made
+// it): its pages and large blocks come from mimalloc's thread-safe mi_malloc and go
+// back with mi_free, so a VM may move from thread to thread. Objects of up to kMaxSmall
+// bytes are rounded up to a multiple of 16 and take a slot in a page of that size class;
+// each class threads a free list through its free slots, so allocating is popping a list
+// (no locks, no atomics). When it is empty, the newest page of the class gives the next
+// few KiB of its never-used slots (so memory is touched as it is needed), or a new page. A free slot's header has the type kFreeType, which no object
+// has, so the sweeper, which walks every page, can tell free slots from objects: objects
+// need no link field. Larger objects are mi_malloc'ed one by one behind a header that
+// links them. Nothing moves. The arena knows only the Obj header and its mark byte:
+// finalising objects that own C++ members is the VM's job (heap.cpp), before a sweep.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "dlam/object.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define DLAM_ARENA_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DLAM_ARENA_ASAN 1
+#endif
+#endif
+#ifdef DLAM_ARENA_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+namespace dlam {
+
+class Arena {
+ public:
+  static constexpr size_t kGranule = 16;
+  static constexpr size_t kMaxSmall = 512;
+  static constexpr size_t kClasses = kMaxSmall / kGranule;  // class i: slots of (i + 1) * 16 bytes
+  static constexpr size_t kPageBytes = size_t(64) << 10;
+  // The type in the header of a free slot (no ObjType has this value).
+  static constexpr ObjType kFreeType = static_cast<ObjType>(0xff);
+
+  Arena() = default;
+  // Gives every page and large block back to mimalloc (objects must be finalised first).
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  // The bytes an object of `bytes` bytes takes: its slot, or its block and block header.
+  static constexpr uint64_t footprint(size_t bytes) {
+    return bytes <= kMaxSmall ? roundUp(bytes) : roundUp(bytes) + kLargeHeader;
+  }
+
+  // Memory for an object of `bytes` (> 0) bytes, 16-aligned; nullptr if mimalloc has none.
+  void* allocate(size_t bytes) {
+    if (bytes <= kMaxSmall) [[likely]] {
+      size_t c = (bytes - 1) / kGranule;
+      if (char* s = free_[c]) [[likely]] {
+#ifdef DLAM_ARENA_ASAN
+        ASAN_UNPOISON_MEMORY_REGION(s, (c + 1) * kGranule);
+#endif
+        std::memcpy(&free_[c], s + sizeof(uint64_t), sizeof(char*));
+        return s;
+      }
+      return refill(c);
+    }
+    return allocateLarge(bytes);
+  }
+
+  // What a sweep freed: the bytes (footprints) and the number of objects.
+  struct Freed {
+    uint64_t bytes = 0;
+    uint64_t objects = 0;
+  };
+  // Frees every object whose mark byte is 0 and clears the mark of the others. Pages
+  // left with no object go back to mimalloc, except one per size class, kept for reuse.
+  Freed sweep();
+
+  uint64_t pages() const { return pageCount_; }         // small-object pages held
+  uint64_t largeObjects() const { return largeCount_; }  // large blocks held
+  // The memory held from mimalloc: every page and every large block.
+  uint64_t heldBytes() const { return pageCount_ * kPageBytes + largeBytes_; }
+
+ private:
+  struct alignas(16) Page {
+    Page* next;
+    uint32_t slotSize;
+    uint32_t slots;
+    uint32_t carved;  // slots handed out so far (the first ones); only the newest page has more
+  };
+  struct Large {
+    Large* next;
+    uint64_t footprint;
+  };
+  static constexpr size_t kPageHeader = sizeof(Page);
+  static constexpr size_t kLargeHeader = sizeof(Large);
+  static constexpr size_t kCarveBytes = 4096;  // the slots a refill adds to the free list
+  static_assert(kPageHeader % kGranule == 0 && kLargeHeader % kGranule == 0);
+
+  static constexpr uint64_t roundUp(size_t bytes) {
+    return (static_cast<uint64_t>(bytes) + kGranule - 1) & ~uint64_t(kGranule - 1);
+  }
+  void* refill(size_t c);
+  void* allocateLarge(size_t bytes);
+  static void releasePage(Page* p);
+
+  char* free_[kClasses] = {};   // per class: the first free slot (its next at offset 8)
+  Page* pages_[kClasses] = {};  // per class: every page, newest first
+  Large* large_ = nullptr;
+  uint64_t pageCount_ = 0;
+  uint64_t largeCount_ = 0;
+  uint64_t largeBytes_ = 0;
+};
+
+}  // namespace dlam

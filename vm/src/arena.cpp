@@ -1,0 +1,197 @@
+// arena.cpp — the slow paths of the arena (arena.h): new pages, large blocks, the sweep.
+//
+// A page is kPageBytes from mi_malloc: a Page header, then slots of one size. Its first
+// `carved` slots have been handed out, each now an object or a free slot (header
+// kFreeType, next free slot at offset 8); the others have never been touched. The sweep
+// walks each page's carved slots backwards, pushing the free and the dead ones on the
+// class's free list, so the list runs forwards through memory, page after page; a page
+// found empty is unlinked and its slots taken off the list again. Under AddressSanitizer
+// the body of every free slot (past its header and link) is poisoned, so a use of a
+// collected object is reported.
+#include "dlam/arena.h"
+
+#include <mimalloc.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#if defined(__SANITIZE_THREAD__)
+#define DLAM_ARENA_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DLAM_ARENA_TSAN 1
+#endif
+#endif
+
+namespace dlam {
+
+namespace {
+
+// Under ThreadSanitizer the memory comes from malloc, which TSan intercepts: it cannot
+// see the synchronisation inside mimalloc, so a block that mimalloc hands from one
+// thread's VM to another's would look like a data race.
+inline void* systemAllocate(size_t bytes) {
+#ifdef DLAM_ARENA_TSAN
+  return std::malloc(bytes);
+#else
+  return mi_malloc(bytes);
+#endif
+}
+
+inline void systemFree(void* p) {
+#ifdef DLAM_ARENA_TSAN
+  std::free(p);
+#else
+  mi_free(p);
+#endif
+}
+
+constexpr uint64_t kFreeHeader = static_cast<uint8_t>(Arena::kFreeType);
+constexpr size_t kLinkEnd = 2 * sizeof(uint64_t);  // header and link: never poisoned
+
+inline void setFree(char* slot, char* next) {
+  std::memcpy(slot, &kFreeHeader, sizeof kFreeHeader);
+  std::memcpy(slot + sizeof(uint64_t), &next, sizeof next);
+}
+
+inline void poisonBody(char* slot, size_t size) {
+#ifdef DLAM_ARENA_ASAN
+  if (size > kLinkEnd) ASAN_POISON_MEMORY_REGION(slot + kLinkEnd, size - kLinkEnd);
+#else
+  (void)slot;
+  (void)size;
+#endif
+}
+
+inline void unpoison(void* p, size_t size) {
+#ifdef DLAM_ARENA_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(p, size);
+#else
+  (void)p;
+  (void)size;
+#endif
+}
+
+}  // namespace
+
+Arena::~Arena() {
+  for (Page*& head : pages_) {
+    while (Page* p = head) {
+      head = p->next;
+      releasePage(p);
+    }
+  }
+  while (Large* l = large_) {
+    large_ = l->next;
+    systemFree(l);
+  }
+}
+
+void Arena::releasePage(Page* p) {
+  unpoison(p, kPageBytes);
+  systemFree(p);
+}
+
+void* Arena::refill(size_t c) {
+  // The free list is empty: carve the next slots of the newest page, or of a new one.
+  Page* p = pages_[c];
+  size_t size = (c + 1) * kGranule;
+  if (!p || p->carved == p->slots) {
+    p = static_cast<Page*>(systemAllocate(kPageBytes));
+    if (!p) return nullptr;
+    p->slotSize = static_cast<uint32_t>(size);
+    p->slots = static_cast<uint32_t>((kPageBytes - kPageHeader) / size);
+    p->carved = 0;
+    p->next = pages_[c];
+    pages_[c] = p;
+    ++pageCount_;
+  }
+  uint32_t n = std::min<uint32_t>(p->slots - p->carved, std::max<uint32_t>(1, kCarveBytes / size));
+  char* first = reinterpret_cast<char*>(p) + kPageHeader + size_t(p->carved) * size;
+  p->carved += n;
+  // The first slot is the result; the others make the free list, in address order.
+  char* next = nullptr;
+  for (uint32_t i = n; i-- > 1;) {
+    char* s = first + size_t(i) * size;
+    setFree(s, next);
+    poisonBody(s, size);
+    next = s;
+  }
+  free_[c] = next;
+  return first;
+}
+
+void* Arena::allocateLarge(size_t bytes) {
+  if (bytes > SIZE_MAX - 2 * kLargeHeader) return nullptr;
+  uint64_t fp = footprint(bytes);
+  auto* l = static_cast<Large*>(systemAllocate(fp));
+  if (!l) return nullptr;
+  l->footprint = fp;
+  l->next = large_;
+  large_ = l;
+  ++largeCount_;
+  largeBytes_ += fp;
+  return reinterpret_cast<char*>(l) + kLargeHeader;
+}
+
+Arena::Freed Arena::sweep() {
+  Freed freed;
+  for (size_t c = 0; c < kClasses; ++c) {
+    char* head = nullptr;
+    bool keptEmpty = false;
+    Page** link = &pages_[c];
+    while (Page* p = *link) {
+      char* before = head;
+      size_t size = p->slotSize;
+      char* first = reinterpret_cast<char*>(p) + kPageHeader;
+      uint32_t live = 0;
+      for (char* s = first + size_t(p->carved) * size; s != first;) {
+        s -= size;
+        // The type and mark bytes, read as bytes (a slot is an object or a free slot).
+        auto type = static_cast<ObjType>(static_cast<uint8_t>(s[offsetof(Obj, type)]));
+        if (type != kFreeType) {
+          if (s[offsetof(Obj, marked)]) {
+            s[offsetof(Obj, marked)] = 0;
+            ++live;
+            continue;
+          }
+          freed.bytes += size;
+          ++freed.objects;
+          setFree(s, head);
+          poisonBody(s, size);
+        } else {
+          std::memcpy(s + sizeof(uint64_t), &head, sizeof head);
+        }
+        head = s;
+      }
+      if (live == 0 && keptEmpty) {
+        // Its slots leave the free list with it.
+        head = before;
+        *link = p->next;
+        releasePage(p);
+        --pageCount_;
+        continue;
+      }
+      keptEmpty |= live == 0;
+      link = &p->next;
+    }
+    free_[c] = head;
+  }
+  for (Large** link = &large_; Large* l = *link;) {
+    char* o = reinterpret_cast<char*>(l) + kLargeHeader;
+    if (o[offsetof(Obj, marked)]) {
+      o[offsetof(Obj, marked)] = 0;
+      link = &l->next;
+      continue;
+    }
+    *link = l->next;
+    freed.bytes += l->footprint;
+    ++freed.objects;
+    --largeCount_;
+    largeBytes_ -= l->footprint;
+    systemFree(l);
+  }
+  return freed;
+}
+
+}  // namespace dlam
