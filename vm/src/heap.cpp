@@ -4,6 +4,8 @@
 // blocks (mi_heap_visit_blocks), so objects need no link field. Collection is precise mark-and-sweep, marking with an explicit work list (never
 // recursion), and runs only at safe points of the interpreter and between top-level forms,
 // where every live value is in a register, a global, a temporary root or a handle.
+// A collection whose own C++ allocations fail (the mark stack, the list of the dead)
+// leaves the heap as it was, or finishes without freeing everything: never half-marked.
 #include <mimalloc.h>
 
 #include <new>
@@ -35,8 +37,13 @@ size_t objectSize(const Obj* o) {
 VM::VM(const Config& config) : config_(config) {
   heap_ = mi_heap_new();
   if (!heap_) throw std::bad_alloc();
-  stack_.resize(1024);
-  frames_.reserve(64);
+  try {
+    stack_.resize(1024);
+    frames_.reserve(64);
+  } catch (...) {
+    mi_heap_delete(heap_);  // the destructor does not run for a constructor that throws
+    throw;
+  }
   nextGc_ = gcThreshold_ = kMinGcThreshold;
   if (uint64_t limit = config_.heapLimitMb << 20; limit && nextGc_ > limit / 2) nextGc_ = gcThreshold_ = limit / 2;
 #ifdef DLAM_GC_STRESS
@@ -56,14 +63,31 @@ void finalize(Obj* o) {
   }
 }
 
-// The sweeper's visit of one heap block: unmark the live, collect the dead.
+struct Dead {
+  std::vector<Obj*> objects;
+  bool full = false;  // the list could not grow: the rest of the dead wait for the next sweep
+};
+
+// The sweeper's visit of one heap block: unmark the live, collect the dead. (Nothing
+// may throw through mimalloc, which is C.)
 bool visitBlock(const mi_heap_t*, const mi_heap_area_t*, void* block, size_t, void* arg) {
   if (!block) return true;
   auto* o = static_cast<Obj*>(block);
-  if (o->marked)
+  auto* dead = static_cast<Dead*>(arg);
+  if (o->marked) {
     o->marked = 0;
-  else
-    static_cast<std::vector<Obj*>*>(arg)->push_back(o);
+  } else if (!dead->full) {
+    try {
+      dead->objects.push_back(o);
+    } catch (...) {
+      dead->full = true;
+    }
+  }
+  return true;
+}
+
+bool unmarkBlock(const mi_heap_t*, const mi_heap_area_t*, void* block, size_t, void*) {
+  if (block) static_cast<Obj*>(block)->marked = 0;
   return true;
 }
 }  // namespace
@@ -124,9 +148,10 @@ Symbol* VM::intern(std::string_view name) {
   auto it = symbols_.find(std::string(name));
   if (it != symbols_.end()) return it->second;
   auto* sym = static_cast<Symbol*>(allocate(ObjType::Symbol, sizeof(Symbol)));
-  new (&sym->name) std::string(name);
+  new (&sym->name) std::string();  // owns nothing until tracked (each step may fail)
   sym->global = Value::undefined();
   track(sym);
+  sym->name.assign(name);
   symbols_.emplace(sym->name, sym);
   return sym;
 }
@@ -229,6 +254,15 @@ void VM::markRoots(std::vector<Obj*>& work) {
 void VM::collectGarbage() {
   if (bytesAllocated_ > stats_.peakBytes) stats_.peakBytes = bytesAllocated_;
   std::vector<Obj*> work;
+  // If the mark stack cannot grow (std::bad_alloc), nothing is freed, and no mark may stay
+  // behind: the next collection would take a marked object for traced and skip its children.
+  struct UnmarkOnFailure {
+    mi_heap_t* heap;
+    bool done = false;
+    ~UnmarkOnFailure() {
+      if (!done) mi_heap_visit_blocks(heap, true, unmarkBlock, nullptr);
+    }
+  } unmarkOnFailure{heap_};
   work.reserve(256);
   markRoots(work);
   while (!work.empty()) {
@@ -283,6 +317,7 @@ void VM::collectGarbage() {
       case ObjType::Vector: break;
     }
   }
+  unmarkOnFailure.done = true;
   // Objects owning C++ members are finalised here, before their blocks are freed.
   size_t kept = 0;
   for (Obj* o : finalizable_) {
@@ -314,9 +349,9 @@ void VM::collectGarbage() {
 void VM::sweep() {
   // Collect blocks freed from other threads first, so the visit sees only live blocks.
   mi_heap_collect(heap_, false);
-  std::vector<Obj*> dead;
+  Dead dead;
   mi_heap_visit_blocks(heap_, true, visitBlock, &dead);
-  for (Obj* o : dead) {
+  for (Obj* o : dead.objects) {
     bytesAllocated_ -= objectSize(o);
     --liveObjects_;
     mi_free(o);
