@@ -473,10 +473,10 @@ std::string runConfined(const char* source, uint64_t heapLimitMb, uint64_t addre
 }
 
 // Nested reverse transforms grow the code exponentially with the nesting depth, and a
-// recursion through `gradient` nests without bound. The heap limit must stop it (the
-// transformed protos' code counts), or at least the stack limit: today the protos' C++
-// memory is not counted, the process grows to tens of GB, and under an address-space
-// limit mimalloc's operator new aborts.
+// recursion through `gradient` nests without bound. The AD nesting limit, the heap limit
+// or the stack limit must stop it; the protos' C++ memory is not counted by the heap
+// limit, so under an address-space limit it may also end as "out of memory" (operator
+// new throwing: see tests/reliability for why it could abort before).
 TEST(Limits, RecursionThroughGradientStopsCleanly) {
 #ifdef DLAM_TEST_NO_RLIMIT
   GTEST_SKIP() << "RLIMIT_AS does not mix with sanitizers";
@@ -507,12 +507,11 @@ TEST(Limits, PrintingAHugeSharedTreeStopsCleanly) {
 #endif
 }
 
-// Ten nested gradients (the most the AD nesting limit allows) of a function whose
+// Nested gradients (up to what the AD nesting limit allows) of a function whose
 // transformed code grows with every level: the protos' C++ memory is not counted by the
-// heap limit, and when it cannot be had, mimalloc's operator new (libmimalloc is built as
-// C) calls abort() instead of throwing std::bad_alloc, so the process dies with SIGABRT
-// and no message. It must end cleanly: a dlam error ("heap limit", "out of memory") or
-// the answer.
+// heap limit, and when it cannot be had operator new must throw std::bad_alloc (Debian's
+// libmimalloc's own operator new, built as C, calls abort(): libstdc++'s is linked ahead
+// of it). It must end cleanly: a dlam error ("heap limit", "out of memory") or the answer.
 TEST(Limits, NestedGradientsUnderAnAddressSpaceLimit) {
 #ifdef DLAM_TEST_NO_RLIMIT
   GTEST_SKIP() << "RLIMIT_AS does not mix with sanitizers";
