@@ -12,7 +12,11 @@
 // loaded. After each failure it checks that the outcome is the script's own or "out of
 // memory", that the VM then runs a new program and the script itself, and that once the
 // VM is freed every block allocated since its creation has been given back (the count
-// of live blocks; under ASan LeakSanitizer checks too).
+// of live blocks; under ASan LeakSanitizer checks too). A second sweep makes every
+// allocation from the N-th on fail (memory that stays exhausted: the error paths' own
+// allocations fail too). The same through the C API (dlam_eval, dlam_call,
+// dlam_value_and_gradient, a host function calling back, and dlam_new), and two tests
+// aimed at the collector and the symbol table. DLAM_OOM_TRACE=1 prints each point tried.
 #include <gtest/gtest.h>
 
 #include <algorithm>
