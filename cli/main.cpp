@@ -304,11 +304,10 @@ int run(int argc, char** argv) {
   return finish(kExitOk);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// Reports the exception being handled; returns the exit status.
+int reportException() {
   try {
-    return run(argc, argv);
+    throw;
   } catch (const UsageError& e) {
     std::string message = std::string("dlam: ") + e.what();
     if (e.hint) message += "\nTry 'dlam --help' for more information.";
@@ -326,5 +325,21 @@ int main(int argc, char** argv) {
   } catch (...) {
     dlam::cli::reportMessage("dlam: internal error");
     return kExitScriptError;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (...) {
+    try {
+      return reportException();
+    } catch (...) {
+      // Not even the message could be made (it is built in memory that ran out).
+      dlam::cli::reportMessage("error: out of memory");
+      return kExitScriptError;
+    }
   }
 }

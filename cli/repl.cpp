@@ -1,6 +1,7 @@
 // repl.cpp — the interactive loop: libedit line editing and history, multi-line
 // forms (the reader says when input ended inside a form), Ctrl-C to cancel a line
-// or interrupt a running evaluation, errors that leave the session going.
+// or interrupt a running evaluation, errors (running out of memory included) that
+// leave the session going.
 #include "repl.h"
 
 #include <editline/readline.h>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 
@@ -162,71 +164,85 @@ int runRepl(VM& vm) {
 
   std::string buffer;
   for (;;) {
-    if (!atLineStart) {
-      std::fputc('\n', stdout);
-      atLineStart = true;
-    }
-    std::fflush(stdout);
-    gSigint = 0;
-    char* raw = readline(buffer.empty() ? kPrompt : kContinuationPrompt);
-    if (!raw) {
-      if (gSigint) {  // Ctrl-C: drop what was typed
+    try {
+      if (!atLineStart) {
         std::fputc('\n', stdout);
-        buffer.clear();
-        continue;
+        atLineStart = true;
       }
-      std::fputc('\n', stdout);
-      break;  // end of input
-    }
-    std::string line(raw);
-    std::free(raw);
-
-    if (buffer.empty()) {
-      std::string_view word = trim(line);
-      if (word.empty()) continue;
-      if (isCommand(word)) {
-        add_history(line.c_str());
-        if (word == ",quit" || word == ",q" || word == ",exit") break;
-        if (word == ",help" || word == ",h" || word == ",?")
-          std::puts(kReplHelp);
-        else
-          reportMessage("unknown command " + std::string(word) + " (,help lists them)");
-        continue;
-      }
-    }
-    if (!isBlank(line)) add_history(line.c_str());
-    buffer += line;
-    buffer += '\n';
-
-    Entry entry = classify(buffer);
-    if (entry == Entry::Incomplete) continue;
-    if (entry == Entry::Complete) {
+      std::fflush(stdout);
       gSigint = 0;
-      gEvaluating.store(&vm);
-      auto failed = [&](auto&& report) {
-        gEvaluating.store(nullptr);
-        if (!atLineStart || gSigint) {  // after output without a newline, or the tty's "^C"
+      char* raw = readline(buffer.empty() ? kPrompt : kContinuationPrompt);
+      if (!raw) {
+        if (gSigint) {  // Ctrl-C: drop what was typed
           std::fputc('\n', stdout);
-          atLineStart = true;
+          buffer.clear();
+          continue;
         }
-        report();
-        vm.recover();
-      };
-      try {
-        evalSource(vm, buffer, kChunk, [&](Value v) { printLine(vm, vm.show(v, true)); });
-        gEvaluating.store(nullptr);
-      } catch (const Error& e) {
-        failed([&] { reportError(e); });
-      } catch (const std::bad_alloc&) {
-        failed([] { reportMessage("error: out of memory"); });
-      } catch (const std::exception& e) {
-        failed([&] { reportMessage(std::string("error: internal error: ") + e.what()); });
-      } catch (...) {
-        failed([] { reportMessage("error: internal error"); });
+        std::fputc('\n', stdout);
+        break;  // end of input
       }
+      std::unique_ptr<char, void (*)(void*)> owned(raw, std::free);
+      std::string line(raw);
+      owned.reset();
+
+      if (buffer.empty()) {
+        std::string_view word = trim(line);
+        if (word.empty()) continue;
+        if (isCommand(word)) {
+          add_history(line.c_str());
+          if (word == ",quit" || word == ",q" || word == ",exit") break;
+          if (word == ",help" || word == ",h" || word == ",?")
+            std::puts(kReplHelp);
+          else
+            reportMessage("unknown command " + std::string(word) + " (,help lists them)");
+          continue;
+        }
+      }
+      if (!isBlank(line)) add_history(line.c_str());
+      buffer += line;
+      buffer += '\n';
+
+      Entry entry = classify(buffer);
+      if (entry == Entry::Incomplete) continue;
+      if (entry == Entry::Complete) {
+        gSigint = 0;
+        gEvaluating.store(&vm);
+        auto failed = [&](auto&& report) {
+          gEvaluating.store(nullptr);
+          if (!atLineStart || gSigint) {  // after output without a newline, or the tty's "^C"
+            std::fputc('\n', stdout);
+            atLineStart = true;
+          }
+          report();
+          try {
+            vm.recover();
+          } catch (const std::bad_alloc&) {
+            // The collection could not run: the stack is reset all the same, and a failed
+            // collection leaves the heap as it was (the next one retries).
+          }
+        };
+        try {
+          evalSource(vm, buffer, kChunk, [&](Value v) { printLine(vm, vm.show(v, true)); });
+          gEvaluating.store(nullptr);
+        } catch (const Error& e) {
+          failed([&] { reportError(e); });
+        } catch (const std::bad_alloc&) {
+          failed([] { reportMessage("error: out of memory"); });
+        } catch (const std::exception& e) {
+          failed([&] { reportMessage(std::string("error: internal error: ") + e.what()); });
+        } catch (...) {
+          failed([] { reportMessage("error: internal error"); });
+        }
+      }
+      buffer.clear();
+      if (!history.empty()) write_history(history.c_str());
+    } catch (const std::bad_alloc&) {
+      // Out of memory outside an evaluation (the line, the check for a complete form,
+      // the history): the input is dropped and the session goes on.
+      gEvaluating.store(nullptr);
+      buffer.clear();
+      reportMessage("error: out of memory");
     }
-    buffer.clear();
-    if (!history.empty()) write_history(history.c_str());
   }
   if (!history.empty()) write_history(history.c_str());
   std::fflush(stdout);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# test.sh — builds dlam and runs every test, then the lang suite again under GC stress,
-# every test under AddressSanitizer + UndefinedBehaviorSanitizer (with LeakSanitizer), and
-# the multi-VM threads test under ThreadSanitizer. Exits non-zero if anything fails.
+# test.sh — builds dlam and runs every test, then the lang suite and the C++ allocation-failure
+# sweep again under GC stress, every test under AddressSanitizer + UndefinedBehaviorSanitizer
+# (with LeakSanitizer), and the multi-VM threads test under ThreadSanitizer. Exits non-zero if
+# anything fails.
 #
 # Environment:
 #   DLAM_SKIP_SETUP=1     do not run tools/setup.sh
@@ -32,13 +33,16 @@ section "all tests (build/)"
 ctest --test-dir build --output-on-failure -j"$jobs" || failed+=("tests")
 
 if [[ "${DLAM_SKIP_STRESS:-0}" != 1 ]]; then
-  section "lang suite under GC stress (build-stress/)"
+  section "lang suite and allocation-failure sweep under GC stress (build-stress/)"
   # Scripts tagged `heavy` allocate millions of objects: quadratic when every allocation collects.
+  # The sweep fails the C++ allocations of collections too when every call collects.
   if cmake -S . -B build-stress -DCMAKE_BUILD_TYPE=Release -DDLAM_GC_STRESS=ON -DDLAM_SANITIZE=OFF \
        -DDLAM_WERROR="$werror" &&
-     cmake --build build-stress -j"$jobs" --target dlam dlam_lang_tests; then
+     cmake --build build-stress -j"$jobs" --target dlam dlam_lang_tests dlam_cpp_alloc_tests; then
     DLAM_LANG_SKIP_TAGS="heavy ${DLAM_LANG_SKIP_TAGS:-}" DLAM_LANG_TIMEOUT_SCALE=3 \
       ctest --test-dir build-stress -L lang --output-on-failure -j"$jobs" || failed+=("gc-stress")
+    ctest --test-dir build-stress -R 'CppAllocationFailure' --output-on-failure -j"$jobs" ||
+      failed+=("gc-stress allocation failures")
   else
     failed+=("gc-stress build")
   fi

@@ -19,6 +19,7 @@
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "ad_transform.h"
 #include "codegen.h"
@@ -962,22 +963,29 @@ Proto* transformProto(VM& vm, Proto* primal) {
   Proto* result = compileLambda(vm, mod, T);
   // Link every transformed proto to its primal, so *j-inverse of closures made by
   // transformed code finds their primal code, and *j of primal closures reuses it.
+  // The links are found first and made after, without allocating: a failure (out of
+  // memory) leaves no primal proto linked to part of an unlinked transform.
   std::unordered_map<const Lambda*, Proto*> primals;
   indexProtos(primal, primals);
+  std::vector<std::pair<Proto*, Proto*>> links;  // (transformed, its primal or nullptr)
   std::vector<Proto*> work{result};
   while (!work.empty()) {
     Proto* p = work.back();
     work.pop_back();
     auto* lam = static_cast<const Lambda*>(p->ir.get());
-    p->adLevel = static_cast<uint16_t>(primal->adLevel + 1);
+    Proto* of = nullptr;
     if (lam && lam->primalOf) {
       auto it = primals.find(lam->primalOf);
-      if (it != primals.end()) {
-        p->primal = it->second;
-        if (!it->second->transformed) it->second->transformed = p;
-      }
+      if (it != primals.end()) of = it->second;
     }
+    links.emplace_back(p, of);
     for (Proto* c : p->protos) work.push_back(c);
+  }
+  for (auto [p, of] : links) {
+    p->adLevel = static_cast<uint16_t>(primal->adLevel + 1);
+    if (!of) continue;
+    p->primal = of;
+    if (!of->transformed) of->transformed = p;
   }
   return result;
 }

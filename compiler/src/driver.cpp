@@ -1,7 +1,9 @@
 // driver.cpp — evalSource / evalFile / compileSource: read, expand, compile and run
-// top-level forms one at a time, splicing top-level `begin` and `include`.
+// top-level forms one at a time, splicing top-level `begin` and `include`. A failed C++
+// allocation anywhere in there (std::bad_alloc) leaves as the error the GC heap gives
+// when it runs out: a limit error "out of memory", located at the form.
 #include <fstream>
-#include <sstream>
+#include <new>
 
 #include "codegen.h"
 #include "dlam/compiler.h"
@@ -19,13 +21,24 @@ std::string dirOf(const std::string& path) {
   return path.substr(0, slash);
 }
 
+// For a handler of std::bad_alloc. (If even this error cannot be made, the new
+// std::bad_alloc goes on, and the entry points report it as "out of memory" too.)
+[[noreturn]] void outOfMemory(const std::string& file, SrcLoc loc) {
+  throw Error(ErrorKind::Limit, "out of memory", file, loc);
+}
+
 class Toplevel {
  public:
   Toplevel(VM& vm, const std::function<void(Value)>* onValue, bool run)
       : vm_(vm), onValue_(onValue), run_(run), last_(vm, Value::voidValue()) {}
 
   void source(std::string_view text, const std::string& file) {
-    auto forms = readAll(arena_, text, file);
+    std::vector<Sx*> forms;
+    try {
+      forms = readAll(arena_, text, file);
+    } catch (const std::bad_alloc&) {
+      outOfMemory(file, {});
+    }
     ExpandOptions opts{file, dirOf(file), !vm_.config().sandbox};
     for (Sx* f : forms) form(f, opts);
   }
@@ -43,6 +56,14 @@ class Toplevel {
   }
 
   void form(Sx* f, const ExpandOptions& opts) {
+    try {
+      formBody(f, opts);
+    } catch (const std::bad_alloc&) {
+      outOfMemory(opts.file, f->loc);
+    }
+  }
+
+  void formBody(Sx* f, const ExpandOptions& opts) {
     if (isForm(f, "begin")) {
       for (size_t i = 1; i < f->items.size(); ++i) form(f->items[i], opts);
       return;
@@ -108,23 +129,39 @@ class Toplevel {
 }  // namespace
 
 Value evalSource(VM& vm, std::string_view source, const std::string& file, const std::function<void(Value)>& onValue) {
-  Toplevel t(vm, &onValue, true);
-  t.source(source, file);
-  return t.last();
+  try {
+    Toplevel t(vm, &onValue, true);
+    t.source(source, file);
+    return t.last();
+  } catch (const std::bad_alloc&) {
+    outOfMemory(file, {});
+  }
 }
 
 Value evalFile(VM& vm, const std::string& path, const std::function<void(Value)>& onValue) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::Syntax, "cannot open '" + path + "'", path, {});
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return evalSource(vm, ss.str(), path, onValue);
+  std::string text;
+  try {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(ErrorKind::Syntax, "cannot open '" + path + "'", path, {});
+    // Not `stream << in.rdbuf()`: that swallows a failed allocation (it only sets
+    // failbit) and would run the part of the file that was read.
+    char buf[65536];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) text.append(buf, static_cast<size_t>(in.gcount()));
+    if (in.bad()) throw Error(ErrorKind::Syntax, "cannot read '" + path + "'", path, {});
+  } catch (const std::bad_alloc&) {
+    outOfMemory(path, {});
+  }
+  return evalSource(vm, text, path, onValue);
 }
 
 std::vector<Proto*> compileSource(VM& vm, std::string_view source, const std::string& file) {
-  Toplevel t(vm, nullptr, false);
-  t.source(source, file);
-  return t.protos;
+  try {
+    Toplevel t(vm, nullptr, false);
+    t.source(source, file);
+    return t.protos;
+  } catch (const std::bad_alloc&) {
+    outOfMemory(file, {});
+  }
 }
 
 }  // namespace dlam

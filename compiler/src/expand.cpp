@@ -13,7 +13,6 @@
 
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -934,9 +933,13 @@ Value quoteDatum(VM& vm, const Sx* datum) {
 std::string readIncludeFile(const std::string& path, const std::string& file, SrcLoc loc) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorKind::Syntax, "include: cannot open '" + path + "'", file, loc);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  // Not `stream << in.rdbuf()`, which swallows a failed allocation (std::bad_alloc must
+  // reach the driver) and would return the part of the file read so far.
+  std::string text;
+  char buf[65536];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) text.append(buf, static_cast<size_t>(in.gcount()));
+  if (in.bad()) throw Error(ErrorKind::Syntax, "include: cannot read '" + path + "'", file, loc);
+  return text;
 }
 
 anf::Lambda* expandToplevel(VM& vm, anf::Module& mod, Sx* form, SxArena& arena, const ExpandOptions& opts) {

@@ -2,7 +2,9 @@
 ** dlam.h — the C API of dlam, an embeddable VM for a differentiable lambda language.
 **
 ** Plain C (C11 and C++). Link with libdlam (static: libdlam.a, which also needs
-** -lmimalloc -llua5.4 -lffi -ldl -lstdc++ -lm; shared: libdlam.so). With CMake:
+** -lstdc++ -lmimalloc -llua5.4 -lffi -ldl -lm, -lstdc++ ahead of -lmimalloc so that
+** operator new reports running out of memory instead of aborting; shared: libdlam.so,
+** which takes care of that itself). With CMake:
 ** find_package(dlam) and link dlam::dlam; with pkg-config: `pkg-config --cflags --libs dlam`.
 **
 ** A tour:

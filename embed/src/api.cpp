@@ -256,7 +256,11 @@ dlam_status guarded(dlam_vm* D, const char* who, F&& body) noexcept {
     std::string m = "out of memory";
     return D->fail(ErrorKind::Limit, nullptr, &m);
   } catch (const std::exception& e) {
-    std::string m = std::string("internal error: ") + e.what();
+    std::string m = "internal error";  // (short strings need no allocation)
+    try {
+      m += std::string(": ") + e.what();
+    } catch (...) {
+    }
     return D->fail(ErrorKind::Runtime, nullptr, &m);
   } catch (...) {
     std::string m = "internal error";
@@ -482,6 +486,8 @@ dlam_vm* dlam_new(const char* config_lua_path) {
       dlam::openStdlib(*D->vm);
       dlam::openForeign(*D->vm);
     } catch (const dlam::Error& e) {
+      // Out of memory (loading the standard library): NULL, like any failed allocation here.
+      if (e.kind == ErrorKind::Limit && e.message == "out of memory") return nullptr;
       // Unusable VM: every call reports this error (see dlam_new in dlam.h).
       D->vm.reset();
       D->brokenStatus = statusOf(e.kind);

@@ -1,8 +1,9 @@
 // repl_pty_test.cpp — drives the `dlam` REPL in a pseudo-terminal and checks that the
 // session keeps working after every kind of error (SPEC sections 1 and 7): a syntax
 // error, a runtime error, an error inside a gradient, stack overflow, the heap limit, the
-// instruction limit, an interrupt (Ctrl-C during a running loop), each followed by a
-// successful evaluation; multi-line input; and that ,quit leaves with status 0.
+// instruction limit, an interrupt (Ctrl-C during a running loop), running out of memory
+// under an address-space limit (not in sanitizer builds), each followed by a successful
+// evaluation; multi-line input; and that ,quit leaves with status 0.
 //
 //   dlam_repl_pty_test PATH/TO/dlam PATH/TO/tests/fuzz
 //
@@ -11,10 +12,12 @@
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -90,8 +93,10 @@ void step(Session& s, const std::string& line, const std::string& want, double s
   s.consumed = s.transcript.size();
 }
 
-// Starts `dlam ARGS...` in a pseudo-terminal with HOME set to `home`.
-Session start(const std::string& dlam, const std::vector<std::string>& args, const char* home) {
+// Starts `dlam ARGS...` in a pseudo-terminal with HOME set to `home` (and, if not 0, an
+// address-space limit of `addressSpaceMb`).
+Session start(const std::string& dlam, const std::vector<std::string>& args, const char* home,
+              uint64_t addressSpaceMb = 0) {
   Session s;
   winsize ws{};
   ws.ws_row = 50;
@@ -104,6 +109,10 @@ Session start(const std::string& dlam, const std::vector<std::string>& args, con
   if (s.pid == 0) {
     setenv("HOME", home, 1);
     setenv("TERM", "dumb", 1);
+    if (addressSpaceMb) {
+      rlimit rl{addressSpaceMb << 20, addressSpaceMb << 20};
+      setrlimit(RLIMIT_AS, &rl);
+    }
     std::vector<char*> argv{const_cast<char*>(dlam.c_str())};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -201,6 +210,23 @@ int main(int argc, char** argv) {
     step(s, "(* 6 7)", R"(\b42\b)");
     quit(s);
   }
+
+  // Session 3: 200 MB of address space. Printing a tree of 2^40 leaves (the printer's
+  // string), a list that doubles (the GC heap) and showing the tree as the REPL's answer
+  // each run out of memory; the session goes on.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  {
+    Session s = start(dlam, {}, home, 200);
+    step(s, "(define t (let loop ((i 0) (x 1)) (if (= i 40) x (loop (+ i 1) (cons x x)))))", R"()");
+    step(s, "(display t)", R"(error: out of memory)");
+    step(s, "(+ 1 2)", R"(\b3\b)");
+    step(s, "(let loop ((l (list 1))) (loop (append l l)))", R"(error: out of memory)");
+    step(s, "(length (iota 1000))", R"(\b1000\b)");
+    step(s, "t", R"(error: out of memory)");
+    step(s, "((gradient (lambda (x) (* x x x))) 2)", R"(\b12\b)");
+    quit(s);
+  }
+#endif
 
   std::string hist = std::string(home) + "/.dlam_history";
   unlink(hist.c_str());

@@ -474,9 +474,11 @@ std::string runConfined(const char* source, uint64_t heapLimitMb, uint64_t addre
 }
 
 // Nested reverse transforms grow the code exponentially with the nesting depth, and a
-// recursion through `gradient` nests without bound. The heap limit must stop it (the
-// transformed protos' code counts: VM::noteProtoBytes), or at least the stack limit;
-// under an address-space limit mimalloc's operator new would abort otherwise.
+// Nested reverse transforms grow the code exponentially with the nesting depth, and a
+// recursion through `gradient` nests without bound. The AD nesting limit, the heap limit
+// (the transformed protos' code counts: VM::noteProtoBytes) or the stack limit must stop
+// it; under an address-space limit it may also end as "out of memory" (operator new
+// throwing: see tests/reliability for why it could abort before).
 TEST(Limits, RecursionThroughGradientStopsCleanly) {
 #ifdef DLAM_TEST_NO_RLIMIT
   GTEST_SKIP() << "RLIMIT_AS does not mix with sanitizers";
@@ -507,12 +509,11 @@ TEST(Limits, PrintingAHugeSharedTreeStopsCleanly) {
 #endif
 }
 
-// Ten nested gradients (the most the AD nesting limit allows) of a function whose
-// transformed code grows with every level. The protos' C++ memory counts against the heap
-// limit; were it not had, mimalloc's operator new (libmimalloc is built as C) would call
-// abort() instead of throwing std::bad_alloc, and the process would die with SIGABRT and
-// no message. It must end cleanly: a dlam error ("heap limit", "out of memory") or the
-// answer.
+// Nested gradients (up to what the AD nesting limit allows) of a function whose
+// transformed code grows with every level: the protos' C++ memory counts against the heap
+// limit, and when it cannot be had operator new must throw std::bad_alloc (Debian's
+// libmimalloc's own operator new, built as C, calls abort(): libstdc++'s is linked ahead
+// of it). It must end cleanly: a dlam error ("heap limit", "out of memory") or the answer.
 TEST(Limits, NestedGradientsUnderAnAddressSpaceLimit) {
 #ifdef DLAM_TEST_NO_RLIMIT
   GTEST_SKIP() << "RLIMIT_AS does not mix with sanitizers";

@@ -9,6 +9,8 @@
 // conformant zero of any shape, O(1)); plus adds sensitivities structurally and
 // returns the other side in O(1) when one is zero. Nothing here recurses in C++
 // along the data: structures are walked with explicit stacks.
+#include <vector>
+
 #include "dlam/vm.h"
 
 namespace dlam {
@@ -78,9 +80,20 @@ Proto* VM::transformed(Proto* p) {
 }
 
 void VM::forceClosureSlow(Closure* c) {
-  bool inverse = c->flags & kLazyJInv;
+  auto lazy = static_cast<uint16_t>(c->flags & (kLazyJ | kLazyJInv));
+  bool inverse = lazy & kLazyJInv;
   c->flags &= static_cast<uint16_t>(~(kLazyJ | kLazyJInv));
-  for (uint32_t i = 0; i < c->aux; ++i) c->upvals[i] = inverse ? starJInverse(c->upvals[i]) : starJ(c->upvals[i]);
+  // The whole environment is mapped before any of it is stored: if mapping fails part
+  // way (out of memory, a limit), the closure stays lazy as it was, not half mapped.
+  std::vector<Value> mapped;
+  try {
+    mapped.reserve(c->aux);
+    for (uint32_t i = 0; i < c->aux; ++i) mapped.push_back(inverse ? starJInverse(c->upvals[i]) : starJ(c->upvals[i]));
+  } catch (...) {
+    c->flags |= lazy;
+    throw;
+  }
+  for (uint32_t i = 0; i < c->aux; ++i) c->upvals[i] = mapped[i];
 }
 
 Native* VM::liftedNative(Native* base, uint16_t level) {

@@ -194,4 +194,14 @@ Arena::Freed Arena::sweep() {
   return freed;
 }
 
+void Arena::unmarkAll() {
+  for (size_t c = 0; c < kClasses; ++c)
+    for (Page* p = pages_[c]; p; p = p->next) {
+      char* s = reinterpret_cast<char*>(p) + kPageHeader;
+      for (uint32_t i = 0; i < p->carved; ++i, s += p->slotSize)
+        if (static_cast<ObjType>(static_cast<uint8_t>(s[offsetof(Obj, type)])) != kFreeType) s[offsetof(Obj, marked)] = 0;
+    }
+  for (Large* l = large_; l; l = l->next) (reinterpret_cast<char*>(l) + kLargeHeader)[offsetof(Obj, marked)] = 0;
+}
+
 }  // namespace dlam

@@ -140,9 +140,10 @@ Symbol* VM::intern(std::string_view name) {
   auto it = symbols_.find(std::string(name));
   if (it != symbols_.end()) return it->second;
   auto* sym = static_cast<Symbol*>(allocate(ObjType::Symbol, sizeof(Symbol)));
-  new (&sym->name) std::string(name);
+  new (&sym->name) std::string();  // owns nothing until tracked (each step may fail)
   sym->global = Value::undefined();
   track(sym);
+  sym->name.assign(name);
   symbols_.emplace(sym->name, sym);
   return sym;
 }
@@ -247,6 +248,15 @@ void VM::markRoots(std::vector<Obj*>& work) {
 void VM::collectGarbage() {
   if (bytesAllocated_ > stats_.peakBytes) stats_.peakBytes = bytesAllocated_;
   std::vector<Obj*> work;
+  // If the mark stack cannot grow (std::bad_alloc), nothing is freed, and no mark may stay
+  // behind: the next collection would take a marked object for traced and skip its children.
+  struct UnmarkOnFailure {
+    Arena& arena;
+    bool done = false;
+    ~UnmarkOnFailure() {
+      if (!done) arena.unmarkAll();
+    }
+  } unmarkOnFailure{arena_};
   work.reserve(256);
   markRoots(work);
   // Marking is bound by cache misses on object headers. Objects popped from the
@@ -316,6 +326,7 @@ void VM::collectGarbage() {
       case ObjType::Vector: break;
     }
   }
+  unmarkOnFailure.done = true;
   // Objects owning C++ members are finalised here, before their blocks are freed.
   size_t kept = 0;
   for (Obj* o : finalizable_) {

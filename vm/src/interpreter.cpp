@@ -4,8 +4,11 @@
 // so dlam recursion never recurses in C++. A call places the callee in R[A] and its
 // arguments in R[A+1..]; the callee's register 0 is the caller's R[A+1] and its
 // result is written back into the callee slot (stack_[base - 1]). VM::call enters
-// the loop from C++ with a boundary frame; returning from that frame leaves it.
+// the loop from C++ with a boundary frame; returning from that frame leaves it. An
+// error unwinds through VM::call, which restores the frames and the stack top; a
+// failed C++ allocation (std::bad_alloc) becomes the GC heap's "out of memory" there.
 #include <cmath>
+#include <new>
 #include <utility>
 
 #include "dlam/opcodes.h"
@@ -123,6 +126,8 @@ void VM::recover() {
   frames_.clear();
   stackTop_ = 0;
   interruptRequested_ = false;
+  pendingCall_.clear();  // a native's tail call the failed run never made
+  callingNative = nullptr;
   collectGarbage();
 }
 
@@ -200,6 +205,23 @@ Value VM::call(Value fn, const Value* args, int nargs) {
     }
     stackTop_ = savedTop;
     return result;
+  } catch (const std::bad_alloc&) {
+    // A C++ allocation failed (a vector or string of the interpreter or a native, the
+    // compiler run by *j): the error the GC heap gives when it runs out, located and
+    // traced while the frames are still there. If even that cannot be built, the
+    // std::bad_alloc goes on (every entry point reports it as "out of memory" too).
+    Error e(ErrorKind::Limit, std::string());
+    bool built = false;
+    try {
+      e.message = "out of memory";
+      buildTrace(e);
+      built = true;
+    } catch (...) {
+    }
+    frames_.resize(entryDepth);
+    stackTop_ = savedTop;
+    if (!built) throw;
+    throw std::move(e);
   } catch (...) {
     frames_.resize(entryDepth);
     stackTop_ = savedTop;

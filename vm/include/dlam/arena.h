@@ -75,6 +75,8 @@ class Arena {
   // Frees every object whose mark byte is 0 and clears the mark of the others. Pages
   // left with no object go back to mimalloc, except one per size class, kept for reuse.
   Freed sweep();
+  // Clears every object's mark, freeing nothing (after a collection that failed).
+  void unmarkAll();
 
   uint64_t pages() const { return pageCount_; }         // small-object pages held
   uint64_t largeObjects() const { return largeCount_; }  // large blocks held
