@@ -189,8 +189,6 @@ Value VM::liftedCall(Native* lifted, Value* args, int nargs) {
 }
 
 Value VM::liftedBinary(NativeId id, uint32_t level, Value* args) {
-  Native* base = builtin(id);
-  if (level == 0) return base->fn(*this, args, 2);
   if (level == 1 && isObj(args[0], ObjType::Rev) && isObj(args[1], ObjType::Rev)) {
     // First-order derivatives: both operands tag numbers.
     Value x = static_cast<Rev*>(args[0].asObject())->primal, y = static_cast<Rev*>(args[1].asObject())->primal;
@@ -210,6 +208,8 @@ Value VM::liftedBinary(NativeId id, uint32_t level, Value* args) {
       }
     }
   }
+  Native* base = builtin(id);
+  if (level == 0) return base->fn(*this, args, 2);
   Value stripped[2] = {args[0], args[1]};
   for (Value& a : stripped) {
     for (uint32_t i = 0; i < level; ++i) {

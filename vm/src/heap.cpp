@@ -220,7 +220,7 @@ Value VM::list(const Value* xs, size_t n) {
 // Grey objects go on the work list unchecked: whether one is already marked is
 // only looked at when it comes off the list, by which time the prefetch issued
 // here has usually brought its header into the cache.
-void VM::markValue(Value v, std::vector<Obj*>& work) {
+[[gnu::always_inline]] inline void VM::markValue(Value v, std::vector<Obj*>& work) {
   if (!v.isObject()) return;
   Obj* o = v.asObject();
   __builtin_prefetch(o, 1);

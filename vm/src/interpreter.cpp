@@ -531,9 +531,8 @@ op_JMPIFNOT: {
   DISPATCH();
 }
 
-// Plain numbers are computed in place; so are first-order reverse-tagged numbers
-// (the forward sweep of a gradient), which make a new tagged number. The rest
-// (nested levels, type errors, a level mixed up) goes through liftedBinary.
+// Plain numbers are computed in place; reverse-tagged ones (the forward sweep of a
+// gradient) go through liftedBinary, out of line so the plain path stays tight.
 #define ARITH(NAME, OPER, ID, RHS)                                     \
   op_##NAME : {                                                        \
     Value x = RB, y = RHS;                                             \
@@ -544,16 +543,6 @@ op_JMPIFNOT: {
     SAVE_PC();                                                         \
     Value args[2] = {x, y};                                            \
     if (ins >> 63) std::swap(args[0], args[1]);                        \
-    if (instr::level(ins) == 1 && isObj(args[0], ObjType::Rev) &&      \
-        isObj(args[1], ObjType::Rev)) {                                \
-      Value p0 = static_cast<Rev*>(args[0].asObject())->primal;        \
-      Value p1 = static_cast<Rev*>(args[1].asObject())->primal;        \
-      if (p0.isNumber() && p1.isNumber()) {                            \
-        Rev* t = makeRev(Value::number(p0.asNumber() OPER p1.asNumber())); \
-        RA = Value::object(t);                                         \
-        DISPATCH();                                                    \
-      }                                                                \
-    }                                                                  \
     uint32_t base = frame->base;                                       \
     Value r = liftedBinary(NativeId::ID, instr::level(ins), args);     \
     R = stack_.data() + base;                                          \
