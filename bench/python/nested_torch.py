@@ -36,8 +36,12 @@ def magnitude(v):
     return math.sqrt(sum(float(a) ** 2 for a in v))
 
 
-def argmin(f, x):
-    g = gradient(f)
+def argmin(f, x, outermost=False):
+    """outermost: nothing differentiates the result, so the iterates are plain numbers
+    (as they are in dlam, where only values under a gradient carry a tag); otherwise
+    they keep their graph, for the derivative of the result."""
+    g0 = gradient(f)
+    g = (lambda x: [float(v) for v in g0(x)]) if outermost else g0
     fx, gx, eta, i = f(x), g(x), 1e-5, 0
     while True:
         if magnitude(gx) <= 1e-5:
@@ -55,8 +59,8 @@ def argmin(f, x):
             eta, i = eta / 2.0, 0
 
 
-def argmax(f, x):
-    return argmin(lambda x: -f(x), x)
+def argmax(f, x, outermost=False):
+    return argmin(lambda x: -f(x), x, outermost)
 
 
 def vmax(f, x):
@@ -67,9 +71,9 @@ def saddle():
     def F(x1, y1, x2, y2):
         return (x1 * x1 + y1 * y1) - (x2 * x2 + y2 * y2)
     start = [torch.tensor(1.0), torch.tensor(1.0)]
-    p1 = argmin(lambda p1: vmax(lambda p2: F(p1[0], p1[1], p2[0], p2[1]), start), start)
+    p1 = argmin(lambda p1: vmax(lambda p2: F(p1[0], p1[1], p2[0], p2[1]), start), start, True)
     p1 = [float(a) for a in p1]
-    p2 = argmax(lambda p2: F(p1[0], p1[1], p2[0], p2[1]), start)
+    p2 = argmax(lambda p2: F(p1[0], p1[1], p2[0], p2[1]), start, True)
     return p1 + [float(a) for a in p2]
 
 
@@ -94,7 +98,7 @@ def naive_euler(w):
 
 
 def particle():
-    return [float(v) for v in argmin(lambda w: naive_euler(w[0]), [0.0])]
+    return [float(v) for v in argmin(lambda w: naive_euler(w[0]), [0.0], True)]
 
 
 def main():
