@@ -207,7 +207,6 @@ class VM {
   void sweep();
 
   Config config_;
-  Arena arena_;
   uint64_t bytesAllocated_ = 0;
   uint64_t nextGc_ = 1 << 20;
   uint64_t gcThreshold_ = 1 << 20;  // nextGc_ without the test hooks
@@ -242,6 +241,7 @@ class VM {
   std::unordered_map<uint64_t, Native*> liftedCache_;
   std::unordered_map<uint64_t, Closure*> etaCache_;
   [[noreturn]] void raise(ErrorKind kind, const std::string& message);
+  Arena arena_;  // last: its free lists (half a KiB) stay out of the interpreter's fields
 };
 
 }  // namespace dlam
