@@ -472,14 +472,37 @@ class Transformer {
       }
       it->second = merge(it->second, e);
     }
-    // The parts of a pair's sensitivity: split at transform time when it is a term.
-    std::pair<TermP, TermP> split(TermP tm) {
-      if (!tm) return {nullptr, nullptr};
-      if (tm->pair) return {tm->car, tm->cdr};
-      return {atomTerm(t->call(out, {t->prim(NativeId::SCar), tm->atom})),
-              atomTerm(t->call(out, {t->prim(NativeId::SCdr), tm->atom}))};
+    // The parts of a pair's sensitivity: taken at transform time when it is a term.
+    TermP head(const TermP& tm) { return part(tm, true); }
+    TermP tail(const TermP& tm) { return part(tm, false); }
+    TermP part(const TermP& tm, bool car) {
+      if (!tm) return nullptr;
+      if (tm->pair) return car ? tm->car : tm->cdr;
+      return atomTerm(t->call(out, {t->prim(car ? NativeId::SCar : NativeId::SCdr), tm->atom}));
     }
   };
+
+  // Whether a target takes a sensitivity: a variable, or an atom that is a local variable.
+  static bool takes(const Var*) { return true; }
+  static bool takes(const Atom& a) { return a.kind == Atom::Local; }
+  static void addTo(Sens& st, const Var* v, TermP e) { st.addTerm(v, std::move(e)); }
+  static void addTo(Sens& st, const Atom& a, TermP e) {
+    if (a.kind == Atom::Local) st.addTerm(a.var, std::move(e));
+  }
+  static void addTo(Sens& st, const Atom& a, const Atom& e) {
+    if (a.kind == Atom::Local) st.add(a.var, e);
+  }
+
+  // Gives the elements of the list-shaped sensitivity s to the targets, in order
+  // (variables, or atoms of which only local variables take a sensitivity).
+  template <class It>
+  static void spread(Sens& st, TermP s, It first, It last) {
+    for (It i = first; i != last; ++i) {
+      if (takes(*i)) addTo(st, *i, st.head(s));
+      if (std::next(i) != last) s = st.tail(s);
+    }
+  }
+  static TermP termOf(const Atom& a) { return Sens::atomTerm(a); }
 
   // (list a ...) as a chain of conses.
   Atom listOf(Block* out, const std::vector<Atom>& items) {
@@ -590,22 +613,15 @@ class Transformer {
       case Bind::MakeLambda: {
         if (st.isZero(bd.dst)) return;
         // A closure's sensitivity is the list of its free variables' sensitivities.
-        Atom s = st.get(bd.dst);
         const auto& fvs = bd.lambda->freeVars;
-        for (size_t j = 0; j < fvs.size(); ++j) {
-          st.add(fvs[j], call(st.out, {prim(NativeId::SCar), s}));
-          if (j + 1 < fvs.size()) s = call(st.out, {prim(NativeId::SCdr), s});
-        }
+        spread(st, st.term(bd.dst), fvs.begin(), fvs.end());
         return;
       }
       case Bind::If: {
         auto it = branchOuter_.find(&bd);
         if (it == branchOuter_.end() || st.isZero(bd.dst)) return;
         Atom s = call(st.out, {localAtom(bp_.at(bd.dst)), st.get(bd.dst)});
-        for (Var* u : it->second) {
-          st.add(u, call(st.out, {prim(NativeId::SCar), s}));
-          s = call(st.out, {prim(NativeId::SCdr), s});
-        }
+        spread(st, termOf(s), it->second.begin(), it->second.end());
         return;
       }
       case Bind::Call: rhoCall(bd, st); return;
@@ -615,22 +631,15 @@ class Transformer {
   void rhoGenericCall(const Bind& bd, Sens& st, bool calleeSens) {
     Atom s = call(st.out, {prim(NativeId::BpResult), call(st.out, {localAtom(bp_.at(bd.dst)), st.get(bd.dst)}),
                            localAtom(bp_.at(bd.dst))});
-    if (calleeSens && bd.args[0].kind == Atom::Local) st.add(bd.args[0].var, call(st.out, {prim(NativeId::SCar), s}));
+    // (cons fbar xbar), xbar being the argument's sensitivity or the list of them.
+    if (calleeSens && takes(bd.args[0])) addTo(st, bd.args[0], st.head(termOf(s)));
     size_t n = bd.args.size() - 1;
     if (n == 0) return;
-    Atom d = call(st.out, {prim(NativeId::SCdr), s});
-    if (n == 1) {
-      if (bd.args[1].kind == Atom::Local) st.add(bd.args[1].var, d);
-      return;
-    }
-    for (size_t i = 1; i <= n; ++i) {
-      if (bd.args[i].kind == Atom::Local) st.add(bd.args[i].var, call(st.out, {prim(NativeId::SCar), d}));
-      if (i < n) d = call(st.out, {prim(NativeId::SCdr), d});
-    }
-  }
-
-  void addTo(Sens& st, const Atom& a, const Atom& e) {
-    if (a.kind == Atom::Local) st.add(a.var, e);
+    TermP d = st.tail(termOf(s));
+    if (n == 1)
+      addTo(st, bd.args[1], d);
+    else
+      spread(st, d, bd.args.begin() + 1, bd.args.end());
   }
 
   void rhoCall(const Bind& bd, Sens& st) {
@@ -651,62 +660,44 @@ class Transformer {
       for (size_t i = 1; i < bd.args.size(); ++i) args.push_back(primal(st, bd.args[i]));
       args.push_back(st.get(bd.dst));
       Atom parts = call(st.out, std::move(args));
-      for (size_t i = 1; i < bd.args.size(); ++i) {
-        addTo(st, bd.args[i], call(st.out, {prim(NativeId::SCar), parts}));
-        if (i + 1 < bd.args.size()) parts = call(st.out, {prim(NativeId::SCdr), parts});
-      }
+      spread(st, termOf(parts), bd.args.begin() + 1, bd.args.end());
       return;
     }
     if (id == NativeId::Apply) {
       if (st.isZero(bd.dst)) return;
       Atom s = call(st.out, {localAtom(bp_.at(bd.dst)), st.get(bd.dst)});
-      if (bd.args[1].kind == Atom::Local) st.add(bd.args[1].var, call(st.out, {prim(NativeId::SCar), s}));
+      if (takes(bd.args[1])) addTo(st, bd.args[1], st.head(termOf(s)));
       size_t nfixed = bd.args.size() - 3;
-      Atom parts = call(st.out, {globalAtom(vm_.intern("%apply-split")), call(st.out, {prim(NativeId::SCdr), s}),
+      Atom parts = call(st.out, {globalAtom(vm_.intern("%apply-split")), st.materialize(st.tail(termOf(s))),
                                  constAtom(Value::number(double(nfixed))), jAtom(st.out, bd.args.back())});
-      for (size_t i = 2; i < bd.args.size(); ++i) {
-        addTo(st, bd.args[i], call(st.out, {prim(NativeId::SCar), parts}));
-        if (i + 1 < bd.args.size()) parts = call(st.out, {prim(NativeId::SCdr), parts});
-      }
+      spread(st, termOf(parts), bd.args.begin() + 2, bd.args.end());
       return;
     }
     if (st.isZero(bd.dst)) return;
-    auto addTermTo = [&](const Atom& x, TermP e) {
-      if (x.kind == Atom::Local) st.addTerm(x.var, std::move(e));
-    };
     switch (static_cast<NativeId>(n->id)) {
       // ---- structural: on terms, see Sens ----
       case NativeId::Cons: {
-        auto [sa, sd] = st.split(st.term(bd.dst));
-        addTermTo(bd.args[1], sa);
-        addTermTo(bd.args[2], sd);
-        return;
-      }
-      case NativeId::List: {
         TermP s = st.term(bd.dst);
-        for (size_t i = 1; i < bd.args.size(); ++i) {
-          auto [si, rest] = st.split(s);
-          addTermTo(bd.args[i], si);
-          s = rest;
-        }
+        if (takes(bd.args[1])) addTo(st, bd.args[1], st.head(s));
+        if (takes(bd.args[2])) addTo(st, bd.args[2], st.tail(s));
         return;
       }
+      case NativeId::List: spread(st, st.term(bd.dst), bd.args.begin() + 1, bd.args.end()); return;
       case NativeId::Car:
       case NativeId::SCar:
-        addTermTo(bd.args[1], st.pairTerm(st.term(bd.dst), nullptr));
+        addTo(st, bd.args[1], st.pairTerm(st.term(bd.dst), nullptr));
         return;
       case NativeId::Cdr:
       case NativeId::SCdr:
-        addTermTo(bd.args[1], st.pairTerm(nullptr, st.term(bd.dst)));
+        addTo(st, bd.args[1], st.pairTerm(nullptr, st.term(bd.dst)));
         return;
       case NativeId::Caar: case NativeId::Cadr: case NativeId::Cdar: case NativeId::Cddr:
       case NativeId::Caddr: case NativeId::Cdddr: {
         // Innermost access last: cadr = car of cdr, so the sensitivity wraps car then cdr.
-        const char* path = id == NativeId::Caar ? "aa" : id == NativeId::Cadr ? "ad" : id == NativeId::Cdar ? "da"
-                           : id == NativeId::Cddr ? "dd" : id == NativeId::Caddr ? "add" : "ddd";
+        const char* path = cxrPath(id);
         TermP s = st.term(bd.dst);
         for (const char* p = path; *p; ++p) s = *p == 'a' ? st.pairTerm(s, nullptr) : st.pairTerm(nullptr, s);
-        addTermTo(bd.args[1], s);
+        addTo(st, bd.args[1], s);
         return;
       }
       default: break;
@@ -737,10 +728,7 @@ class Transformer {
         std::vector<Atom> lists;
         for (size_t i = 1; i <= argc; ++i) lists.push_back(jAtom(st.out, bd.args[i]));
         Atom parts = call(st.out, {globalAtom(vm_.intern("%sens-append-split")), g, listOf(st.out, lists)});
-        for (size_t i = 1; i <= argc; ++i) {
-          addTo(st, bd.args[i], call(st.out, {prim(NativeId::SCar), parts}));
-          if (i < argc) parts = call(st.out, {prim(NativeId::SCdr), parts});
-        }
+        spread(st, termOf(parts), bd.args.begin() + 1, bd.args.end());
         return;
       }
       case NativeId::CheckXbar:
@@ -907,10 +895,7 @@ class Transformer {
     Atom out = call(st.out, {globalAtom(vm_.intern("%rec-fix")), listOf(st.out, sens), constAtom(spec),
                              constAtom(Value::number(double(members.size()))),
                              constAtom(Value::number(double(ext.size())))});
-    for (size_t j = 0; j < ext.size(); ++j) {
-      st.add(ext[j], call(st.out, {prim(NativeId::SCar), out}));
-      if (j + 1 < ext.size()) out = call(st.out, {prim(NativeId::SCdr), out});
-    }
+    spread(st, termOf(out), ext.begin(), ext.end());
   }
 
   // Free variables of a synthesised (straight-line) backpropagator, first use first.

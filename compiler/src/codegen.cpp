@@ -212,8 +212,7 @@ class FnCompiler {
       case NativeId::Caddr: case NativeId::Cdddr: {
         if (n != 1) return false;
         // Innermost access first: cadr = (car (cdr x)).
-        const char* path = id == NativeId::Caar ? "aa" : id == NativeId::Cadr ? "ad" : id == NativeId::Cdar ? "da"
-                           : id == NativeId::Cddr ? "dd" : id == NativeId::Caddr ? "add" : "ddd";
+        const char* path = cxrPath(id);
         size_t len = std::strlen(path);
         uint32_t src = atomReg(*x);
         for (size_t i = len; i-- > 0;) {

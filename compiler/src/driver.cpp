@@ -2,7 +2,6 @@
 // top-level forms one at a time, splicing top-level `begin` and `include`. A failed C++
 // allocation anywhere in there (std::bad_alloc) leaves as the error the GC heap gives
 // when it runs out: a limit error "out of memory", located at the form.
-#include <fstream>
 #include <new>
 
 #include "codegen.h"
@@ -76,7 +75,7 @@ class Toplevel {
         throw Error(ErrorKind::Syntax, "include: nested too deeply (an include cycle?)", opts.file, f->loc);
       std::string path = f->items[1]->text;
       if (!path.empty() && path[0] != '/') path = opts.baseDir + "/" + path;
-      std::string text = readIncludeFile(path, opts.file, f->loc);
+      std::string text = readSourceFile(path, "include: ", opts.file, f->loc);
       source(text, path);
       --includeDepth_;
       return;
@@ -141,13 +140,7 @@ Value evalSource(VM& vm, std::string_view source, const std::string& file, const
 Value evalFile(VM& vm, const std::string& path, const std::function<void(Value)>& onValue) {
   std::string text;
   try {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(ErrorKind::Syntax, "cannot open '" + path + "'", path, {});
-    // Not `stream << in.rdbuf()`: that swallows a failed allocation (it only sets
-    // failbit) and would run the part of the file that was read.
-    char buf[65536];
-    while (in.read(buf, sizeof buf) || in.gcount() > 0) text.append(buf, static_cast<size_t>(in.gcount()));
-    if (in.bad()) throw Error(ErrorKind::Syntax, "cannot read '" + path + "'", path, {});
+    text = readSourceFile(path, "", path, {});
   } catch (const std::bad_alloc&) {
     outOfMemory(path, {});
   }

@@ -755,7 +755,7 @@ class Expander {
     if (++includeDepth_ > 64) fail(x->loc, "include: nested too deeply (an include cycle?)");
     std::string path = x->items[1]->text;
     if (!path.empty() && path[0] != '/' && !opts_.baseDir.empty()) path = opts_.baseDir + "/" + path;
-    std::string text = readIncludeFile(path, opts_.file, x->loc);
+    std::string text = readSourceFile(path, "include: ", opts_.file, x->loc);
     return readAll(arena_, text, path);
   }
 
@@ -930,15 +930,15 @@ Value quoteDatum(VM& vm, const Sx* datum) {
   return values.back();
 }
 
-std::string readIncludeFile(const std::string& path, const std::string& file, SrcLoc loc) {
+std::string readSourceFile(const std::string& path, const std::string& who, const std::string& file, SrcLoc loc) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::Syntax, "include: cannot open '" + path + "'", file, loc);
+  if (!in) throw Error(ErrorKind::Syntax, who + "cannot open '" + path + "'", file, loc);
   // Not `stream << in.rdbuf()`, which swallows a failed allocation (std::bad_alloc must
   // reach the driver) and would return the part of the file read so far.
   std::string text;
   char buf[65536];
   while (in.read(buf, sizeof buf) || in.gcount() > 0) text.append(buf, static_cast<size_t>(in.gcount()));
-  if (in.bad()) throw Error(ErrorKind::Syntax, "include: cannot read '" + path + "'", file, loc);
+  if (in.bad()) throw Error(ErrorKind::Syntax, who + "cannot read '" + path + "'", file, loc);
   return text;
 }
 

@@ -24,7 +24,9 @@ anf::Lambda* expandToplevel(VM& vm, anf::Module& mod, Sx* form, SxArena& arena, 
 // Converts a quoted datum to a runtime value (iterative).
 Value quoteDatum(VM& vm, const Sx* datum);
 
-// Reads a file for `include`; throws a Syntax error located at `loc` if unreadable.
-std::string readIncludeFile(const std::string& path, const std::string& file, SrcLoc loc);
+// Reads a whole source file (a script, or one named by `include`); an unreadable file is a
+// Syntax error "WHO cannot open/read 'PATH'" located at file:loc. A failed allocation
+// throws std::bad_alloc rather than returning the part read.
+std::string readSourceFile(const std::string& path, const std::string& who, const std::string& file, SrcLoc loc);
 
 }  // namespace dlam

@@ -28,6 +28,7 @@
 #include "config_loader.h"
 #include "dlam/compiler.h"
 #include "dlam/error.h"
+#include "dlam/scratch.h"
 #include "dlam/stdlib.h"
 #include "dlam/vm.h"
 #include "foreign.h"
@@ -402,15 +403,9 @@ Value hostTrampoline(dlam::VM& vm, Value* args, int nargs) {
 Value numericTrampoline(dlam::VM& vm, Value* args, int nargs) {
   Native* self = vm.callingNative;
   if (!self || !self->hostFn) vm.runtimeError("host function called without its callback");
-  double small[8];
-  std::vector<double> big;
-  double* xs = small;
-  if (nargs > 8) {
-    big.resize(static_cast<size_t>(nargs));
-    xs = big.data();
-  }
+  dlam::Scratch<double> xs(static_cast<size_t>(nargs));
   for (int i = 0; i < nargs; ++i) xs[i] = vm.checkNumber(self->name, args, i);
-  double y = reinterpret_cast<dlam_numeric_fn>(self->hostFn)(xs, self->hostData);
+  double y = reinterpret_cast<dlam_numeric_fn>(self->hostFn)(xs.data(), self->hostData);
   return Value::numberChecked(y);
 }
 
@@ -565,13 +560,7 @@ dlam_status dlam_call(dlam_vm* vm, dlam_val fn, int argc, const dlam_val* argv, 
     if (argc < 0) apiError("dlam_call: argc is negative");
     if (argc > 0 && !argv) apiError("dlam_call: argv is NULL");
     Value f = vm->resolve(fn, "dlam_call", "the procedure");
-    Value small[8];
-    std::vector<Value> big;
-    Value* args = small;
-    if (argc > 8) {
-      big.resize(static_cast<size_t>(argc));
-      args = big.data();
-    }
+    dlam::Scratch<Value> args(static_cast<size_t>(argc));
     for (int i = 0; i < argc; ++i) {
       const char* why = "";
       HandleSlot* s = vm->lookup(argv[i], &why);
@@ -580,7 +569,7 @@ dlam_status dlam_call(dlam_vm* vm, dlam_val fn, int argc, const dlam_val* argv, 
     }
     RunScope run(vm);
     // The arguments are in handles (rooted) and vm.call copies them to the stack.
-    Value r = vm->vm->call(f, args, argc);
+    Value r = vm->vm->call(f, args.data(), argc);
     if (result) *result = vm->newHandle(r);
     return DLAM_OK;
   });

@@ -9,12 +9,6 @@
 
 namespace dlam::prim {
 
-// An attached derivative is invisible outside *j, so primitives look through it.
-inline Value unwrap(Value v) {
-  while (isObj(v, ObjType::Attached)) v = static_cast<Attached*>(v.asObject())->primal;
-  return v;
-}
-
 // The slow path of num(): attached values, the symbolic zero, and the errors.
 double numSlow(VM& vm, const char* who, const Value* args, int i);
 

@@ -59,7 +59,7 @@ Value step(VM& vm, Value* a, int) {
 }
 
 Value freeVariables(VM& vm, Value* a, int) {
-  Value f = unwrap(a[0]);
+  Value f = unwrapAttached(a[0]);
   if (isNative(f)) return Value::nil();
   if (!isClosure(f)) vm.typeError("free-variables", 0, "procedure", a[0]);
   const auto& names = asClosure(f)->proto->freeVars;
@@ -92,7 +92,7 @@ Value materialize(VM& vm, Value* a, int) {
       results.push_back(vm.cons(car, cdr));
       continue;
     }
-    Value s = it.s, v = unwrap(it.v);
+    Value s = it.s, v = unwrapAttached(it.v);
     // A zero for a reverse-tagged number carries the same tags, so that
     // (%materialize (*j s) (*j v)) is (*j (%materialize s v)).
     int tags = 0;
@@ -164,7 +164,7 @@ std::string brief(VM& vm, Value v) {
 // must be (cons value backpropagator).
 Value repResult(VM& vm, Value* a, int) {
   Value r = a[0];
-  if (!isPair(r) || !isProcedure(unwrap(asPair(r)->cdr)))
+  if (!isPair(r) || !isProcedure(unwrapAttached(asPair(r)->cdr)))
     vm.runtimeError("the derivative (*j) of " + derivativeOf(vm, a[1]) + " returned " + brief(vm, r) +
                     ", not (cons value backpropagator)");
   return r;
@@ -185,7 +185,7 @@ bool conforms(Value s, Value v) {
   while (!work.empty()) {
     auto [a, b] = work.back();
     work.pop_back();
-    b = unwrap(b);
+    b = unwrapAttached(b);
     while (isObj(a, ObjType::Rev) && isObj(b, ObjType::Rev)) {
       a = static_cast<Rev*>(a.asObject())->primal;
       b = static_cast<Rev*>(b.asObject())->primal;
@@ -223,7 +223,7 @@ Value checkXbar(VM& vm, Value* a, int) {
     ok = conforms(xbar, args);
   }
   if (!ok)
-    vm.runtimeError("the pullback of the custom derivative of " + brief(vm, unwrap(a[0])) + " returned " +
+    vm.runtimeError("the pullback of the custom derivative of " + brief(vm, unwrapAttached(a[0])) + " returned " +
                     brief(vm, xbar) + ", which does not have the shape of its argument" +
                     (isPair(args) && asPair(args)->cdr.isNil() ? " " + brief(vm, asPair(args)->car)
                                                                 : "s " + brief(vm, args)));

@@ -39,7 +39,7 @@ Value print(VM& vm, Value* a, int) {
 
 // A message argument: a string's text, or any other value written.
 std::string messageText(VM& vm, Value v) {
-  Value u = unwrap(v);
+  Value u = unwrapAttached(v);
   return isString(u) ? std::string(asString(u)->view()) : vm.show(v, true);
 }
 
@@ -51,12 +51,12 @@ Value error(VM& vm, Value* a, int n) {
 }
 
 Value assertion(VM& vm, Value* a, int n) {
-  if (unwrap(a[0]).isTruthy()) return Value::voidValue();
+  if (unwrapAttached(a[0]).isTruthy()) return Value::voidValue();
   vm.runtimeError(n == 2 ? "assertion failed: " + messageText(vm, a[1]) : std::string("assertion failed"));
 }
 
 Value disasm(VM& vm, Value* a, int) {
-  Value f = unwrap(a[0]);
+  Value f = unwrapAttached(a[0]);
   if (!isClosure(f)) vm.typeError("disasm", 0, "compiled procedure", a[0]);
   emit(vm, vm.disassemble(asClosure(f)->proto));
   return Value::voidValue();

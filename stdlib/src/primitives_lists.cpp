@@ -21,33 +21,32 @@ namespace {
 
 Value cons(VM& vm, Value* a, int) { return vm.cons(a[0], a[1]); }
 
-// car, cdr and their compositions, table-driven. `path` is read right to left, as
-// the name is: "ad" for cadr means take the cdr, then the car.
+// car, cdr and their compositions, table-driven; the steps are cxrPath's.
 struct Accessor {
   const char* name;
   NativeId id;
-  const char* path;
   const char* expected;  // what argument 1 must be, for the error message
 };
 
 constexpr Accessor kAccessors[] = {
-    {"car", NativeId::Car, "a", "pair"},
-    {"cdr", NativeId::Cdr, "d", "pair"},
-    {"caar", NativeId::Caar, "aa", "pair whose car is a pair"},
-    {"cadr", NativeId::Cadr, "ad", "list of at least 2 elements"},
-    {"cdar", NativeId::Cdar, "da", "pair whose car is a pair"},
-    {"cddr", NativeId::Cddr, "dd", "pair whose cdr is a pair"},
-    {"caddr", NativeId::Caddr, "add", "list of at least 3 elements"},
-    {"cdddr", NativeId::Cdddr, "ddd", "pair whose cddr is a pair"},
+    {"car", NativeId::Car, "pair"},
+    {"cdr", NativeId::Cdr, "pair"},
+    {"caar", NativeId::Caar, "pair whose car is a pair"},
+    {"cadr", NativeId::Cadr, "list of at least 2 elements"},
+    {"cdar", NativeId::Cdar, "pair whose car is a pair"},
+    {"cddr", NativeId::Cddr, "pair whose cdr is a pair"},
+    {"caddr", NativeId::Caddr, "list of at least 3 elements"},
+    {"cdddr", NativeId::Cdddr, "pair whose cddr is a pair"},
 };
 
 template <size_t I>
 Value access(VM& vm, Value* a, int) {
   const Accessor& acc = kAccessors[I];
-  Value v = unwrap(a[0]);
+  Value v = unwrapAttached(a[0]);
   if (!isPair(v)) vm.typeError(acc.name, 0, "pair", a[0]);
-  for (const char* p = acc.path + std::char_traits<char>::length(acc.path); p != acc.path;) {
-    v = unwrap(v);
+  const char* path = cxrPath(acc.id);  // read right to left: the innermost step is last
+  for (const char* p = path + std::char_traits<char>::length(path); p != path;) {
+    v = unwrapAttached(v);
     if (!isPair(v)) vm.typeError(acc.name, 0, acc.expected, a[0]);
     v = *--p == 'a' ? asPair(v)->car : asPair(v)->cdr;
   }
@@ -63,10 +62,10 @@ void defineAccessors(VM& vm, std::index_sequence<I...>) {
 
 // Appends the elements of the proper list a[i] to `out`, or raises a type error.
 void collectList(VM& vm, const char* who, Value* a, int i, std::vector<Value>& out) {
-  Value l = unwrap(a[i]);
+  Value l = unwrapAttached(a[i]);
   while (isPair(l)) {
     out.push_back(asPair(l)->car);
-    l = unwrap(asPair(l)->cdr);
+    l = unwrapAttached(asPair(l)->cdr);
   }
   if (!l.isNil()) vm.typeError(who, i, "list", a[i]);
 }
@@ -74,8 +73,8 @@ void collectList(VM& vm, const char* who, Value* a, int i, std::vector<Value>& o
 // Length of the proper list a[i], or a type error.
 size_t listLength(VM& vm, const char* who, Value* a, int i) {
   size_t n = 0;
-  Value l = unwrap(a[i]);
-  for (; isPair(l); l = unwrap(asPair(l)->cdr)) ++n;
+  Value l = unwrapAttached(a[i]);
+  for (; isPair(l); l = unwrapAttached(asPair(l)->cdr)) ++n;
   if (!l.isNil()) vm.typeError(who, i, "list", a[i]);
   return n;
 }
@@ -96,8 +95,8 @@ Value append(VM& vm, Value* a, int n) {
 
 Value reverse(VM& vm, Value* a, int) {
   Value result = Value::nil();
-  Value l = unwrap(a[0]);
-  for (; isPair(l); l = unwrap(asPair(l)->cdr)) result = vm.cons(asPair(l)->car, result);
+  Value l = unwrapAttached(a[0]);
+  for (; isPair(l); l = unwrapAttached(asPair(l)->cdr)) result = vm.cons(asPair(l)->car, result);
   if (!l.isNil()) vm.typeError("reverse", 0, "list", a[0]);
   return result;
 }
@@ -123,9 +122,9 @@ size_t indexArg(VM& vm, const char* who, Value* a, int i) {
 // any tail will do (list-tail, whose result may be '() or an improper end).
 Value tailAt(VM& vm, const char* who, Value* a, bool needPair) {
   size_t k = indexArg(vm, who, a, 1);
-  Value l = unwrap(a[0]);
+  Value l = unwrapAttached(a[0]);
   size_t i = 0;
-  for (; i < k && isPair(l); ++i) l = unwrap(asPair(l)->cdr);
+  for (; i < k && isPair(l); ++i) l = unwrapAttached(asPair(l)->cdr);
   if (i == k && (isPair(l) || !needPair)) return l;
   size_t len = listLength(vm, who, a, 0);  // a type error if a[0] is not a list at all
   indexRangeError(vm, who, k, len);
@@ -136,22 +135,22 @@ Value listTail(VM& vm, Value* a, int) { return tailAt(vm, "list-tail", a, false)
 
 // ---- predicates --------------------------------------------------------------
 
-Value nullP(VM&, Value* a, int) { return Value::boolean(unwrap(a[0]).isNil()); }
-Value pairP(VM&, Value* a, int) { return Value::boolean(isPair(unwrap(a[0]))); }
+Value nullP(VM&, Value* a, int) { return Value::boolean(unwrapAttached(a[0]).isNil()); }
+Value pairP(VM&, Value* a, int) { return Value::boolean(isPair(unwrapAttached(a[0]))); }
 Value numberP(VM&, Value* a, int) {
-  Value v = unwrap(a[0]);
+  Value v = unwrapAttached(a[0]);
   return Value::boolean(v.isNumber() || v.isZero() || isObj(v, ObjType::Rev));
 }
-Value booleanP(VM&, Value* a, int) { return Value::boolean(unwrap(a[0]).isBool()); }
-Value procedureP(VM&, Value* a, int) { return Value::boolean(isProcedure(unwrap(a[0]))); }
-Value stringP(VM&, Value* a, int) { return Value::boolean(isString(unwrap(a[0]))); }
-Value symbolP(VM&, Value* a, int) { return Value::boolean(isSymbol(unwrap(a[0]))); }
-Value notP(VM&, Value* a, int) { return Value::boolean(unwrap(a[0]).isFalse()); }
+Value booleanP(VM&, Value* a, int) { return Value::boolean(unwrapAttached(a[0]).isBool()); }
+Value procedureP(VM&, Value* a, int) { return Value::boolean(isProcedure(unwrapAttached(a[0]))); }
+Value stringP(VM&, Value* a, int) { return Value::boolean(isString(unwrapAttached(a[0]))); }
+Value symbolP(VM&, Value* a, int) { return Value::boolean(isSymbol(unwrapAttached(a[0]))); }
+Value notP(VM&, Value* a, int) { return Value::boolean(unwrapAttached(a[0]).isFalse()); }
 
 // A proper list: '() or pairs ending in '() (pairs are immutable, so no cycles).
 Value listP(VM&, Value* a, int) {
-  Value l = unwrap(a[0]);
-  while (isPair(l)) l = unwrap(asPair(l)->cdr);
+  Value l = unwrapAttached(a[0]);
+  while (isPair(l)) l = unwrapAttached(asPair(l)->cdr);
   return Value::boolean(l.isNil());
 }
 
@@ -167,8 +166,8 @@ double numericValue(Value v) { return v.isNumber() ? v.asNumber() : 0.0; }
 // their primals (a tag is not an identity of its own). Loops through nested tags.
 bool eqValues(Value x, Value y) {
   for (;;) {
-    x = unwrap(x);
-    y = unwrap(y);
+    x = unwrapAttached(x);
+    y = unwrapAttached(y);
     if (x == y) return true;
     if (isNumeric(x) && isNumeric(y)) return numericValue(x) == numericValue(y);
     if (isObj(x, ObjType::Rev) && isObj(y, ObjType::Rev)) {
@@ -185,8 +184,8 @@ bool equalValues(Value x0, Value y0) {
   while (!todo.empty()) {
     auto [x, y] = todo.back();
     todo.pop_back();
-    x = unwrap(x);
-    y = unwrap(y);
+    x = unwrapAttached(x);
+    y = unwrapAttached(y);
     if (isPair(x) && isPair(y)) {
       if (x == y) continue;
       todo.push_back({asPair(x)->cdr, asPair(y)->cdr});
@@ -212,7 +211,7 @@ bool equalValues(Value x0, Value y0) {
 // (which decides them without calling this), so that +nan.0 is never eq? and the
 // answer does not depend on the path. equal? keeps eqValues for its leaves.
 Value eqP(VM&, Value* a, int) {
-  Value x = unwrap(a[0]), y = unwrap(a[1]);
+  Value x = unwrapAttached(a[0]), y = unwrapAttached(a[1]);
   if (isNumeric(x) && isNumeric(y)) return Value::boolean(numericValue(x) == numericValue(y));
   return Value::boolean(eqValues(x, y));
 }
@@ -241,7 +240,7 @@ Value numberToString(VM& vm, Value* a, int n) {
 Value stringAppend(VM& vm, Value* a, int n) {
   std::string s;
   for (int i = 0; i < n; ++i) {
-    Value v = unwrap(a[i]);
+    Value v = unwrapAttached(a[i]);
     if (!isString(v)) vm.typeError("string-append", i, "string", a[i]);
     s += asString(v)->view();
   }

@@ -11,6 +11,7 @@
 // along the data: structures are walked with explicit stacks.
 #include <vector>
 
+#include "dlam/scratch.h"
 #include "dlam/vm.h"
 
 namespace dlam {
@@ -160,15 +161,8 @@ Value VM::liftedCall(Native* lifted, Value* args, int nargs) {
   if ((base->flags & kHasVjp) && lifted->level > 1)
     runtimeError(std::string(base->name) +
                  ": nested derivatives through this host function are not supported (its vjp is first order)");
-  Value small[8];
-  std::vector<Value> big;
-  Value* stripped = small;
-  if (nargs > 8) {
-    big.assign(args, args + nargs);
-    stripped = big.data();
-  } else {
-    for (int i = 0; i < nargs; ++i) small[i] = args[i];
-  }
+  Scratch<Value> stripped(static_cast<size_t>(nargs));
+  for (int i = 0; i < nargs; ++i) stripped[i] = args[i];
   for (int i = 0; i < nargs; ++i) {
     Value& a = stripped[i];
     if (lifted->level == 1 && isObj(a, ObjType::Rev)) {
@@ -183,7 +177,7 @@ Value VM::liftedCall(Native* lifted, Value* args, int nargs) {
     }
   }
   callingNative = base;
-  Value r = base->fn(*this, stripped, nargs);
+  Value r = base->fn(*this, stripped.data(), nargs);
   for (uint16_t i = 0; i < lifted->level; ++i) r = starJ(r);
   return r;
 }
@@ -364,7 +358,7 @@ Value VM::starJ(Value v) { return isPair(v) ? adMap(v, false) : jLeaf(v); }
 Value VM::starJInverse(Value v) { return isPair(v) ? adMap(v, true) : jInvLeaf(v); }
 
 Value VM::zeroOf(Value v) {
-  while (isObj(v, ObjType::Attached)) v = static_cast<Attached*>(v.asObject())->primal;
+  v = unwrapAttached(v);
   if (v.isNumber()) return Value::number(0);
   return Value::zero();
 }
@@ -381,8 +375,8 @@ inline Value plusShallow(Value a, Value b) {
 
 Value VM::plus(Value a, Value b) {
   // Estep: (v1 ←J v2) ⊕ v ≡ v1 ⊕ v.
-  while (isObj(a, ObjType::Attached)) a = static_cast<Attached*>(a.asObject())->primal;
-  while (isObj(b, ObjType::Attached)) b = static_cast<Attached*>(b.asObject())->primal;
+  a = unwrapAttached(a);
+  b = unwrapAttached(b);
   Value r = plusShallow(a, b);
   if (!r.isUndefined()) return r;
   if (isPair(a) && isPair(b)) {

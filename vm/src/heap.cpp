@@ -73,26 +73,28 @@ void VM::allocationThreshold(uint64_t bytes) {
     --liveObjects_;
     limitError("out of memory");
   }
-  if (bytesAllocated_ > stats_.peakBytes) stats_.peakBytes = bytesAllocated_;
-  uint64_t limit = config_.heapLimitMb << 20;
-  if (limit && bytesAllocated_ > limit) {
-    bytesAllocated_ -= bytes;
-    --liveObjects_;
-    gcRequested_ = true;
-    limitError("heap limit exceeded (" + std::to_string(config_.heapLimitMb) + " MB)");
-  }
-  pastThreshold();
+  pastThreshold(bytes);
 }
 
-// The counted bytes reached nextGc_ (and are within the limit): ask for a collection at
-// the next safe point.
-void VM::pastThreshold() {
+// The counted bytes reached nextGc_. Past the heap limit that is an error, and the
+// object of `undo` bytes that got there is uncounted (undo 0: memory that stays
+// counted until collected, a compiled proto's); otherwise a collection is asked for
+// at the next safe point.
+void VM::pastThreshold(uint64_t undo) {
+  if (bytesAllocated_ > stats_.peakBytes) stats_.peakBytes = bytesAllocated_;
   gcRequested_ = true;
+  uint64_t limit = config_.heapLimitMb << 20;
+  if (limit && bytesAllocated_ > limit) {
+    if (undo) {
+      bytesAllocated_ -= undo;
+      --liveObjects_;
+    }
+    limitError("heap limit exceeded (" + std::to_string(config_.heapLimitMb) + " MB)");
+  }
 #ifdef DLAM_GC_STRESS
   nextGc_ = 0;  // every allocation asks for a collection at the next safe point
 #else
   // Until the collection runs, only the heap limit needs checking.
-  uint64_t limit = config_.heapLimitMb << 20;
   nextGc_ = failAllocationAt ? 0 : (limit ? limit : UINT64_MAX);
 #endif
 }
@@ -101,16 +103,7 @@ void VM::noteProtoBytes(Proto* p) {
   uint64_t bytes = protoBytes(*p);
   bytesAllocated_ = bytesAllocated_ - p->ownedBytes + bytes;
   p->ownedBytes = bytes;
-  if (bytesAllocated_ < nextGc_) return;
-  if (bytesAllocated_ > stats_.peakBytes) stats_.peakBytes = bytesAllocated_;
-  uint64_t limit = config_.heapLimitMb << 20;
-  if (limit && bytesAllocated_ > limit) {
-    // The proto exists and stays counted; collecting it (it is garbage once the
-    // compilation unwinds) uncounts it.
-    gcRequested_ = true;
-    limitError("heap limit exceeded (" + std::to_string(config_.heapLimitMb) + " MB)");
-  }
-  pastThreshold();
+  if (bytesAllocated_ >= nextGc_) pastThreshold(0);
 }
 
 void VM::outOfMemory(uint64_t bytes) {
@@ -347,8 +340,8 @@ void VM::collectGarbage() {
   ++stats_.collections;
   uint64_t limit = config_.heapLimitMb << 20;
   uint64_t next = std::max<uint64_t>(bytesAllocated_ * 2, bytesAllocated_ + kMinGcThreshold);
+  // Near the limit: collect again halfway to it (at the next allocation when past it).
   if (limit && next > limit) next = std::max<uint64_t>(bytesAllocated_ + (limit - std::min(limit, bytesAllocated_)) / 2, bytesAllocated_ + 1);
-  if (limit && next > limit) next = std::max<uint64_t>(limit - limit / 8, bytesAllocated_ + (limit - std::min(limit, bytesAllocated_)) / 2);
   gcThreshold_ = next;
   nextGc_ = failAllocationAt ? 0 : next;
 #ifdef DLAM_GC_STRESS

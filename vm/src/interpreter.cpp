@@ -28,12 +28,6 @@ const char* opName(Op op) {
 namespace {
 constexpr int64_t kPollInterval = 1 << 16;
 
-// An attached value behaves like its primal everywhere but under *j.
-inline Value unwrapAttached(Value v) {
-  while (isObj(v, ObjType::Attached)) [[unlikely]]
-    v = static_cast<Attached*>(v.asObject())->primal;
-  return v;
-}
 constexpr Instr kLevelBits = 0x7full << 56;
 
 std::string procedureName(Value f) {
@@ -524,9 +518,7 @@ op_JMPIFNOT: {
   if (c.isFalse()) {
     pc += instr::sBx(ins);
   } else if (isObj(c, ObjType::Attached)) [[unlikely]] {
-    // An attached value tests like its primal.
-    while (isObj(c, ObjType::Attached)) c = static_cast<Attached*>(c.asObject())->primal;
-    if (c.isFalse()) pc += instr::sBx(ins);
+    if (unwrapAttached(c).isFalse()) pc += instr::sBx(ins);  // tests like its primal
   }
   DISPATCH();
 }

@@ -30,4 +30,20 @@ enum class NativeId : uint16_t {
   Count
 };
 
+// The car/cdr steps of car, cdr and caar ... cdddr as written ("ad" for cadr: the car
+// of the cdr, the innermost step last); nullptr for any other primitive.
+constexpr const char* cxrPath(NativeId id) {
+  switch (id) {
+    case NativeId::Car: return "a";
+    case NativeId::Cdr: return "d";
+    case NativeId::Caar: return "aa";
+    case NativeId::Cadr: return "ad";
+    case NativeId::Cdar: return "da";
+    case NativeId::Cddr: return "dd";
+    case NativeId::Caddr: return "add";
+    case NativeId::Cdddr: return "ddd";
+    default: return nullptr;
+  }
+}
+
 }  // namespace dlam

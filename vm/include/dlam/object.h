@@ -157,6 +157,12 @@ inline bool isClosure(Value v) { return isObj(v, ObjType::Closure); }
 inline Closure* asClosure(Value v) { return static_cast<Closure*>(v.asObject()); }
 inline bool isNative(Value v) { return isObj(v, ObjType::Native); }
 inline Native* asNative(Value v) { return static_cast<Native*>(v.asObject()); }
+// An attached value behaves like its primal everywhere but under *j.
+inline Value unwrapAttached(Value v) {
+  while (isObj(v, ObjType::Attached)) [[unlikely]]
+    v = static_cast<Attached*>(v.asObject())->primal;
+  return v;
+}
 inline bool isProcedure(Value v) {
   if (!v.isObject()) return false;
   ObjType t = v.asObject()->type;

@@ -216,7 +216,7 @@ class VM {
   std::vector<Obj*> finalizable_;   // protos, symbols, natives: objects owning C++ members
   [[noreturn]] void outOfMemory(uint64_t bytes);
   void allocationThreshold(uint64_t bytes);
-  void pastThreshold();
+  void pastThreshold(uint64_t undo);
 
   GcStats stats_;
   bool gcRequested_ = false;
