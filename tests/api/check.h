@@ -63,6 +63,13 @@ static int check_failures = 0;
     }                                                                                                   \
   } while (0)
 
+/* Evaluating source (named name) must fail with status st and an error containing sub. */
+#define CHECK_EVAL_ERROR(vm, source, name, st, sub)             \
+  do {                                                          \
+    CHECK_STATUS(vm, dlam_eval(vm, source, name, NULL), st);    \
+    CHECK_CONTAINS(dlam_last_error(vm), sub);                   \
+  } while (0)
+
 /* Evaluates source (must succeed) and returns its value as a number. */
 static inline double eval_number(dlam_vm* vm, const char* source) {
   dlam_val v = NULL;

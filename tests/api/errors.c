@@ -10,10 +10,8 @@ static void test_syntax_error(dlam_vm* vm) {
   CHECK_CONTAINS(dlam_last_error(vm), ": error: ");
   /* the VM is still usable */
   CHECK(eval_number(vm, "(+ 40 2)") == 42);
-  CHECK_STATUS(vm, dlam_eval(vm, ")", "paren", NULL), DLAM_ERR_SYNTAX);
-  CHECK_CONTAINS(dlam_last_error(vm), "paren:1:1: error:");
-  CHECK_STATUS(vm, dlam_eval(vm, "(lambda)", "bad-lambda", NULL), DLAM_ERR_SYNTAX);
-  CHECK_CONTAINS(dlam_last_error(vm), "bad-lambda:1:");
+  CHECK_EVAL_ERROR(vm, ")", "paren", DLAM_ERR_SYNTAX, "paren:1:1: error:");
+  CHECK_EVAL_ERROR(vm, "(lambda)", "bad-lambda", DLAM_ERR_SYNTAX, "bad-lambda:1:");
 }
 
 static void test_runtime_error(dlam_vm* vm) {
@@ -30,10 +28,9 @@ static void test_runtime_error(dlam_vm* vm) {
   /* the VM keeps working, definitions made before the error included */
   CHECK(eval_number(vm, "(outer '(41))") == 42);
 
-  CHECK_STATUS(vm, dlam_eval(vm, "(error \"boom\" 1 2)", "err", NULL), DLAM_ERR_RUNTIME);
-  CHECK_CONTAINS(dlam_last_error(vm), "boom");
-  CHECK_STATUS(vm, dlam_eval(vm, "undefined-thing", "undef", NULL), DLAM_ERR_RUNTIME);
-  CHECK_CONTAINS(dlam_last_error(vm), "undefined variable 'undefined-thing'");
+  CHECK_EVAL_ERROR(vm, "(error \"boom\" 1 2)", "err", DLAM_ERR_RUNTIME, "boom");
+  CHECK_EVAL_ERROR(vm, "undefined-thing", "undef", DLAM_ERR_RUNTIME,
+                   "undefined variable 'undefined-thing'");
   CHECK(eval_number(vm, "(+ 1 2)") == 3);
 
   /* a successful call clears the error */
@@ -176,8 +173,7 @@ static void test_bad_config(void) {
 
   write_temp_file(path, sizeof path, ".lua", "stack_limit = 'many'\n");
   vm = dlam_new(path);
-  CHECK_STATUS(vm, dlam_eval(vm, "1", "x", NULL), DLAM_ERR_CONFIG);
-  CHECK_CONTAINS(dlam_last_error(vm), "stack_limit");
+  CHECK_EVAL_ERROR(vm, "1", "x", DLAM_ERR_CONFIG, "stack_limit");
   dlam_free(vm);
   unlink(path);
 
@@ -189,8 +185,7 @@ static void test_bad_config(void) {
 
   vm = dlam_new("/nonexistent/config.lua");
   CHECK(vm != NULL);
-  CHECK_STATUS(vm, dlam_eval(vm, "1", "x", NULL), DLAM_ERR_CONFIG);
-  CHECK_CONTAINS(dlam_last_error(vm), "/nonexistent/config.lua");
+  CHECK_EVAL_ERROR(vm, "1", "x", DLAM_ERR_CONFIG, "/nonexistent/config.lua");
   dlam_free(vm);
 
   /* a valid config */

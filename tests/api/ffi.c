@@ -7,8 +7,7 @@ static const char* kErf = "(define erf (foreign-function \"libm.so.6\" \"erf\" '
 
 static void test_disabled(void) {
   dlam_vm* vm = dlam_new(NULL);
-  CHECK_STATUS(vm, dlam_eval(vm, kErf, "ffi.dlam", NULL), DLAM_ERR_RUNTIME);
-  CHECK_CONTAINS(dlam_last_error(vm), "ffi.dlam:1:");
+  CHECK_EVAL_ERROR(vm, kErf, "ffi.dlam", DLAM_ERR_RUNTIME, "ffi.dlam:1:");
   CHECK_CONTAINS(dlam_last_error(vm), "foreign-function: foreign calls are disabled");
   dlam_free(vm);
 
@@ -16,8 +15,7 @@ static void test_disabled(void) {
   write_temp_file(path, sizeof path, ".lua", "ffi = { enabled = false }\n");
   vm = dlam_new(path);
   unlink(path);
-  CHECK_STATUS(vm, dlam_eval(vm, kErf, "ffi.dlam", NULL), DLAM_ERR_RUNTIME);
-  CHECK_CONTAINS(dlam_last_error(vm), "foreign calls are disabled");
+  CHECK_EVAL_ERROR(vm, kErf, "ffi.dlam", DLAM_ERR_RUNTIME, "foreign calls are disabled");
   dlam_free(vm);
 }
 
@@ -56,38 +54,33 @@ static void test_enabled(void) {
   CHECK(eval_number(vm, "(if (nan? ((foreign-function \"libm.so.6\" \"sqrt\" '(double) 'double) -1)) 1 0)") == 1);
 
   /* errors in the call */
-  CHECK_STATUS(vm, dlam_eval(vm, "(erf 1 2)", "arity", NULL), DLAM_ERR_RUNTIME);
-  CHECK_CONTAINS(dlam_last_error(vm), "erf: wrong number of arguments (2)");
-  CHECK_STATUS(vm, dlam_eval(vm, "(erf \"x\")", "type", NULL), DLAM_ERR_RUNTIME);
-  CHECK_CONTAINS(dlam_last_error(vm), "erf: expected number as argument 1");
-  CHECK_STATUS(vm, dlam_eval(vm, "((foreign-function \"libc.so.6\" \"abs\" '(int32) 'int32) 1.5)", "int", NULL),
-               DLAM_ERR_RUNTIME);
-  CHECK_CONTAINS(dlam_last_error(vm), "abs: expected an integer in the int32 range");
+  CHECK_EVAL_ERROR(vm, "(erf 1 2)", "arity", DLAM_ERR_RUNTIME,
+                   "erf: wrong number of arguments (2)");
+  CHECK_EVAL_ERROR(vm, "(erf \"x\")", "type", DLAM_ERR_RUNTIME,
+                   "erf: expected number as argument 1");
+  CHECK_EVAL_ERROR(vm, "((foreign-function \"libc.so.6\" \"abs\" '(int32) 'int32) 1.5)", "int",
+                   DLAM_ERR_RUNTIME, "abs: expected an integer in the int32 range");
   CHECK_STATUS(vm, dlam_eval(vm, "((foreign-function \"libc.so.6\" \"abs\" '(int32) 'int32) 1e10)", "int", NULL),
                DLAM_ERR_RUNTIME);
 
   /* errors in the declaration */
-  CHECK_STATUS(vm, dlam_eval(vm, "(foreign-function \"libz.so.1\" \"crc32\" '(int64) 'int64)", "allow", NULL),
-               DLAM_ERR_RUNTIME);
-  CHECK_CONTAINS(dlam_last_error(vm), "foreign-function: library libz.so.1 is not in the allow-list");
-  CHECK_STATUS(vm, dlam_eval(vm, "(foreign-function \"libm.so.6\" \"no_such_fn\" '() 'double)", "sym", NULL),
-               DLAM_ERR_RUNTIME);
-  CHECK_CONTAINS(dlam_last_error(vm), "symbol no_such_fn not found in libm.so.6");
-  CHECK_STATUS(vm, dlam_eval(vm, "(foreign-function \"libm.so.6\" \"erf\" '(complex) 'double)", "type", NULL),
-               DLAM_ERR_RUNTIME);
-  CHECK_CONTAINS(dlam_last_error(vm), "unknown type 'complex'");
-  CHECK_STATUS(vm, dlam_eval(vm, "(foreign-function \"libm.so.6\" \"erf\" '(void) 'double)", "void", NULL),
-               DLAM_ERR_RUNTIME);
-  CHECK_CONTAINS(dlam_last_error(vm), "void is only allowed as the result type");
+  CHECK_EVAL_ERROR(vm, "(foreign-function \"libz.so.1\" \"crc32\" '(int64) 'int64)", "allow",
+                   DLAM_ERR_RUNTIME,
+                   "foreign-function: library libz.so.1 is not in the allow-list");
+  CHECK_EVAL_ERROR(vm, "(foreign-function \"libm.so.6\" \"no_such_fn\" '() 'double)", "sym",
+                   DLAM_ERR_RUNTIME, "symbol no_such_fn not found in libm.so.6");
+  CHECK_EVAL_ERROR(vm, "(foreign-function \"libm.so.6\" \"erf\" '(complex) 'double)", "type",
+                   DLAM_ERR_RUNTIME, "unknown type 'complex'");
+  CHECK_EVAL_ERROR(vm, "(foreign-function \"libm.so.6\" \"erf\" '(void) 'double)", "void",
+                   DLAM_ERR_RUNTIME, "void is only allowed as the result type");
   CHECK_STATUS(vm, dlam_eval(vm, "(foreign-function \"libm.so.6\" \"erf\" 'double 'double)", "list", NULL),
                DLAM_ERR_RUNTIME);
-  CHECK_STATUS(vm, dlam_eval(vm, "(foreign-function 'libm \"erf\" '(double) 'double)", "lib", NULL),
-               DLAM_ERR_RUNTIME);
-  CHECK_CONTAINS(dlam_last_error(vm), "foreign-function: expected string as argument 1");
+  CHECK_EVAL_ERROR(vm, "(foreign-function 'libm \"erf\" '(double) 'double)", "lib",
+                   DLAM_ERR_RUNTIME, "foreign-function: expected string as argument 1");
 
   /* derivatives: an error naming the function, unless it has a custom derivative */
-  CHECK_STATUS(vm, dlam_eval(vm, "((gradient (lambda (x) (* 2 (erf x)))) 0.5)", "grad", NULL), DLAM_ERR_RUNTIME);
-  CHECK_CONTAINS(dlam_last_error(vm), "erf");
+  CHECK_EVAL_ERROR(vm, "((gradient (lambda (x) (* 2 (erf x)))) 0.5)", "grad", DLAM_ERR_RUNTIME,
+                   "erf");
   CHECK_CONTAINS(dlam_last_error(vm), "custom-vjp");
   double x0 = 0.5, value = 0, g = 0;
   CHECK_STATUS(vm, dlam_value_and_gradient(vm, e, 1, &x0, &value, &g), DLAM_ERR_RUNTIME);
@@ -111,9 +104,8 @@ static void test_enabled(void) {
   vm = dlam_new(path);
   unlink(path);
   CHECK_NEAR(eval_number(vm, "((foreign-function \"libm.so.6\" \"cbrt\" '(double) 'double) 27)"), 3, 1e-15);
-  CHECK_STATUS(vm, dlam_eval(vm, "(foreign-function \"libdoesnotexist.so\" \"f\" '() 'void)", "lib", NULL),
-               DLAM_ERR_RUNTIME);
-  CHECK_CONTAINS(dlam_last_error(vm), "cannot load library libdoesnotexist.so");
+  CHECK_EVAL_ERROR(vm, "(foreign-function \"libdoesnotexist.so\" \"f\" '() 'void)", "lib",
+                   DLAM_ERR_RUNTIME, "cannot load library libdoesnotexist.so");
   dlam_free(vm);
 }
 

@@ -23,8 +23,7 @@ static void test_instruction_limit(void) {
   CHECK(strcmp(dlam_last_error(vm), "") == 0);
   CHECK_OK(vm, dlam_eval(vm, kSpin, "spin", NULL));
 
-  CHECK_STATUS(vm, dlam_eval(vm, kForever, "forever.dlam", NULL), DLAM_ERR_LIMIT);
-  CHECK_CONTAINS(dlam_last_error(vm), "forever.dlam:1:");
+  CHECK_EVAL_ERROR(vm, kForever, "forever.dlam", DLAM_ERR_LIMIT, "forever.dlam:1:");
   CHECK_CONTAINS(dlam_last_error(vm), "instruction limit exceeded (2000000 instructions)");
 
   /* the limit is per run: each of these runs stays under it, together they do not */
@@ -47,8 +46,8 @@ static void test_instruction_limit(void) {
 
   /* runs started by host functions belong to the outer run */
   CHECK_OK(vm, dlam_register(vm, "host-apply", -1, host_apply, NULL));
-  CHECK_STATUS(vm, dlam_eval(vm, "(host-apply (lambda () (spin 100000000)))", "nested", NULL), DLAM_ERR_LIMIT);
-  CHECK_CONTAINS(dlam_last_error(vm), "instruction limit exceeded");
+  CHECK_EVAL_ERROR(vm, "(host-apply (lambda () (spin 100000000)))", "nested", DLAM_ERR_LIMIT,
+                   "instruction limit exceeded");
   CHECK(eval_number(vm, "(host-apply spin 1000)") == 1000);
   dlam_free(vm);
 }
@@ -60,8 +59,7 @@ static void test_stack_limit(void) {
   unlink(path);
   CHECK_OK(vm, dlam_eval(vm, "(define (depth n) (if (= n 0) 0 (+ 1 (depth (- n 1)))))", "d", NULL));
   CHECK(eval_number(vm, "(depth 5000)") == 5000);
-  CHECK_STATUS(vm, dlam_eval(vm, "(depth 100000)", "deep.dlam", NULL), DLAM_ERR_LIMIT);
-  CHECK_CONTAINS(dlam_last_error(vm), "stack overflow");
+  CHECK_EVAL_ERROR(vm, "(depth 100000)", "deep.dlam", DLAM_ERR_LIMIT, "stack overflow");
   CHECK(eval_number(vm, "(depth 5000)") == 5000);
   dlam_free(vm);
 
@@ -90,8 +88,7 @@ static void test_interrupt(void) {
   Interrupter it = {vm, 100};
   pthread_t t;
   pthread_create(&t, NULL, interrupt_later, &it);
-  CHECK_STATUS(vm, dlam_eval(vm, kForever, "forever.dlam", NULL), DLAM_ERR_LIMIT);
-  CHECK_CONTAINS(dlam_last_error(vm), "forever.dlam:1:");
+  CHECK_EVAL_ERROR(vm, kForever, "forever.dlam", DLAM_ERR_LIMIT, "forever.dlam:1:");
   CHECK_CONTAINS(dlam_last_error(vm), "interrupted");
   pthread_join(t, NULL);
   CHECK(eval_number(vm, "(+ 1 2)") == 3);

@@ -18,6 +18,7 @@
 // dlam_value_and_gradient, a host function calling back, and dlam_new), and two tests
 // aimed at the collector and the symbol table. DLAM_OOM_TRACE=1 prints each point tried.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -26,10 +27,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "alloc_hook.h"
+#include "failure_points.h"
 #include "dlam.h"
 #include "dlam/compiler.h"
 #include "dlam/error.h"
@@ -43,11 +46,6 @@ using dlam::ErrorKind;
 using dlam::Value;
 using dlam::VM;
 
-bool exhaustive() {
-  const char* v = std::getenv("DLAM_RELIABILITY_EXHAUSTIVE");
-  return v && *v && *v != '0';
-}
-
 // DLAM_OOM_TRACE=1: print each failure point before trying it (to find the one that crashes).
 bool tracing() {
   const char* v = std::getenv("DLAM_OOM_TRACE");
@@ -55,21 +53,9 @@ bool tracing() {
 }
 
 // The failure points of a run of `total` allocations: all of them if there are at most
-// `budget`, else the first budget/2 and then an evenly strided spread (an odd stride, so
-// the points do not all fall on the same phase of a loop) up to the last one.
+// `budget`, else the first budget/2 and then a strided spread up to the last one.
 std::vector<uint64_t> failurePoints(uint64_t total, uint64_t budget) {
-  std::vector<uint64_t> ns;
-  if (exhaustive() || total <= budget) {
-    for (uint64_t n = 1; n <= total; ++n) ns.push_back(n);
-    return ns;
-  }
-  uint64_t dense = budget / 2;
-  for (uint64_t n = 1; n <= dense; ++n) ns.push_back(n);
-  uint64_t span = budget - dense;
-  uint64_t stride = std::max<uint64_t>(1, (total - dense + span - 1) / span) | 1;
-  for (uint64_t n = dense + stride; n <= total; n += stride) ns.push_back(n);
-  if (ns.back() != total) ns.push_back(total);
-  return ns;
+  return dlam::test::failurePoints(budget / 2, budget - budget / 2, total);
 }
 
 dlam::Config testConfig() {
@@ -638,6 +624,57 @@ TEST(AllocHook, FailsTheChosenAllocation) {
   void* p = ::operator new(64, std::align_val_t(64));
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
   ::operator delete(p, std::align_val_t(64));
+}
+
+// A script file read with one of its allocations failing: the whole file runs, or
+// nothing does and the run is "out of memory" -- never the part read so far (reading
+// with `stream << rdbuf()` swallowed the failure and ran a truncated script). The file
+// is 200 KB of comment (several read buffers, so the text grows while it is read)
+// followed by two forms; the first failure points fall in the read.
+TEST(CppAllocationFailureFiles, AScriptFileRunsWholeOrNotAtAll) {
+  char path[] = "/tmp/dlam_oom_file_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  {
+    std::ofstream out(path, std::ios::binary);
+    std::string comment = "; " + std::string(97, 'x') + "\n";
+    for (int i = 0; i < 2000; ++i) out << comment;
+    out << "(define a 1)\n(list a 2)\n";
+  }
+  const std::string file = path;  // made before the hook is armed
+  auto runFile = [&](uint64_t n, uint64_t* counted) {
+    VM vm(testConfig());
+    dlam::openStdlib(vm);
+    std::string got;
+    alloc_hook::arm(n ? n : UINT64_MAX);
+    try {
+      Value v = dlam::evalFile(vm, file);
+      uint64_t c = alloc_hook::disarm();  // only the run is armed, not showing its value
+      if (counted) *counted = c;
+      got = vm.show(v, true);
+    } catch (const Error& e) {
+      alloc_hook::disarm();
+      got = e.kind == ErrorKind::Limit && e.message == "out of memory" ? "out of memory" : "error: " + e.format();
+    } catch (const std::bad_alloc&) {
+      alloc_hook::disarm();
+      got = "std::bad_alloc escaped";
+    }
+    return got;
+  };
+  uint64_t total = 0;
+  ASSERT_EQ(runFile(0, &total), "(1 2)");
+  size_t outOfMemory = 0;
+  for (uint64_t n : failurePoints(total, budgetScale(200))) {
+    std::string got = runFile(n, nullptr);
+    if (got == "out of memory")
+      ++outOfMemory;
+    else
+      EXPECT_EQ(got, "(1 2)") << "allocation " << n << " of " << total;
+    if (HasFailure()) break;
+  }
+  EXPECT_GT(outOfMemory, 0u);
+  std::remove(path);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "../reliability/failure_points.h"
 #include "dlam/compiler.h"
 #include "dlam/error.h"
 #include "dlam/stdlib.h"
@@ -37,24 +38,7 @@ using dlam::ErrorKind;
 using dlam::Value;
 using dlam::VM;
 
-bool exhaustive() {
-  const char* v = std::getenv("DLAM_RELIABILITY_EXHAUSTIVE");
-  return v && *v && *v != '0';
-}
-
-// 1..dense one by one, then about `spread` points up to `total` (0: unknown, go on until
-// a run needs no failure), with a stride that is not a round number.
-std::vector<uint64_t> failurePoints(uint64_t dense, uint64_t spread, uint64_t total) {
-  std::vector<uint64_t> ns;
-  for (uint64_t n = 1; n <= dense; ++n) ns.push_back(n);
-  if (exhaustive()) {
-    for (uint64_t n = dense + 1; n <= (total ? total : 2000000); ++n) ns.push_back(n);
-    return ns;
-  }
-  uint64_t stride = total > dense ? std::max<uint64_t>(1, (total - dense) / spread) | 1 : 37;
-  for (uint64_t n = dense + stride; n <= (total ? total : 2000000); n += stride) ns.push_back(n);
-  return ns;
-}
+using dlam::test::failurePoints;
 
 Config smallConfig() {
   Config cfg;
