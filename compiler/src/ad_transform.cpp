@@ -49,6 +49,12 @@ bool isStructural(NativeId id) {
   }
 }
 
+// Numeric primitives: φ applies them to primal values (see Transformer::Uses).
+bool isNumeric(NativeId id) {
+  return (id >= NativeId::Add && id <= NativeId::Truncate) || (id >= NativeId::NumEq && id <= NativeId::NanP) ||
+         id == NativeId::Sign || id == NativeId::Step;
+}
+
 class Transformer {
  public:
   Transformer(VM& vm, const std::shared_ptr<Module>& mod) : vm_(vm), mod_(mod), M(*mod) {}
@@ -144,6 +150,14 @@ class Transformer {
     T->body = M.newBlock();
     file_ = L->file;
     loc_ = L->loc;
+    // The primal values and uses are the function's own: a nested lambda recovers
+    // the primals of its free variables itself (its closure captures their images).
+    auto savedPrimals = P_;
+    Uses savedUses = std::move(uses_);
+    P_.clear();
+    uses_ = classify(L->body);
+    for (Var* p : L->params) notePrimal(T->body, p);
+    for (Var* f : L->freeVars) notePrimal(T->body, f);
 
     // The backpropagator of the whole body returns (cons fbar xbar).
     FinishFn finish = [this, L](Block* out, Sens& st) {
@@ -176,7 +190,95 @@ class Transformer {
     inputs.insert(L->freeVars.begin(), L->freeVars.end());
     if (L->rest) inputs.insert(L->rest);
     T->body->result = phiTail(L->body, T->body, finish, inputs, L->loc, L->name);
+    P_ = std::move(savedPrimals);
+    uses_ = std::move(savedUses);
     return T;
+  }
+
+  // ---- primal values in the forward sweep ----------------------------------------
+
+  // Numeric primitives run in φ on primal values: an argument's primal is recovered
+  // once, with *j-inverse where the variable is bound, the primitive is applied at
+  // the primal's level, and its result is tagged (*j) only when something other than
+  // a numeric primitive or a test uses it. ρ reads the same primal variables, so a
+  // backpropagator captures plain numbers and recovers nothing. (This is the lifted
+  // application, *j of p applied to *j-inverse of the arguments, split at variables.)
+  struct Uses {
+    std::unordered_set<const Var*> arith;   // an argument of a numeric primitive
+    std::unordered_set<const Var*> tagged;  // used any other way (except as a test)
+  };
+  Uses uses_;
+  std::unordered_map<const Var*, Var*> P_;  // primal variable → variable holding its primal value
+
+  Uses classify(const Block* body) {
+    Uses u;
+    std::vector<std::pair<const Var*, const Var*>> copies;
+    std::vector<const Block*> work{body};
+    auto tag = [&](const Atom& a) {
+      if (a.kind == Atom::Local) u.tagged.insert(a.var);
+    };
+    while (!work.empty()) {
+      const Block* b = work.back();
+      work.pop_back();
+      for (const Bind& bd : b->binds) {
+        switch (bd.kind) {
+          case Bind::Call: {
+            Native* n = calleeBuiltin(bd.args[0]);
+            bool numeric = n && isNumeric(static_cast<NativeId>(n->id));
+            for (const Atom& a : bd.args)
+              if (numeric && a.kind == Atom::Local) u.arith.insert(a.var);
+              else tag(a);
+            break;
+          }
+          case Bind::If:
+            work.push_back(bd.thenB);
+            work.push_back(bd.elseB);
+            break;
+          case Bind::MakeLambda:
+            for (Var* v : bd.lambda->freeVars) u.tagged.insert(v);
+            break;
+          case Bind::Copy:
+            if (bd.atom.kind == Atom::Local) copies.emplace_back(bd.dst, bd.atom.var);
+            break;
+          default: tag(bd.atom); break;
+        }
+      }
+      tag(b->result);
+    }
+    // A copy's source is used as the copy is (copies come before their uses).
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (auto [dst, src] : copies) {
+        if (u.tagged.count(dst) && u.tagged.insert(src).second) changed = true;
+        if (u.arith.count(dst) && u.arith.insert(src).second) changed = true;
+      }
+    }
+    return u;
+  }
+
+  // After v is bound in φ: recover its primal if a numeric primitive will use it.
+  void notePrimal(Block* out, const Var* v) {
+    if (!uses_.arith.count(v) || P_.count(v)) return;
+    Var* p = fresh(v, "'");
+    call(out, {prim(NativeId::StarJInverse), localAtom(J_.at(v), loc_)}, 0, p);
+    P_[v] = p;
+  }
+
+  // The primal of an atom in φ (a constant or a global is its own primal).
+  Atom primalFwd(Block* out, const Atom& a) {
+    if (a.kind != Atom::Local) return a;
+    auto it = P_.find(a.var);
+    if (it != P_.end()) return localAtom(it->second, a.loc);
+    return call(out, {prim(NativeId::StarJInverse), jAtom(out, a)});
+  }
+
+  // The test of a conditional: its primal when there is one (truthiness is the same).
+  Atom testAtom(Block* out, const Atom& a) {
+    if (a.kind == Atom::Local) {
+      auto it = P_.find(a.var);
+      if (it != P_.end()) return localAtom(it->second, a.loc);
+    }
+    return jAtom(out, a);
   }
 
   // ---- the forward sweep φ ------------------------------------------------------
@@ -196,6 +298,7 @@ class Transformer {
       for (const Bind* e : expand(bd)) {
         loc_ = e->loc;
         phiBind(*e, out);
+        if (e->dst) notePrimal(out, e->dst);
         tape.push_back(e);
       }
     }
@@ -243,6 +346,12 @@ class Transformer {
   void phiBind(const Bind& bd, Block* out) {
     switch (bd.kind) {
       case Bind::Copy: {
+        // A copy shares its source's primal; its image is made only if used.
+        if (bd.atom.kind == Atom::Local)
+          if (auto p = P_.find(bd.atom.var); p != P_.end()) {
+            P_[bd.dst] = p->second;
+            if (!uses_.tagged.count(bd.dst)) return;
+          }
         Atom a = jAtom(out, bd.atom);
         Bind c;
         c.kind = Bind::Copy;
@@ -282,6 +391,15 @@ class Transformer {
 
   void phiCall(const Bind& bd, Block* out) {
     Native* n = calleeBuiltin(bd.args[0]);
+    if (n && isNumeric(static_cast<NativeId>(n->id))) {
+      std::vector<Atom> args{constAtom(Value::object(n), loc_)};
+      for (size_t i = 1; i < bd.args.size(); ++i) args.push_back(primalFwd(out, bd.args[i]));
+      Var* p = fresh(bd.dst, "'");
+      call(out, std::move(args), bd.level, p);
+      P_[bd.dst] = p;
+      if (uses_.tagged.count(bd.dst)) call(out, {prim(NativeId::StarJ), localAtom(p, loc_)}, 0, jDst(bd.dst));
+      return;
+    }
     std::vector<Atom> jargs;
     for (size_t i = 1; i < bd.args.size(); ++i) jargs.push_back(jAtom(out, bd.args[i]));
     Var* dst = jDst(bd.dst);
@@ -355,7 +473,7 @@ class Transformer {
   }
 
   void phiIf(const Bind& bd, Block* out) {
-    Atom c = jAtom(out, bd.atom);
+    Atom c = testAtom(out, bd.atom);
     BranchInfo info;
     info.outer = outerVars({bd.thenB, bd.elseB});
     bool needBp = !info.outer.empty();
@@ -536,12 +654,13 @@ class Transformer {
           for (const Bind* e : expand(b->binds[i])) {
             loc_ = e->loc;
             phiBind(*e, out);
+            if (e->dst) notePrimal(out, e->dst);
           }
         }
         loc_ = last->loc;
         Bind ifb;
         ifb.kind = Bind::If;
-        ifb.atom = jAtom(out, last->atom);
+        ifb.atom = testAtom(out, last->atom);
         ifb.loc = last->loc;
         ifb.thenB = M.newBlock();
         ifb.thenB->result = phiTail(last->thenB, ifb.thenB, finish, inputs, last->loc, name);
@@ -596,6 +715,7 @@ class Transformer {
   Atom primal(Sens& st, const Atom& a) {
     if (a.kind == Atom::Const) return a;
     if (a.kind == Atom::Global) return a;
+    if (auto fw = P_.find(a.var); fw != P_.end()) return localAtom(fw->second, loc_);
     auto it = primalCache_.find(a.var);
     if (it != primalCache_.end()) return it->second;
     Atom p = call(st.out, {prim(NativeId::StarJInverse), localAtom(J_.at(a.var))});

@@ -246,9 +246,12 @@ class FnCompiler {
       case NativeId::SCar:
       case NativeId::SCdr:
       case NativeId::StarJInverse:
+      case NativeId::StarJ: {
         if (n != 1) return false;
-        emit(instr::make(id == NativeId::SCar ? Op::SCAR : id == NativeId::SCdr ? Op::SCDR : Op::JINV, dst, atomReg(*x)));
+        Op op = id == NativeId::SCar ? Op::SCAR : id == NativeId::SCdr ? Op::SCDR : id == NativeId::StarJ ? Op::STARJ : Op::JINV;
+        emit(instr::make(op, dst, atomReg(*x)));
         return true;
+      }
       case NativeId::Sub:
         if (n == 1) {
           emit(instr::make(Op::NEG, dst, atomReg(*x)));
@@ -256,10 +259,13 @@ class FnCompiler {
         }
         return binop(Op::SUB, Op::SUBK, false);
       case NativeId::AttachStarJ:
+      case NativeId::RepResult:
+      case NativeId::BpResult:
         if (n != 2) return false;
         {
           uint32_t a = atomReg(*x), b = atomReg(*y);
-          emit(instr::make(Op::ATTACH, dst, a, b));
+          Op op = id == NativeId::AttachStarJ ? Op::ATTACH : id == NativeId::RepResult ? Op::REPRES : Op::BPRES;
+          emit(instr::make(op, dst, a, b));
         }
         return true;
       case NativeId::EqP:

@@ -271,7 +271,8 @@ Value VM::jLeaf(Value v) {
 
 Value VM::jInvLeaf(Value v) {
   if (v.isNumber())
-    runtimeError("*j-inverse: " + show(v, true) + " is a plain number, not a reverse-tagged value");
+    runtimeError("*j-inverse: got the plain number " + show(v, true) +
+                 " where a reverse-tagged value was expected (a derivative level was mixed up)");
   if (!v.isObject()) return v;
   Obj* o = v.asObject();
   switch (o->type) {

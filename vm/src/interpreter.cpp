@@ -705,6 +705,14 @@ op_JINV: {
   RA = r;
   DISPATCH();
 }
+op_STARJ: {
+  Value x = RB;
+  SAVE_PC();
+  Value r = x.isNumber() ? Value::object(makeRev(x)) : starJ(x);
+  R = stack_.data() + frame->base;
+  RA = r;
+  DISPATCH();
+}
 op_NEG: {
   Value x = RB;
   if (x.isNumber()) {
@@ -715,6 +723,30 @@ op_NEG: {
   Value r = builtin(NativeId::Sub)->fn(*this, &x, 1);
   R = stack_.data() + frame->base;
   RA = r;
+  DISPATCH();
+}
+// The results of a callee's *j and of a backpropagator in transformed code, checked
+// (the error names the procedure): inline when well formed.
+op_REPRES: {
+  Value x = RB;
+  if (isPair(x) && isProcedure(unwrapAttached(asPair(x)->cdr))) {
+    RA = x;
+    DISPATCH();
+  }
+  SAVE_PC();
+  Value args[2] = {x, RC};
+  RA = builtin(NativeId::RepResult)->fn(*this, args, 2);
+  DISPATCH();
+}
+op_BPRES: {
+  Value x = RB;
+  if (isPair(x) || x.isZero()) {
+    RA = x;
+    DISPATCH();
+  }
+  SAVE_PC();
+  Value args[2] = {x, RC};
+  RA = builtin(NativeId::BpResult)->fn(*this, args, 2);
   DISPATCH();
 }
 op_ATTACH: {

@@ -80,7 +80,10 @@ namespace dlam {
   X(SCAR, AB, "R[A] = (%scar R[B]): car of a sensitivity (zero stays zero)")         \
   X(SCDR, AB, "R[A] = (%scdr R[B]): cdr of a sensitivity (zero stays zero)")         \
   X(JINV, AB, "R[A] = (*j-inverse R[B])")                                            \
-  X(NEG, AB, "R[A] = (- R[B])")
+  X(STARJ, AB, "R[A] = (*j R[B])")                                                   \
+  X(NEG, AB, "R[A] = (- R[B])")                                                      \
+  X(REPRES, ABC, "R[A] = (%rep-result R[B] R[C]): R[B] checked to be (cons value backprop) from *j R[C]") \
+  X(BPRES, ABC, "R[A] = (%bp-result R[B] R[C]): R[B] checked to be (cons fbar xbar) from backprop R[C]")
 
 enum class Op : uint8_t {
 #define DLAM_OP_ENUM(name, fmt, doc) name,
