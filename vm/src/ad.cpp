@@ -372,21 +372,9 @@ inline Value plusShallow(Value a, Value b) {
   if (a.isNumber() && b.isNumber()) return Value::number(a.asNumber() + b.asNumber());
   return Value::undefined();
 }
-}  // namespace
 
-Value VM::plus(Value a, Value b) {
-  // Estep: (v1 ←J v2) ⊕ v ≡ v1 ⊕ v.
-  a = unwrapAttached(a);
-  b = unwrapAttached(b);
-  Value r = plusShallow(a, b);
-  if (!r.isUndefined()) return r;
-  if (isPair(a) && isPair(b)) {
-    // The common case in backpropagators: pairs of sensitivities one of which is
-    // mostly zero ((cons g 0) meeting (cons 0 rest)): one new pair, no walk.
-    Value car = plusShallow(asPair(a)->car, asPair(b)->car);
-    Value cdr = plusShallow(asPair(a)->cdr, asPair(b)->cdr);
-    if (!car.isUndefined() && !cdr.isUndefined()) return cons(car, cdr);
-  }
+// The general case of plus: any shapes, walked with explicit stacks.
+Value plusTree(VM& vm, Value a, Value b) {
   struct Item {
     Value a, b;
     bool expanded;
@@ -402,19 +390,11 @@ Value VM::plus(Value a, Value b) {
       results.pop_back();
       Value car = results.back();
       results.pop_back();
-      results.push_back(cons(car, cdr));
+      results.push_back(vm.cons(car, cdr));
       continue;
     }
-    if (x.isZero()) {
-      results.push_back(y);
-      continue;
-    }
-    if (y.isZero()) {
-      results.push_back(x);
-      continue;
-    }
-    if (x.isNumber() && y.isNumber()) {
-      results.push_back(Value::number(x.asNumber() + y.asNumber()));
+    if (Value r = plusShallow(x, y); !r.isUndefined()) {
+      results.push_back(r);
       continue;
     }
     if (isPair(x) && isPair(y)) {
@@ -425,20 +405,52 @@ Value VM::plus(Value a, Value b) {
     }
     if (isObj(x, ObjType::Rev) && isObj(y, ObjType::Rev)) {
       // Rev nesting is bounded by the number of nested derivatives.
-      results.push_back(Value::object(makeRev(plus(static_cast<Rev*>(x.asObject())->primal,
-                                                   static_cast<Rev*>(y.asObject())->primal))));
+      results.push_back(Value::object(vm.makeRev(
+          vm.plus(static_cast<Rev*>(x.asObject())->primal, static_cast<Rev*>(y.asObject())->primal))));
       continue;
     }
     if (x.isNil() && y.isNil()) {
       results.push_back(x);
       continue;
     }
-    std::string sx = show(x, true), sy = show(y, true);
+    std::string sx = vm.show(x, true), sy = vm.show(y, true);
     if (sx.size() > 60) sx = sx.substr(0, 57) + "...";
     if (sy.size() > 60) sy = sy.substr(0, 57) + "...";
-    runtimeError("plus: sensitivities of different shapes: " + sx + " and " + sy);
+    vm.runtimeError("plus: sensitivities of different shapes: " + sx + " and " + sy);
   }
   return results.back();
+}
+}  // namespace
+
+Value VM::plus(Value a, Value b) {
+  // Estep: (v1 ←J v2) ⊕ v ≡ v1 ⊕ v.
+  a = unwrapAttached(a);
+  b = unwrapAttached(b);
+  Value r = plusShallow(a, b);
+  if (!r.isUndefined()) return r;
+  if (!isPair(a) || !isPair(b)) return plusTree(*this, a, b);
+  // Two lists (the sensitivities of a list of weights, of a pair of a mostly zero
+  // (cons g 0) and a rest): one loop along the spines, building the sum front to
+  // back; an element or an end that is not a number or a zero takes the general walk
+  // (which never comes back here, so nothing recurses along the data). The pairs
+  // are new, so filling their cdrs needs no write barrier, and no collection runs
+  // inside plus.
+  Value head = Value::nil();
+  Pair* last = nullptr;
+  do {
+    Pair *pa = asPair(a), *pb = asPair(b);
+    Value car = plusShallow(pa->car, pb->car);
+    if (car.isUndefined()) car = plusTree(*this, pa->car, pb->car);
+    Value cell = cons(car, Value::nil());
+    if (last) last->cdr = cell;
+    else head = cell;
+    last = asPair(cell);
+    a = pa->cdr;
+    b = pb->cdr;
+    r = plusShallow(a, b);
+  } while (r.isUndefined() && isPair(a) && isPair(b));
+  last->cdr = r.isUndefined() ? plusTree(*this, a, b) : r;
+  return head;
 }
 
 }  // namespace dlam
