@@ -885,6 +885,11 @@ class Transformer {
         return;
       case NativeId::Mul:
         if (argc == 1) addTo(st, *a, g);
+        if (argc == 2 && a->kind == Atom::Local && b->kind == Atom::Local && a->var == b->var) {
+          // d(a a) = 2 a da: one product, not two summed
+          addTo(st, *a, op(NativeId::Mul, {op(NativeId::Mul, {g, P(*a)}), K(2)}));
+          return;
+        }
         if (argc == 2) {
           if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::Mul, {g, P(*b)}));
           if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Mul, {g, P(*a)}));
