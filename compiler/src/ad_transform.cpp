@@ -60,6 +60,7 @@ class Transformer {
   Transformer(VM& vm, const std::shared_ptr<Module>& mod) : vm_(vm), mod_(mod), M(*mod) {}
 
   Lambda* function(const Lambda* L) {
+    findClosedRecGroups(L);
     for (Var* f : L->freeVars)
       if (!J_.count(f)) J_[f] = fresh(f, "`");
     return transformLambda(L);
@@ -166,7 +167,7 @@ class Transformer {
         fbar = constAtom(Value::nil(), loc_);
       } else {
         std::vector<Atom> items;
-        for (Var* f : L->freeVars) items.push_back(st.get(f));
+        for (Var* f : L->freeVars) items.push_back(closedRec_.count(f) ? st.zero() : st.get(f));
         fbar = listOf(out, items);
       }
       Atom xbar;
@@ -617,16 +618,54 @@ class Transformer {
   static void spread(Sens& st, TermP s, It first, It last) {
     for (It i = first; i != last; ++i) {
       if (takes(*i)) addTo(st, *i, st.head(s));
-      if (std::next(i) != last) s = st.tail(s);
+      if (std::none_of(std::next(i), last, [](const auto& t) { return takes(t); })) return;
+      s = st.tail(s);
     }
   }
   static TermP termOf(const Atom& a) { return Sens::atomTerm(a); }
 
   // (list a ...) as a chain of conses.
+  // (A list of constants, e.g. of zeros, is itself a constant: made once, here.)
   Atom listOf(Block* out, const std::vector<Atom>& items) {
+    if (std::all_of(items.begin(), items.end(), [](const Atom& a) { return a.kind == Atom::Const; })) {
+      Value l = Value::nil();
+      for (size_t i = items.size(); i-- > 0;) l = vm_.cons(items[i].value, l);
+      return constAtom(l, loc_);
+    }
     Atom l = constAtom(Value::nil(), loc_);
     for (size_t i = items.size(); i-- > 0;) l = call(out, {prim(NativeId::Cons), items[i], l});
     return l;
+  }
+
+  // Closures of a letrec group whose free variables are members of the group (a
+  // loop, a recursion that captures nothing else): their sensitivity, the list of
+  // their free variables' sensitivities, can only hold zeros. Their backpropagators
+  // give them constant lists of zeros, their callers take no sensitivity for them,
+  // and the group is not distributed (%rec-fix) at all.
+  std::unordered_set<const Var*> closedRec_;
+
+  void findClosedRecGroups(const Lambda* L) {
+    std::vector<const Block*> work{L->body};
+    while (!work.empty()) {
+      const Block* b = work.back();
+      work.pop_back();
+      for (size_t i = 0; i < b->binds.size(); ++i) {
+        const Bind& bd = b->binds[i];
+        if (bd.thenB) work.push_back(bd.thenB);
+        if (bd.elseB) work.push_back(bd.elseB);
+        if (bd.lambda) work.push_back(bd.lambda->body);
+        if (bd.kind != Bind::Rec) continue;
+        std::unordered_set<const Var*> group(bd.recVars.begin(), bd.recVars.end());
+        bool closed = true;
+        for (size_t j = i + 1; j < b->binds.size(); ++j) {
+          const Bind& m = b->binds[j];
+          if (m.kind != Bind::MakeLambda || !group.count(m.dst)) continue;
+          for (Var* f : m.lambda->freeVars)
+            if (!group.count(f)) closed = false;
+        }
+        if (closed) closedRec_.insert(group.begin(), group.end());
+      }
+    }
   }
 
   // ---- blocks in tail position ---------------------------------------------------
@@ -752,7 +791,8 @@ class Transformer {
     Atom s = call(st.out, {prim(NativeId::BpResult), call(st.out, {localAtom(bp_.at(bd.dst)), st.get(bd.dst)}),
                            localAtom(bp_.at(bd.dst))});
     // (cons fbar xbar), xbar being the argument's sensitivity or the list of them.
-    if (calleeSens && takes(bd.args[0])) addTo(st, bd.args[0], st.head(termOf(s)));
+    if (calleeSens && takes(bd.args[0]) && !closedRec_.count(bd.args[0].var))
+      addTo(st, bd.args[0], st.head(termOf(s)));
     size_t n = bd.args.size() - 1;
     if (n == 0) return;
     TermP d = st.tail(termOf(s));
@@ -987,7 +1027,7 @@ class Transformer {
                                      tape.begin() + static_cast<std::ptrdiff_t>(end) + 1);
     bool any = false;
     for (const Bind* m : members)
-      if (!st.isZero(m->dst)) any = true;
+      if (!st.isZero(m->dst) && !closedRec_.count(m->dst)) any = true;
     if (!any) return;
     std::unordered_map<const Var*, int> memberIndex;
     for (size_t i = 0; i < members.size(); ++i) memberIndex[members[i]->dst] = static_cast<int>(i);
