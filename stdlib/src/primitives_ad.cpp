@@ -89,7 +89,9 @@ Value materialize(VM& vm, Value* a, int) {
       results.pop_back();
       Value car = results.back();
       results.pop_back();
-      results.push_back(vm.cons(car, cdr));
+      // A part with no symbolic zero in it is kept, not copied.
+      bool same = isPair(it.s) && car == asPair(it.s)->car && cdr == asPair(it.s)->cdr;
+      results.push_back(same ? it.s : vm.cons(car, cdr));
       continue;
     }
     Value s = it.s, v = unwrapAttached(it.v);
