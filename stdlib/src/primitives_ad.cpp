@@ -71,12 +71,12 @@ Value freeVariables(VM& vm, Value* a, int) {
 // (%materialize sens value): sens with every symbolic zero replaced by a zero of the
 // shape of the corresponding part of value (numbers 0, pairs part by part, closures
 // the list of their captured values' zeros, everything else ()). Iterative.
-Value materialize(VM& vm, Value* a, int) {
+Value materializeTree(VM& vm, Value s0, Value v0) {
   struct Item {
     Value s, v;
     int kind;  // 0: visit, 1: build pair
   };
-  std::vector<Item> work{{a[0], a[1], 0}};
+  std::vector<Item> work{{s0, v0, 0}};
   std::vector<Value> results;
   // A closure's zero lists its captured values' zeros; a closure met again (a
   // recursive closure captures itself) gets () so the expansion ends.
@@ -141,6 +141,29 @@ Value materialize(VM& vm, Value* a, int) {
     }
   }
   return results.back();
+}
+
+// The common case first: a list of numbers (the gradient with respect to a list),
+// walked along the spines; any other element, and the end, take the general walk.
+Value materialize(VM& vm, Value* a, int) {
+  Value s = a[0], v = a[1];
+  if (!isPair(s) || !isPair(v)) return materializeTree(vm, s, v);
+  std::vector<Pair*> spine;
+  std::vector<Value> cars;
+  while (isPair(s) && isPair(v)) {
+    Value sc = asPair(s)->car, vc = asPair(v)->car;
+    Value m = vc.isNumber() && (sc.isNumber() || sc.isZero()) ? (sc.isZero() ? Value::number(0) : sc)
+                                                              : materializeTree(vm, sc, vc);
+    spine.push_back(asPair(s));
+    cars.push_back(m);
+    s = asPair(s)->cdr;
+    v = asPair(v)->cdr;
+  }
+  Value r = materializeTree(vm, s, v);
+  // Back to front, keeping the pairs of the sensitivity that nothing changed.
+  for (size_t i = spine.size(); i-- > 0;)
+    r = r == spine[i]->cdr && cars[i] == spine[i]->car ? Value::object(spine[i]) : vm.cons(cars[i], r);
+  return r;
 }
 
 // (%call-vjp h x1 .. xn ybar): the argument sensitivities of host function h.
