@@ -393,7 +393,7 @@ call_again:
     if (frames_.size() >= stackLimit) [[unlikely]]
       limitError("stack overflow (more than " + std::to_string(config_.stackLimit) + " frames)");
     uint32_t base = frame->base + a + 1;
-    if (nargs != p->nparams || p->hasRest || c->flags || base + p->nregs >= stack_.size()) [[unlikely]] {
+    if (nargs != p->nparams || p->hasRest || (c->flags & (kLazyJ | kLazyJInv)) || base + p->nregs >= stack_.size()) [[unlikely]] {
       checkArity(c, nargs);
       frames_.push_back(CallFrame{c, nullptr, base, false});
       enter(nargs);
