@@ -151,9 +151,18 @@ Value materialize(VM& vm, Value* a, int) {
   std::vector<Pair*> spine;
   std::vector<Value> cars;
   while (isPair(s) && isPair(v)) {
-    Value sc = asPair(s)->car, vc = asPair(v)->car;
-    Value m = vc.isNumber() && (sc.isNumber() || sc.isZero()) ? (sc.isZero() ? Value::number(0) : sc)
-                                                              : materializeTree(vm, sc, vc);
+    Value sc = asPair(s)->car, vc = unwrapAttached(asPair(v)->car);
+    int tags = 0;  // a number's zero carries its reverse tags (as in materializeTree)
+    for (; isObj(vc, ObjType::Rev); ++tags) vc = static_cast<Rev*>(vc.asObject())->primal;
+    Value m;
+    if (vc.isNumber() && sc.isZero()) {
+      m = Value::number(0);
+      for (int i = 0; i < tags; ++i) m = Value::object(vm.makeRev(m));
+    } else if (vc.isNumber() && (sc.isNumber() || isObj(sc, ObjType::Rev))) {
+      m = sc;
+    } else {
+      m = materializeTree(vm, sc, asPair(v)->car);
+    }
     spine.push_back(asPair(s));
     cars.push_back(m);
     s = asPair(s)->cdr;

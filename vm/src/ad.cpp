@@ -428,6 +428,8 @@ Value VM::plus(Value a, Value b) {
   b = unwrapAttached(b);
   Value r = plusShallow(a, b);
   if (!r.isUndefined()) return r;
+  if (isObj(a, ObjType::Rev) && isObj(b, ObjType::Rev))  // (nested derivatives: bounded by the level)
+    return Value::object(makeRev(plus(static_cast<Rev*>(a.asObject())->primal, static_cast<Rev*>(b.asObject())->primal)));
   if (!isPair(a) || !isPair(b)) return plusTree(*this, a, b);
   // Two lists (the sensitivities of a list of weights, of a pair of a mostly zero
   // (cons g 0) and a rest): one loop along the spines, building the sum front to
