@@ -442,7 +442,7 @@ Value VM::plus(Value a, Value b) {
   do {
     Pair *pa = asPair(a), *pb = asPair(b);
     Value car = plusShallow(pa->car, pb->car);
-    if (car.isUndefined()) car = plusTree(*this, pa->car, pb->car);
+    if (car.isUndefined()) car = isPair(pa->car) ? plusTree(*this, pa->car, pb->car) : plus(pa->car, pb->car);
     Value cell = cons(car, Value::nil());
     if (last) last->cdr = cell;
     else head = cell;
