@@ -378,6 +378,19 @@ class FnCompiler {
       reserveWindow(b, i);
       bool last = i + 1 == n && b->result.kind == Atom::Local && b->result.var == bd.dst &&
                   (bd.kind == Bind::Call || bd.kind == Bind::If);
+      if (size_t used = compileSplitCall(b, i)) {
+        i += used - 1;
+        continue;
+      }
+      if (i + 1 == n && t.kind == Target::Tail && bd.kind == Bind::Call && b->result.kind == Atom::Local &&
+          b->result.var == bd.dst && primitiveOf(bd.args[0]) == NativeId::Cons && bd.level == 0 &&
+          bd.args.size() == 3) {
+        // (cons a b) returned: RETURN2 makes the pair only for a caller that takes it whole.
+        uint32_t x = atomReg(bd.args[1]), y = atomReg(bd.args[2]);
+        emit(instr::make(Op::RETURN2, x, y));
+        delivered = true;
+        continue;
+      }
       if (bd.kind == Bind::Call && i + 1 < n) {
         const Bind& next = b->binds[i + 1];
         NativeId id = primitiveOf(bd.args[0]);
@@ -397,6 +410,62 @@ class FnCompiler {
       loc_ = b->result.loc.known() ? b->result.loc : loc_;
       deliver(b->result, t);
     }
+  }
+
+  // A call whose result is checked as a rep result or a backpropagator's result
+  // (%rep-result, %bp-result: transformed code) and then only taken apart with car
+  // and cdr: CALL with C = 1 or 2 puts the car and the cdr in the window's first two
+  // registers (a callee ending in RETURN2 makes no pair at all). Returns how many
+  // bindings it compiled, 0 if the pattern does not apply.
+  size_t compileSplitCall(const Block* b, size_t i) {
+    const Bind& call = b->binds[i];
+    if (call.kind != Bind::Call || call.level != 0 || !call.dst || call.dst->rec || uses_[call.dst] != 1 ||
+        primitiveOf(call.args[0]) != NativeId::None || i + 1 >= b->binds.size())
+      return 0;
+    const Bind& check = b->binds[i + 1];
+    NativeId cid = check.kind == Bind::Call ? primitiveOf(check.args[0]) : NativeId::None;
+    if ((cid != NativeId::RepResult && cid != NativeId::BpResult) || check.args.size() != 3 ||
+        check.args[1].kind != Atom::Local || check.args[1].var != call.dst || !check.dst || check.dst->rec)
+      return 0;
+    const Var* pair = check.dst;
+    const Var* parts[2] = {nullptr, nullptr};
+    size_t j = i + 2;
+    for (; j < b->binds.size() && j < i + 4; ++j) {
+      const Bind& take = b->binds[j];
+      NativeId tid = take.kind == Bind::Call ? primitiveOf(take.args[0]) : NativeId::None;
+      int part = tid == NativeId::Car || tid == NativeId::SCar ? 0 : tid == NativeId::Cdr || tid == NativeId::SCdr ? 1 : -1;
+      if (part < 0 || take.level != 0 || take.args.size() != 2 || take.args[1].kind != Atom::Local ||
+          take.args[1].var != pair || parts[part] || !take.dst || take.dst->rec)
+        break;
+      parts[part] = take.dst;
+    }
+    size_t taken = j - (i + 2);
+    if (taken == 0 || static_cast<size_t>(uses_[pair]) != taken) return 0;
+    if (b->result.kind == Atom::Local && (b->result.var == parts[0] || b->result.var == parts[1]) && j == b->binds.size())
+      return 0;  // the block's value: left to the general path
+    loc_ = call.loc;
+    uint32_t nargs = static_cast<uint32_t>(call.args.size() - 1);
+    uint32_t base = top_;
+    auto reserved = reservedBase_.find(&call);
+    if (reserved != reservedBase_.end()) base = reserved->second;
+    else
+      for (size_t k = 0; k < call.args.size(); ++k) allocReg();
+    while (top_ < base + 2) allocReg();
+    for (size_t k = 0; k < call.args.size(); ++k) loadAtom(call.args[k], base + static_cast<uint32_t>(k));
+    loc_ = call.loc;
+    emit(instr::make(Op::CALL, base, nargs, cid == NativeId::RepResult ? 1 : 2));
+    top_ = base + 2;
+    for (int k = 0; k < 2; ++k) {
+      if (!parts[k]) continue;
+      uint32_t r = base + static_cast<uint32_t>(k);
+      if (auto pre = reg_.find(parts[k]); pre != reg_.end()) {
+        if (pre->second != r) emit(instr::make(Op::MOVE, pre->second, r));
+        top_ = std::max(top_, pre->second + 1);
+      } else {
+        reg_[parts[k]] = r;
+      }
+    }
+    return j - i;
   }
 
   void initRec(const Var* v) {

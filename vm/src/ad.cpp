@@ -422,6 +422,18 @@ Value plusTree(VM& vm, Value a, Value b) {
 }
 }  // namespace
 
+void VM::splitResult(Value r, uint8_t mode, Value callee, Value* parts) {
+  if (splitsAs(r, mode)) {
+    parts[0] = r.isZero() ? r : asPair(r)->car;
+    parts[1] = r.isZero() ? r : asPair(r)->cdr;
+    return;
+  }
+  // The checks of %rep-result and %bp-result give the error.
+  Value args[2] = {r, callee};
+  builtin(mode == 1 ? NativeId::RepResult : NativeId::BpResult)->fn(*this, args, 2);
+  runtimeError("internal error: a split call result passed its check");
+}
+
 Value VM::plus(Value a, Value b) {
   // Estep: (v1 ←J v2) ⊕ v ≡ v1 ⊕ v.
   a = unwrapAttached(a);

@@ -70,7 +70,10 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
         case Fmt::AKsC:
           operands = "r" + std::to_string(a) + " " + k(b) + " -> " + std::to_string(static_cast<int64_t>(i) + 1 + instr::sC(ins));
           break;
-        case Fmt::ABN: operands = "r" + std::to_string(a) + " " + std::to_string(b) + " args"; break;
+        case Fmt::ABN:
+          operands = "r" + std::to_string(a) + " " + std::to_string(b) + " args";
+          if (c) operands += c == 1 ? ", split rep" : ", split bp";
+          break;
         case Fmt::ABCu:
           operands = "r" + std::to_string(a) + " [" + std::to_string(b) + "] r" + std::to_string(c);
           break;

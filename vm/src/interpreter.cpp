@@ -237,6 +237,7 @@ Value VM::execute() {
   const Value* K;
   Instr ins;
   int64_t budget = kPollInterval;
+  Value badSplit = Value::undefined();  // (result . callee) of a return whose caller cannot split it
   uint64_t limit = config_.instructionLimit;
   const size_t stackLimit = config_.stackLimit;
 
@@ -395,12 +396,12 @@ call_again:
     uint32_t base = frame->base + a + 1;
     if (nargs != p->nparams || p->hasRest || (c->flags & (kLazyJ | kLazyJInv)) || base + p->nregs >= stack_.size()) [[unlikely]] {
       checkArity(c, nargs);
-      frames_.push_back(CallFrame{c, nullptr, base, false});
+      frames_.push_back(CallFrame{c, nullptr, base, false, static_cast<uint8_t>(instr::c(ins))});
       enter(nargs);
       DISPATCH();
     }
     // The common case, inline: exact arity, no rest list, environment ready, room on the stack.
-    frames_.push_back(CallFrame{c, nullptr, base, false});
+    frames_.push_back(CallFrame{c, nullptr, base, false, static_cast<uint8_t>(instr::c(ins))});
     frame = &frames_.back();
     closure = c;
     uint32_t top = base + p->nregs;
@@ -444,6 +445,13 @@ call_again:
       if (stackTop_ < base + a + 1 + nargs) stackTop_ = base + a + 1 + nargs;
       if (stackHigh_ < stackTop_) stackHigh_ = stackTop_;
       goto call_again;
+    }
+    if (uint8_t split = static_cast<uint8_t>(instr::c(ins))) {
+      Value parts[2];
+      splitResult(result, split, fn, parts);
+      R[a] = parts[0];
+      R[a + 1] = parts[1];
+      DISPATCH();
     }
     R[a] = result;
     DISPATCH();
@@ -496,7 +504,38 @@ op_TAILCALL: {
 
 op_RETURN: {
   Value result = RA;
-  R[-1] = result;
+  if (uint8_t split = frame->split) {
+    if (!splitsAs(result, split)) [[unlikely]] {
+      SAVE_PC();
+      badSplit = cons(result, Value::object(closure));
+      goto leave_frame;
+    }
+    R[-1] = result.isZero() ? result : asPair(result)->car;
+    R[0] = result.isZero() ? result : asPair(result)->cdr;
+  } else {
+    R[-1] = result;
+  }
+  goto leave_frame;
+}
+op_RETURN2: {
+  // (cons R[A] R[B]) in tail position: the pair is made only if the caller takes it whole.
+  Value x = RA, y = RB;
+  if (uint8_t split = frame->split) {
+    if (split == 1 && !isProcedure(unwrapAttached(y))) [[unlikely]] {
+      SAVE_PC();
+      badSplit = cons(cons(x, y), Value::object(closure));
+      goto leave_frame;
+    }
+    R[-1] = x;
+    R[0] = y;
+  } else {
+    SAVE_PC();
+    R[-1] = cons(x, y);
+  }
+  goto leave_frame;
+}
+leave_frame: {
+  Value result = R[-1];
   bool boundary = frame->boundary;
   frames_.pop_back();
   if (boundary) return result;
@@ -507,6 +546,14 @@ op_RETURN: {
   const Proto* p = closure->proto;
   K = p->constants.data();
   stackTop_ = frame->base + p->nregs;
+  if (!badSplit.isUndefined()) [[unlikely]] {
+    // A result the caller takes split that has not the shape: the error is the
+    // caller's, at its call (the check of %rep-result or %bp-result gives it).
+    Value bad = badSplit;
+    badSplit = Value::undefined();
+    Value parts[2];
+    splitResult(asPair(bad)->car, static_cast<uint8_t>(instr::c(pc[-1])), asPair(bad)->cdr, parts);
+  }
   DISPATCH();
 }
 

@@ -35,9 +35,10 @@ namespace dlam {
   X(SETGLOBAL, ABx, "global K[Bx] = R[A]")                                            \
   X(CLOSURE, AP, "R[A] = new closure of child proto Bx, capturing its listed registers") \
   X(SETUPVAL, ABCu, "captured value B of closure R[A] = R[C] (letrec patching)")      \
-  X(CALL, ABN, "R[A] = R[A](R[A+1] .. R[A+B])")                                       \
+  X(CALL, ABN, "R[A] = R[A](R[A+1] .. R[A+B]); C > 0: R[A], R[A+1] = car, cdr of it") \
   X(TAILCALL, ABN, "return R[A](R[A+1] .. R[A+B]), reusing this frame")               \
   X(RETURN, A, "return R[A]")                                                         \
+  X(RETURN2, AB, "return (cons R[A] R[B]), as two values to a caller that splits it")  \
   X(JMP, sBx, "pc += sBx")                                                            \
   X(JMPIFNOT, AsBx, "if R[A] is #f then pc += sBx")                                   \
   X(ADD, ABC, "R[A] = R[B] + R[C]")                                                   \

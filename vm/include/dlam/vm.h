@@ -32,7 +32,17 @@ struct CallFrame {
   const Instr* pc;      // saved pc (next instruction) while a callee runs
   uint32_t base;        // index of register 0; the result goes to stack_[base - 1]
   bool boundary;        // this frame was entered from C++ (vm.call): return leaves the loop
+  // What the caller takes: 0, the result; otherwise the car and cdr of a pair, in
+  // stack_[base - 1] and stack_[base] (CALL with C = 1: a rep result (cons value
+  // backprop), checked; C = 2: a backpropagator's (cons fbar xbar), zero allowed).
+  uint8_t split = 0;
 };
+
+// Whether a call result has the shape a caller that splits it (CallFrame::split) needs.
+inline bool splitsAs(Value r, uint8_t mode) {
+  if (isPair(r)) return mode == 2 || isProcedure(unwrapAttached(asPair(r)->cdr));
+  return mode == 2 && r.isZero();
+}
 
 struct GcStats {
   uint64_t liveObjects = 0;
@@ -137,6 +147,9 @@ class VM {
   Value starJInverse(Value v);
   Value zeroOf(Value v);
   Value plus(Value a, Value b);
+  // The two parts of a call's result for a caller that takes them split (CallFrame::
+  // split); an error naming `callee` if the result does not have the shape.
+  void splitResult(Value r, uint8_t mode, Value callee, Value* parts);
   // Applies a lazily mapped environment (*j or *j-inverse of the captured values).
   void forceClosure(Closure* c) {
     if (c->flags & (kLazyJ | kLazyJInv)) forceClosureSlow(c);
