@@ -26,20 +26,23 @@ std::string chain(int ops) {
   return "(define (chain" + std::to_string(ops) + " x y) " + body + ")";
 }
 
-// The bytes allocated by one gradient of (chainN 1.5 0.75), after a warm-up that
-// transforms and compiles the function.
+// The bytes allocated by running `code` the second time (the first transforms and
+// compiles what it differentiates). After a collection the next one is megabytes
+// away: the growth of the live bytes is what the run allocated.
+uint64_t bytesOfSecondRun(VM& vm, const std::string& code) {
+  dlam::evalSource(vm, code, "<cost>");
+  vm.collectGarbage();
+  uint64_t before = vm.gcStats().liveBytes;
+  dlam::evalSource(vm, code, "<cost>");
+  return vm.gcStats().liveBytes - before;
+}
+
+// The bytes allocated by one gradient of (chainN 1.5 0.75).
 uint64_t bytesPerGradient(VM& vm, int ops) {
   std::string name = "chain" + std::to_string(ops);
   dlam::evalSource(vm, chain(ops), "<cost>");
   dlam::evalSource(vm, "(define g-" + name + " (gradient (lambda (v) (" + name + " (car v) (cadr v)))))", "<cost>");
-  std::string run = "(g-" + name + " '(1.5 0.75))";
-  dlam::evalSource(vm, run, "<cost>");
-  // After a collection the next one is megabytes away: the growth of the live bytes
-  // is what the gradient allocated.
-  vm.collectGarbage();
-  uint64_t before = vm.gcStats().liveBytes;
-  dlam::evalSource(vm, run, "<cost>");
-  return vm.gcStats().liveBytes - before;
+  return bytesOfSecondRun(vm, "(g-" + name + " '(1.5 0.75))");
 }
 
 TEST(AdCost, ArithmeticInABodyAllocatesNothingPerOperation) {
@@ -72,12 +75,7 @@ uint64_t loopBytes(VM& vm, int n) {
                    "(define xs-" + sn + " (iota " + sn + "))"
                    "(define g-sumsq-" + sn + " (gradient sumsq-" + sn + "))",
                    "<cost>");
-  std::string run = "(g-sumsq-" + sn + " xs-" + sn + ")";
-  dlam::evalSource(vm, run, "<cost>");
-  vm.collectGarbage();
-  uint64_t before = vm.gcStats().liveBytes;
-  dlam::evalSource(vm, run, "<cost>");
-  return vm.gcStats().liveBytes - before;
+  return bytesOfSecondRun(vm, "(g-sumsq-" + sn + " xs-" + sn + ")");
 }
 
 TEST(AdCost, ALoopsClosureSensitivityCostsNothing) {

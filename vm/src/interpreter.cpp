@@ -774,28 +774,21 @@ op_NEG: {
 }
 // The results of a callee's *j and of a backpropagator in transformed code, checked
 // (the error names the procedure): inline when well formed.
-op_REPRES: {
-  Value x = RB;
-  if (isPair(x) && isProcedure(unwrapAttached(asPair(x)->cdr))) {
-    RA = x;
-    DISPATCH();
+#define CHECKED_RESULT(NAME, MODE, ID)           \
+  op_##NAME : {                                   \
+    Value x = RB;                                 \
+    if (splitsAs(x, MODE)) {                      \
+      RA = x;                                     \
+      DISPATCH();                                 \
+    }                                             \
+    SAVE_PC();                                    \
+    Value args[2] = {x, RC};                      \
+    RA = builtin(NativeId::ID)->fn(*this, args, 2); \
+    DISPATCH();                                   \
   }
-  SAVE_PC();
-  Value args[2] = {x, RC};
-  RA = builtin(NativeId::RepResult)->fn(*this, args, 2);
-  DISPATCH();
-}
-op_BPRES: {
-  Value x = RB;
-  if (isPair(x) || x.isZero()) {
-    RA = x;
-    DISPATCH();
-  }
-  SAVE_PC();
-  Value args[2] = {x, RC};
-  RA = builtin(NativeId::BpResult)->fn(*this, args, 2);
-  DISPATCH();
-}
+  CHECKED_RESULT(REPRES, 1, RepResult)
+  CHECKED_RESULT(BPRES, 2, BpResult)
+#undef CHECKED_RESULT
 op_ATTACH: {
   SAVE_PC();
   Value x = RB, y = RC;
