@@ -754,6 +754,11 @@ op_JINV: {
 }
 op_STARJ: {
   Value x = RB;
+  if (isClosure(x) && (asClosure(x)->flags & kMemoFwd)) {
+    // A procedure differentiated before (a global function called in transformed code).
+    RA = asClosure(x)->memo;
+    DISPATCH();
+  }
   SAVE_PC();
   Value r = x.isNumber() ? Value::object(makeRev(x)) : starJ(x);
   R = stack_.data() + frame->base;
