@@ -167,7 +167,7 @@ class Transformer {
         fbar = constAtom(Value::nil(), loc_);
       } else {
         std::vector<Atom> items;
-        for (Var* f : L->freeVars) items.push_back(closedRec_.count(f) ? st.zero() : st.get(f));
+        for (Var* f : L->freeVars) items.push_back(closedRec_.count(f) || f == flatSelf_ ? st.zero() : st.get(f));
         fbar = listOf(out, items);
       }
       Atom xbar;
@@ -370,7 +370,14 @@ class Transformer {
       }
       case Bind::DefGlobal: fail(bd.loc, file_, "*j: cannot transform a top-level definition");
       case Bind::MakeLambda: {
+        const Var* savedSelf = flatSelf_;
+        const std::vector<Var*>* savedFree = flatFree_;
+        bool flat = selfRec_.count(bd.dst) && std::count(bd.lambda->freeVars.begin(), bd.lambda->freeVars.end(), bd.dst);
+        flatSelf_ = flat ? bd.dst : nullptr;
+        flatFree_ = flat ? &bd.lambda->freeVars : nullptr;
         Lambda* t = transformLambda(bd.lambda);
+        flatSelf_ = savedSelf;
+        flatFree_ = savedFree;
         file_ = bd.lambda->file;
         Bind m;
         m.kind = Bind::MakeLambda;
@@ -499,11 +506,17 @@ class Transformer {
       nb->result = phiTail(primal, nb, finish, inputs, bd.loc, "");
       return nb;
     };
+    // A branch's backpropagator reports only the sensitivities of the variables the
+    // branch uses: one of a self-recursive closure is handed on where the function's
+    // own backpropagator receives it (flatSelf_), not inside the branch.
+    const Var* savedSelf = flatSelf_;
+    flatSelf_ = nullptr;
     loc_ = bd.loc;
     ifb.thenB = branch(bd.thenB);
     loc_ = bd.loc;
     ifb.elseB = branch(bd.elseB);
     loc_ = bd.loc;
+    flatSelf_ = savedSelf;
     Var* dst = jDst(bd.dst);
     if (!needBp) {
       ifb.dst = dst;
@@ -584,6 +597,12 @@ class Transformer {
     }
     void addTerm(const Var* v, TermP e) {
       if (!e) return;
+      if (v == t->flatSelf_) {
+        // The self-recursive closure whose backpropagator this is: its sensitivity
+        // is handed on to its other free variables at once (see flatSelf_).
+        spreadExcept(*this, e, *t->flatFree_, v);
+        return;
+      }
       auto it = cur.find(v);
       if (it == cur.end()) {
         cur[v] = std::move(e);
@@ -610,6 +629,18 @@ class Transformer {
   }
   static void addTo(Sens& st, const Atom& a, const Atom& e) {
     if (a.kind == Atom::Local) st.add(a.var, e);
+  }
+
+  // Gives the parts of the environment-shaped sensitivity s of a closure to its free
+  // variables `vars`, except `skip` (whose part is zero or handed on already).
+  static void spreadExcept(Sens& st, TermP s, const std::vector<Var*>& vars, const Var* skip) {
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (vars[i] != skip) st.addTerm(vars[i], st.head(s));
+      if (std::none_of(vars.begin() + static_cast<std::ptrdiff_t>(i) + 1, vars.end(),
+                       [skip](const Var* v) { return v != skip; }))
+        return;
+      s = st.tail(s);
+    }
   }
 
   // Gives the elements of the list-shaped sensitivity s to the targets, in order
@@ -644,6 +675,16 @@ class Transformer {
   // and the group is not distributed (%rec-fix) at all.
   std::unordered_set<const Var*> closedRec_;
 
+  // A closure that is alone in its letrec group and captures itself (a named let
+  // capturing outer variables). Its sensitivity is kept flat: the part for itself is
+  // always zero, because inside its own backpropagator whatever reaches it (its
+  // recursive call's closure sensitivity) is handed on to its other free variables at
+  // once. So a recursion builds no chain of nested closure sensitivities, and where
+  // the closure is made its sensitivity is spread directly, without %rec-fix.
+  std::unordered_set<const Var*> selfRec_;
+  const Var* flatSelf_ = nullptr;               // the one whose backpropagator is being built
+  const std::vector<Var*>* flatFree_ = nullptr;  // its free variables
+
   void findClosedRecGroups(const Lambda* L) {
     std::vector<const Block*> work{L->body};
     while (!work.empty()) {
@@ -664,6 +705,7 @@ class Transformer {
             if (!group.count(f)) closed = false;
         }
         if (closed) closedRec_.insert(group.begin(), group.end());
+        else if (bd.recVars.size() == 1) selfRec_.insert(bd.recVars[0]);
       }
     }
   }
@@ -1029,6 +1071,10 @@ class Transformer {
     for (const Bind* m : members)
       if (!st.isZero(m->dst) && !closedRec_.count(m->dst)) any = true;
     if (!any) return;
+    if (members.size() == 1 && selfRec_.count(members[0]->dst)) {
+      spreadExcept(st, st.term(members[0]->dst), members[0]->lambda->freeVars, members[0]->dst);
+      return;
+    }
     std::unordered_map<const Var*, int> memberIndex;
     for (size_t i = 0; i < members.size(); ++i) memberIndex[members[i]->dst] = static_cast<int>(i);
     std::vector<Var*> ext;
