@@ -378,6 +378,7 @@ class FnCompiler {
       reserveWindow(b, i);
       bool last = i + 1 == n && b->result.kind == Atom::Local && b->result.var == bd.dst &&
                   (bd.kind == Bind::Call || bd.kind == Bind::If);
+      if (compiledAhead_.count(&bd)) continue;
       if (size_t used = compileSplitCall(b, i)) {
         i += used - 1;
         continue;
@@ -428,21 +429,21 @@ class FnCompiler {
         check.args[1].kind != Atom::Local || check.args[1].var != call.dst || !check.dst || check.dst->rec)
       return 0;
     const Var* pair = check.dst;
-    const Var* parts[2] = {nullptr, nullptr};
-    size_t j = i + 2;
-    for (; j < b->binds.size() && j < i + 4; ++j) {
+    // Every use of the pair: a car or a cdr taken later in this block.
+    std::vector<const Bind*> takes[2];
+    size_t taken = 0;
+    for (size_t j = i + 2; j < b->binds.size(); ++j) {
       const Bind& take = b->binds[j];
-      NativeId tid = take.kind == Bind::Call ? primitiveOf(take.args[0]) : NativeId::None;
+      if (take.kind != Bind::Call) continue;
+      NativeId tid = primitiveOf(take.args[0]);
       int part = tid == NativeId::Car || tid == NativeId::SCar ? 0 : tid == NativeId::Cdr || tid == NativeId::SCdr ? 1 : -1;
       if (part < 0 || take.level != 0 || take.args.size() != 2 || take.args[1].kind != Atom::Local ||
-          take.args[1].var != pair || parts[part] || !take.dst || take.dst->rec)
-        break;
-      parts[part] = take.dst;
+          take.args[1].var != pair || !take.dst || take.dst->rec || reg_.count(take.dst))
+        continue;
+      takes[part].push_back(&take);
+      ++taken;
     }
-    size_t taken = j - (i + 2);
     if (taken == 0 || static_cast<size_t>(uses_[pair]) != taken) return 0;
-    if (b->result.kind == Atom::Local && (b->result.var == parts[0] || b->result.var == parts[1]) && j == b->binds.size())
-      return 0;  // the block's value: left to the general path
     loc_ = call.loc;
     uint32_t nargs = static_cast<uint32_t>(call.args.size() - 1);
     uint32_t base = top_;
@@ -455,18 +456,16 @@ class FnCompiler {
     loc_ = call.loc;
     emit(instr::make(Op::CALL, base, nargs, cid == NativeId::RepResult ? 1 : 2));
     top_ = base + 2;
-    for (int k = 0; k < 2; ++k) {
-      if (!parts[k]) continue;
-      uint32_t r = base + static_cast<uint32_t>(k);
-      if (auto pre = reg_.find(parts[k]); pre != reg_.end()) {
-        if (pre->second != r) emit(instr::make(Op::MOVE, pre->second, r));
-        top_ = std::max(top_, pre->second + 1);
-      } else {
-        reg_[parts[k]] = r;
+    // The takes become names of the two registers (registers are written once) and
+    // compile to nothing where they stand.
+    for (int k = 0; k < 2; ++k)
+      for (const Bind* take : takes[k]) {
+        reg_[take->dst] = base + static_cast<uint32_t>(k);
+        compiledAhead_.insert(take);
       }
-    }
-    return j - i;
+    return 2;
   }
+  std::unordered_set<const Bind*> compiledAhead_;  // car/cdr binds done by compileSplitCall
 
   void initRec(const Var* v) {
     if (!pendingRec_.erase(v)) return;
