@@ -1180,8 +1180,13 @@ Proto* transformProto(VM& vm, Proto* primal) {
   for (auto [p, of] : links) {
     p->adLevel = static_cast<uint16_t>(primal->adLevel + 1);
     if (!of) continue;
+    // `of` may be old (a primal proto made long ago), `p` is new.
     p->primal = of;
-    if (!of->transformed) of->transformed = p;
+    vm.writeBarrier(p, Value::object(of));
+    if (!of->transformed) {
+      of->transformed = p;
+      vm.writeBarrier(of, Value::object(p));
+    }
   }
   return result;
 }

@@ -40,6 +40,9 @@ class FnCompiler {
       : vm_(vm), mod_(mod), lam_(lam), stack_(parent ? StackGuard(parent->stack_.base()) : StackGuard()) {}
 
   Proto* compile() {
+    // The proto is filled (constants, child protos) before the compiler returns, and
+    // no collection runs while it compiles: it is young throughout, so these stores
+    // need no write barrier.
     proto_ = vm_.makeProto();
     proto_->name = lam_->name;
     proto_->file = lam_->file;

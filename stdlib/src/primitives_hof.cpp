@@ -47,10 +47,13 @@ Value mapNative(VM& vm, Value* a, int n) {
     Value x = asPair(l.get())->car;
     Value y = apply1(vm, f.get(), &x, 1);
     Value cell = vm.cons(y, Value::nil());
-    if (tail.isNil())
+    if (tail.isNil()) {
       head.set(cell);
-    else
+    } else {
+      // The last cell may have become old in a collection during apply1.
       asPair(tail)->cdr = cell;
+      vm.writeBarrier(tail.asObject(), cell);
+    }
     tail = cell;
     l.set(asPair(l.get())->cdr);
   }

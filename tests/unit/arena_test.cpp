@@ -1,7 +1,8 @@
 // arena_test.cpp — the VM's object arena (dlam/arena.h) on its own, and the heap
 // accounting of the VM built on it: slots of every size class and large blocks, a sweep
-// that frees the unmarked and keeps the marked, freed slots reused, emptied pages given
-// back, footprints and compiled code counted in the live bytes, the heap limit.
+// that frees the unmarked and keeps the marked (and their marks), pages untouched since
+// the last sweep left as they are, freed slots reused, emptied pages given back,
+// footprints and compiled code counted in the live bytes, the heap limit.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -68,16 +69,20 @@ TEST(Arena, EverySizeIsAlignedDistinctAndCountedByItsFootprint) {
   EXPECT_GT(a.largeObjects(), 0u);
   EXPECT_GE(a.pages(), Arena::kClasses);  // every size class has its page
 
-  // All marked: nothing freed, marks cleared.
+  // All marked: nothing freed, marks kept.
   for (const Made& m : made) mark(m);
   Arena::Freed none = a.sweep();
   EXPECT_EQ(none.objects, 0u);
   EXPECT_EQ(none.bytes, 0u);
   for (const Made& m : made) {
     EXPECT_TRUE(intact(m)) << m.bytes;
-    EXPECT_EQ(static_cast<Obj*>(static_cast<void*>(m.p))->marked, 0);
+    EXPECT_EQ(static_cast<Obj*>(static_cast<void*>(m.p))->marked, 1);
   }
+  // Again: still nothing.
+  EXPECT_EQ(a.sweep().objects, 0u);
   // None marked: everything freed, counted by footprint.
+  a.unmarkAll();
+  for (const Made& m : made) EXPECT_EQ(static_cast<Obj*>(static_cast<void*>(m.p))->marked, 0);
   Arena::Freed all = a.sweep();
   EXPECT_EQ(all.objects, made.size());
   EXPECT_EQ(all.bytes, footprints);
@@ -117,6 +122,7 @@ TEST(Arena, SurvivorsKeepTheirContentsWhileNewObjectsFillTheGaps) {
     live.clear();
     for (size_t i = 0; i < all.size(); ++i)
       if ((i * 2654435761u >> 7) % 3 == 0) live.push_back(all[i]);
+    a.unmarkAll();
     for (const Made& m : live) mark(m);
     Arena::Freed f = a.sweep();
     EXPECT_EQ(f.objects, all.size() - live.size());
@@ -137,12 +143,74 @@ TEST(Arena, EmptiedPagesGoBackToTheAllocator) {
   EXPECT_GE(a.pages(), 10u);
   for (size_t i = 0; i < made.size(); i += 10000) EXPECT_TRUE(intact(made[i]));
   // Nothing survives: one page is kept for the next allocations.
+  a.unmarkAll();
   a.sweep();
   EXPECT_EQ(a.pages(), 1u);
   EXPECT_EQ(a.heldBytes(), Arena::kPageBytes);
   // Allocating again starts from the kept page.
   make(a, 32, 4);
   EXPECT_EQ(a.pages(), 1u);
+}
+
+// Marks stay from sweep to sweep (the collector is generational), so a page in which
+// nothing was allocated since the last sweep is not walked again: its free slots go back
+// on the free list as they were. The free list must come out whole all the same.
+TEST(Arena, PagesUntouchedSinceTheLastSweepAreSkippedAndTheirFreeSlotsKept) {
+  Arena a;
+  std::vector<Made> made;
+  for (int i = 0; i < 20000; ++i) made.push_back(make(a, 48, 7));
+  uint64_t pages = a.pages();
+  ASSERT_GE(pages, 10u);
+  // Every third survives: every page walked, two thirds of the slots free.
+  std::set<char*> survivors;
+  for (size_t i = 0; i < made.size(); i += 3) {
+    mark(made[i]);
+    survivors.insert(made[i].p);
+  }
+  Arena::Freed f1 = a.sweep();
+  EXPECT_EQ(f1.objects, made.size() - survivors.size());
+  EXPECT_EQ(f1.pagesSkipped, 0u);
+  uint64_t freeSlots = f1.objects;
+  // Nothing allocated: every page is skipped, nothing freed.
+  Arena::Freed f2 = a.sweep();
+  EXPECT_EQ(f2.objects, 0u);
+  EXPECT_EQ(f2.pagesSkipped, pages);
+  // A few new objects (unmarked: garbage) land in the first page(s) of the free list:
+  // only those pages are walked, and the new objects freed.
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(survivors.count(make(a, 48, 8).p));
+  Arena::Freed f3 = a.sweep();
+  EXPECT_EQ(f3.objects, 100u);
+  EXPECT_GE(f3.pagesSkipped, pages - 2);
+  EXPECT_LT(f3.pagesSkipped, pages);
+  // Some new objects survive this time (marked, like the old ones).
+  std::vector<Made> young;
+  for (int i = 0; i < 3000; ++i) young.push_back(make(a, 48, 9));
+  for (size_t i = 0; i < young.size(); i += 2) {
+    mark(young[i]);
+    survivors.insert(young[i].p);
+  }
+  Arena::Freed f4 = a.sweep();
+  EXPECT_EQ(f4.objects, young.size() / 2);
+  freeSlots -= (young.size() + 1) / 2;
+  // The free list holds every free slot exactly once, and no survivor: taking them all
+  // needs no new page and never returns a live object or the same slot twice.
+  std::set<char*> taken;
+  for (uint64_t i = 0; i < freeSlots; ++i) {
+    char* p = make(a, 48, 10).p;
+    EXPECT_FALSE(survivors.count(p));
+    EXPECT_TRUE(taken.insert(p).second);
+  }
+  EXPECT_EQ(a.pages(), pages);
+  // The next one comes from slots never used (the newest page's rest, or a new page).
+  char* next = make(a, 48, 11).p;
+  EXPECT_FALSE(survivors.count(next) || taken.count(next));
+  for (size_t i = 0; i < made.size(); i += 3) ASSERT_TRUE(intact(made[i]));
+  for (size_t i = 0; i < young.size(); i += 2) ASSERT_TRUE(intact(young[i]));
+  // After unmarkAll every page is walked again, and the unmarked are freed.
+  a.unmarkAll();
+  Arena::Freed f5 = a.sweep();
+  EXPECT_EQ(f5.pagesSkipped, 0u);
+  EXPECT_EQ(f5.objects, survivors.size() + taken.size() + 1);
 }
 
 TEST(Arena, LargeObjectsAreFreedOneByOne) {

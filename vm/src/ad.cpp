@@ -38,19 +38,24 @@ Value getMemo(Obj* o, bool inverse) {
 
 }  // namespace
 
+// The memoised value usually is new and `o` may be old: each store has its write barrier.
 static void setMemo(VM& vm, Obj* o, bool inverse, Value v) {
   Value* slot = memoSlot(o);
   if (!slot) return;
   uint16_t want = inverse ? kMemoInv : kMemoFwd;
   uint16_t other = inverse ? kMemoFwd : kMemoInv;
   if (o->flags & kMemoBoth) {
-    (inverse ? asPair(*slot)->cdr : asPair(*slot)->car) = v;
+    Pair* record = asPair(*slot);
+    (inverse ? record->cdr : record->car) = v;
+    vm.writeBarrier(record, v);
   } else if (o->flags & other) {
     Value record = inverse ? vm.cons(*slot, v) : vm.cons(v, *slot);
     *slot = record;
+    vm.writeBarrier(o, record);
     o->flags = static_cast<uint16_t>((o->flags & ~other) | kMemoBoth);
   } else {
     *slot = v;
+    vm.writeBarrier(o, v);
     o->flags |= want;
   }
 }
@@ -76,7 +81,9 @@ Proto* VM::transformed(Proto* p) {
     limitError("*j: derivatives nested more than " + std::to_string(kMaxAdLevel) + " levels deep");
   Proto* t = transformProto(*this, p);
   p->transformed = t;
+  writeBarrier(p, Value::object(t));
   t->primal = p;
+  writeBarrier(t, Value::object(p));
   return t;
 }
 
@@ -94,7 +101,11 @@ void VM::forceClosureSlow(Closure* c) {
     c->flags |= lazy;
     throw;
   }
-  for (uint32_t i = 0; i < c->aux; ++i) c->upvals[i] = mapped[i];
+  // The closure may be old (made long before its first call), the mapped values new.
+  for (uint32_t i = 0; i < c->aux; ++i) {
+    c->upvals[i] = mapped[i];
+    writeBarrier(c, mapped[i]);
+  }
 }
 
 Native* VM::liftedNative(Native* base, uint16_t level) {

@@ -5,7 +5,10 @@
 // kFreeType, next free slot at offset 8); the others have never been touched. The sweep
 // walks each page's carved slots backwards, pushing the free and the dead ones on the
 // class's free list, so the list runs forwards through memory, page after page; a page
-// found empty is unlinked and its slots taken off the list again. Under AddressSanitizer
+// found empty is unlinked and its slots taken off the list again. Marks stay set (the
+// collector is generational), so a page in which nothing was allocated since the last
+// sweep holds the same marked objects and free slots as then: the sweep links its free
+// slots in again without walking it, unless unmarkAll ran in between. Under AddressSanitizer
 // the body of every free slot (past its header and link) is poisoned, so a use of a
 // collected object is reported.
 #include "dlam/arena.h"
@@ -102,6 +105,7 @@ void* Arena::refill(size_t c) {
     p->slotSize = static_cast<uint32_t>(size);
     p->slots = static_cast<uint32_t>((kPageBytes - kPageHeader) / size);
     p->carved = 0;
+    p->settled = false;
     p->next = pages_[c];
     pages_[c] = p;
     ++pageCount_;
@@ -134,6 +138,18 @@ void* Arena::allocateLarge(size_t bytes) {
   return reinterpret_cast<char*>(l) + kLargeHeader;
 }
 
+// Whether a page can be left as the last sweep left it: its marks were not cleared since
+// (so every object in it is still marked) and nothing was allocated in it (so there is
+// no new object that could be dead). Allocation pops the free list from its head and
+// nothing is pushed on it between sweeps, so what was allocated is a prefix of the list
+// the last sweep made: if the page's first slot on that list is still free, none of its
+// slots was taken. Slots are carved only when the list is empty, in the newest page.
+inline bool Arena::unchanged(const Page* p) {
+  if (!p->settled || p->carved != p->sweptCarved || p->live == 0) return false;
+  return !p->firstFree ||
+         static_cast<ObjType>(static_cast<uint8_t>(p->firstFree[offsetof(Obj, type)])) == kFreeType;
+}
+
 Arena::Freed Arena::sweep() {
   Freed freed;
   for (size_t c = 0; c < kClasses; ++c) {
@@ -141,7 +157,18 @@ Arena::Freed Arena::sweep() {
     bool keptEmpty = false;
     Page** link = &pages_[c];
     while (Page* p = *link) {
+      if (unchanged(p)) {
+        // Its free slots go on the list as they are, a run in address order.
+        if (p->lastFree) {
+          std::memcpy(p->lastFree + sizeof(uint64_t), &head, sizeof head);
+          head = p->firstFree;
+        }
+        ++freed.pagesSkipped;
+        link = &p->next;
+        continue;
+      }
       char* before = head;
+      char* lastFree = nullptr;
       size_t size = p->slotSize;
       char* first = reinterpret_cast<char*>(p) + kPageHeader;
       uint32_t live = 0;
@@ -151,7 +178,6 @@ Arena::Freed Arena::sweep() {
         auto type = static_cast<ObjType>(static_cast<uint8_t>(s[offsetof(Obj, type)]));
         if (type != kFreeType) {
           if (s[offsetof(Obj, marked)]) {
-            s[offsetof(Obj, marked)] = 0;
             ++live;
             continue;
           }
@@ -162,6 +188,7 @@ Arena::Freed Arena::sweep() {
         } else {
           std::memcpy(s + sizeof(uint64_t), &head, sizeof head);
         }
+        if (!lastFree) lastFree = s;
         head = s;
       }
       if (live == 0 && keptEmpty) {
@@ -173,6 +200,11 @@ Arena::Freed Arena::sweep() {
         continue;
       }
       keptEmpty |= live == 0;
+      p->settled = true;
+      p->sweptCarved = p->carved;
+      p->live = live;
+      p->lastFree = lastFree;
+      p->firstFree = lastFree ? head : nullptr;
       link = &p->next;
     }
     free_[c] = head;
@@ -180,7 +212,6 @@ Arena::Freed Arena::sweep() {
   for (Large** link = &large_; Large* l = *link;) {
     char* o = reinterpret_cast<char*>(l) + kLargeHeader;
     if (o[offsetof(Obj, marked)]) {
-      o[offsetof(Obj, marked)] = 0;
       link = &l->next;
       continue;
     }
@@ -195,11 +226,13 @@ Arena::Freed Arena::sweep() {
 }
 
 void Arena::unmarkAll() {
+  // A free slot's mark byte is 0 already (its header is kFreeType and zeros): every
+  // slot's is written, without reading its type first.
   for (size_t c = 0; c < kClasses; ++c)
     for (Page* p = pages_[c]; p; p = p->next) {
+      p->settled = false;
       char* s = reinterpret_cast<char*>(p) + kPageHeader;
-      for (uint32_t i = 0; i < p->carved; ++i, s += p->slotSize)
-        if (static_cast<ObjType>(static_cast<uint8_t>(s[offsetof(Obj, type)])) != kFreeType) s[offsetof(Obj, marked)] = 0;
+      for (uint32_t i = 0; i < p->carved; ++i, s += p->slotSize) s[offsetof(Obj, marked)] = 0;
     }
   for (Large* l = large_; l; l = l->next) (reinterpret_cast<char*>(l) + kLargeHeader)[offsetof(Obj, marked)] = 0;
 }

@@ -1,11 +1,26 @@
 // heap.cpp — allocation and garbage collection for one VM.
 //
 // Objects live in the VM's arena (dlam/arena.h), whose sweep walks its pages, so objects
-// need no link field. Collection is precise mark-and-sweep, marking with an explicit work
-// list (never recursion), and runs only at safe points of the interpreter and between
-// top-level forms, where every live value is in a register, a global, a temporary root
-// or a handle. The bytes counted (heap limit, collection threshold, statistics) are the
-// objects' footprints in the arena plus the C++ memory of compiled protos.
+// need no link field. Collection is precise, non-moving mark-and-sweep, marking with an
+// explicit work list (never recursion), and runs only at safe points of the interpreter
+// and between top-level forms, where every live value is in a register, a global, a
+// temporary root or a handle. The bytes counted (heap limit, collection threshold,
+// statistics) are the objects' footprints in the arena plus the C++ memory of compiled
+// protos.
+//
+// It is generational with sticky mark bits. Marks are not cleared by the sweep: an
+// object that survived a collection stays marked ("old"); a new one is unmarked
+// ("young"). A minor collection marks from the roots and from the remembered set, and
+// an already marked object is not traced again, so it only walks the young survivors; its
+// sweep frees the young dead. For that to be right, every old object that may point at a
+// young one must be in the remembered set: the write barrier (VM::writeBarrier) puts it
+// there when a store into an old object makes such a pointer. A full (major) collection
+// clears every mark first and marks everything live, so it also frees the old dead.
+// Collections at the allocation threshold are minor, and full when the old bytes have
+// doubled since the last full one, when the heap is past half its limit, and when asked
+// for ((collect-garbage), collectGarbage(), recover()): see the end of collectGarbage.
+// Under DLAM_GC_STRESS every safe point collects, and every fourth collection is full,
+// so that both kinds run everywhere (a missing write barrier shows as a freed object).
 #include <new>
 
 #include "dlam/vm.h"
@@ -14,6 +29,7 @@ namespace dlam {
 
 namespace {
 constexpr uint64_t kMinGcThreshold = 1u << 22;
+constexpr uint64_t kMinMajorGrowth = 1u << 19;
 
 // The heap memory of a std::string (none when the characters are stored inside it).
 uint64_t stringBytes(const std::string& s) {
@@ -179,7 +195,7 @@ Native* VM::makeNative(const char* name, NativeFn fn, int minArgs, int maxArgs, 
 
 Native* VM::defineNative(const char* name, NativeFn fn, int minArgs, int maxArgs, uint16_t id) {
   Native* n = makeNative(name, fn, minArgs, maxArgs, id);
-  intern(name)->global = Value::object(n);
+  setGlobal(intern(name), Value::object(n));
   return n;
 }
 
@@ -220,6 +236,7 @@ Value VM::list(const Value* xs, size_t n) {
   work.push_back(o);
 }
 
+// Every root set, at minor and full collections alike (a root may hold a young object).
 void VM::markRoots(std::vector<Obj*>& work) {
   for (uint32_t i = 0; i < stackTop_ && i < stack_.size(); ++i) markValue(stack_[i], work);
   for (const CallFrame& f : frames_)
@@ -238,26 +255,115 @@ void VM::markRoots(std::vector<Obj*>& work) {
   }
 }
 
-void VM::collectGarbage() {
+[[gnu::always_inline]] inline void VM::traceChildren(Obj* o, std::vector<Obj*>& work) {
+  switch (o->type) {
+    case ObjType::Symbol: markValue(static_cast<Symbol*>(o)->global, work); break;
+    case ObjType::Pair: {
+      auto* p = static_cast<Pair*>(o);
+      markValue(p->memo, work);
+      markValue(p->car, work);
+      markValue(p->cdr, work);  // popped next: lists are walked without growing the list
+      break;
+    }
+    case ObjType::Closure: {
+      auto* c = static_cast<Closure*>(o);
+      markValue(Value::object(c->proto), work);
+      markValue(c->memo, work);
+      for (uint32_t i = 0; i < c->aux; ++i) markValue(c->upvals[i], work);
+      break;
+    }
+    case ObjType::Proto: {
+      auto* p = static_cast<Proto*>(o);
+      for (Value k : p->constants) markValue(k, work);
+      for (Proto* child : p->protos) markValue(Value::object(child), work);
+      if (p->transformed) markValue(Value::object(p->transformed), work);
+      if (p->primal) markValue(Value::object(p->primal), work);
+      break;
+    }
+    case ObjType::Native:
+    case ObjType::Foreign:
+      markValue(static_cast<Native*>(o)->data, work);
+      markValue(static_cast<Native*>(o)->memo, work);
+      break;
+    case ObjType::Rev: markValue(static_cast<Rev*>(o)->primal, work); break;
+    case ObjType::Attached: {
+      auto* a = static_cast<Attached*>(o);
+      markValue(a->primal, work);
+      markValue(a->rep, work);
+      break;
+    }
+    case ObjType::String:
+    case ObjType::Vector: break;
+  }
+}
+
+// The slow path of the write barrier: `holder` is old and now points at a young object.
+void VM::remember(Obj* holder) {
+  if (holder->marked & kRemembered) return;
+  try {
+    remembered_.push_back(holder);
+  } catch (const std::bad_alloc&) {
+    // The set cannot grow: the next collection is full, which needs no remembered set.
+    majorRequested_ = true;
+    return;
+  }
+  holder->marked |= kRemembered;
+}
+
+bool VM::majorDue() const {
+  if (majorRequested_) return true;
+#ifdef DLAM_GC_STRESS
+  return stats_.collections % 4 == 3;
+#else
+  // Near the heap limit only a full collection finds all there is to free.
+  uint64_t limit = config_.heapLimitMb << 20;
+  if (limit && bytesAllocated_ > limit / 2) return true;
+  // The bytes that survived the last collection are all old.
+  return oldBytes_ >= majorAt_;
+#endif
+}
+
+void VM::collectDue() { collectGarbage(majorDue() ? GcKind::Major : GcKind::Minor); }
+
+void VM::collectGarbage(GcKind kind) {
   if (bytesAllocated_ > stats_.peakBytes) stats_.peakBytes = bytesAllocated_;
+  bool major = kind == GcKind::Major;
   std::vector<Obj*> work;
   // If the mark stack cannot grow (std::bad_alloc), nothing is freed, and no mark may stay
-  // behind: the next collection would take a marked object for traced and skip its children.
+  // behind: a later collection would take a marked object for traced and skip its
+  // children. Every object is then young again, the remembered set is not needed, and
+  // the next collection is full.
   struct UnmarkOnFailure {
-    Arena& arena;
+    VM& vm;
     bool done = false;
     ~UnmarkOnFailure() {
-      if (!done) arena.unmarkAll();
+      if (done) return;
+      vm.arena_.unmarkAll();
+      vm.remembered_.clear();
+      vm.majorRequested_ = true;
     }
-  } unmarkOnFailure{arena_};
+  } unmarkOnFailure{*this};
+  if (major) {
+    // Everything is young again (remembered flags included): the marking finds all that lives.
+    arena_.unmarkAll();
+    remembered_.clear();
+  }
   work.reserve(256);
   markRoots(work);
+  // The old objects that may point at young ones: their children are traced (they
+  // themselves stay marked and are not traced through the work list).
+  for (Obj* o : remembered_) {
+    o->marked = kMarked;
+    traceChildren(o, work);
+  }
+  remembered_.clear();
   // Marking is bound by cache misses on object headers. Objects popped from the
   // work list wait in a small ring while their prefetches complete; the oldest is
   // then checked, marked and scanned.
   constexpr size_t kRing = 16;
   Obj* ring[kRing];
   size_t ringHead = 0, ringCount = 0;
+  uint64_t marked = 0;
   for (;;) {
     Obj* o;
     if (!work.empty()) {
@@ -277,47 +383,10 @@ void VM::collectGarbage() {
     } else {
       break;
     }
-    if (o->marked) continue;
-    o->marked = 1;
-    switch (o->type) {
-      case ObjType::Symbol: markValue(static_cast<Symbol*>(o)->global, work); break;
-      case ObjType::Pair: {
-        auto* p = static_cast<Pair*>(o);
-        markValue(p->memo, work);
-        markValue(p->car, work);
-        markValue(p->cdr, work);  // popped next: lists are walked without growing the list
-        break;
-      }
-      case ObjType::Closure: {
-        auto* c = static_cast<Closure*>(o);
-        markValue(Value::object(c->proto), work);
-        markValue(c->memo, work);
-        for (uint32_t i = 0; i < c->aux; ++i) markValue(c->upvals[i], work);
-        break;
-      }
-      case ObjType::Proto: {
-        auto* p = static_cast<Proto*>(o);
-        for (Value k : p->constants) markValue(k, work);
-        for (Proto* child : p->protos) markValue(Value::object(child), work);
-        if (p->transformed) markValue(Value::object(p->transformed), work);
-        if (p->primal) markValue(Value::object(p->primal), work);
-        break;
-      }
-      case ObjType::Native:
-      case ObjType::Foreign:
-        markValue(static_cast<Native*>(o)->data, work);
-        markValue(static_cast<Native*>(o)->memo, work);
-        break;
-      case ObjType::Rev: markValue(static_cast<Rev*>(o)->primal, work); break;
-      case ObjType::Attached: {
-        auto* a = static_cast<Attached*>(o);
-        markValue(a->primal, work);
-        markValue(a->rep, work);
-        break;
-      }
-      case ObjType::String:
-      case ObjType::Vector: break;
-    }
+    if (o->marked) continue;  // traced by this collection, or old (minor collections)
+    o->marked = kMarked;
+    ++marked;
+    traceChildren(o, work);
   }
   unmarkOnFailure.done = true;
   // Objects owning C++ members are finalised here, before their blocks are freed.
@@ -338,8 +407,23 @@ void VM::collectGarbage() {
   for (size_t i = stackTop_; i < high; ++i) stack_[i] = Value::nil();
   stackHigh_ = stackTop_;
   ++stats_.collections;
+  if (!major) ++stats_.minorCollections;
+  stats_.markedLast = marked;
+  // Everything left is old now. The policy (majorDue): a full collection is due when the
+  // old bytes have doubled since the last one (or grown by kMinMajorGrowth, for small
+  // heaps, so that dead old objects never hold much memory for long). The next collection
+  // comes when as many bytes as were live after the last full collection (at least
+  // kMinGcThreshold) have been allocated: right after a full collection, when the heap has
+  // doubled, as before generations; after a minor one, the bytes counted also hold the old
+  // objects that died, which should not make the heap grow further.
+  if (major) {
+    liveAfterMajor_ = bytesAllocated_;
+    majorAt_ = std::max<uint64_t>(bytesAllocated_ * 2, bytesAllocated_ + kMinMajorGrowth);
+    majorRequested_ = false;
+  }
+  oldBytes_ = bytesAllocated_;
   uint64_t limit = config_.heapLimitMb << 20;
-  uint64_t next = std::max<uint64_t>(bytesAllocated_ * 2, bytesAllocated_ + kMinGcThreshold);
+  uint64_t next = bytesAllocated_ + std::max<uint64_t>(liveAfterMajor_, kMinGcThreshold);
   // Near the limit: collect again halfway to it (at the next allocation when past it).
   if (limit && next > limit) next = std::max<uint64_t>(bytesAllocated_ + (limit - std::min(limit, bytesAllocated_)) / 2, bytesAllocated_ + 1);
   gcThreshold_ = next;

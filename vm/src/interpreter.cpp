@@ -360,11 +360,11 @@ op_GETGLOBAL: {
   DISPATCH();
 }
 op_SETGLOBAL:
-  asSymbol(K[instr::bx(ins)])->global = RA;
+  setGlobal(asSymbol(K[instr::bx(ins)]), RA);
   DISPATCH();
 op_CLOSURE: {
   SAVE_PC();
-  if (gcRequested_) collectGarbage();
+  if (gcRequested_) collectDue();
   Proto* p = closure->proto;
   uint32_t idx = instr::bx(ins);
   Proto* child = p->protos[idx];
@@ -374,9 +374,15 @@ op_CLOSURE: {
   RA = Value::object(c);
   DISPATCH();
 }
-op_SETUPVAL:
-  asClosure(RA)->upvals[instr::b(ins)] = RC;
+op_SETUPVAL: {
+  // letrec patching a closure made before its group's later closures: a collection
+  // at their CLOSURE may have made it old.
+  Closure* c = asClosure(RA);
+  Value v = RC;
+  c->upvals[instr::b(ins)] = v;
+  writeBarrier(c, v);
   DISPATCH();
+}
 
 op_CALL: {
   uint32_t a = instr::a(ins);
@@ -384,7 +390,7 @@ op_CALL: {
   SAVE_PC();
   if (gcRequested_) {
     stackTop_ = frame->base + closure->proto->nregs;
-    collectGarbage();
+    collectDue();
   }
 call_again:
   Value fn = R[a];
@@ -471,7 +477,7 @@ op_TAILCALL: {
   SAVE_PC();
   if (gcRequested_) {
     stackTop_ = frame->base + closure->proto->nregs;
-    collectGarbage();
+    collectDue();
   }
   for (;;) {
     Value fn = R[a];

@@ -11,6 +11,10 @@
 // need no link field. Larger objects are mi_malloc'ed one by one behind a header that
 // links them. Nothing moves. The arena knows only the Obj header and its mark byte:
 // finalising objects that own C++ members is the VM's job (heap.cpp), before a sweep.
+// Marks are sticky (the VM's collector is generational): a sweep frees the unmarked
+// and leaves the marks, which only unmarkAll clears. So a page in which nothing was
+// allocated since the last sweep has nothing to free until unmarkAll runs: the next
+// sweeps do not walk it (after a minor collection, most pages hold only old objects).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -71,11 +75,15 @@ class Arena {
   struct Freed {
     uint64_t bytes = 0;
     uint64_t objects = 0;
+    uint64_t pagesSkipped = 0;  // pages left as they were (nothing allocated in them since)
   };
-  // Frees every object whose mark byte is 0 and clears the mark of the others. Pages
-  // left with no object go back to mimalloc, except one per size class, kept for reuse.
+  // Frees every object whose mark byte is 0; the marks of the others stay. Pages left
+  // with no object go back to mimalloc, except one per size class, kept for reuse.
+  // A page with objects in which nothing was allocated since the last sweep is not
+  // walked (it can have changed only through unmarkAll, which makes it walked again).
   Freed sweep();
-  // Clears every object's mark, freeing nothing (after a collection that failed).
+  // Clears every object's mark, freeing nothing (before a full collection, and after
+  // a collection that failed).
   void unmarkAll();
 
   uint64_t pages() const { return pageCount_; }         // small-object pages held
@@ -89,6 +97,13 @@ class Arena {
     uint32_t slotSize;
     uint32_t slots;
     uint32_t carved;  // slots handed out so far (the first ones); only the newest page has more
+    // What the last sweep left (see unchanged()): the carved slots, the live objects, the
+    // first and last of the page's free slots (a run on the free list, in address order).
+    uint32_t sweptCarved;
+    uint32_t live;
+    bool settled;  // swept, and unmarkAll has not run since
+    char* firstFree;
+    char* lastFree;
   };
   struct Large {
     Large* next;
@@ -105,6 +120,7 @@ class Arena {
   void* refill(size_t c);
   void* allocateLarge(size_t bytes);
   static void releasePage(Page* p);
+  static bool unchanged(const Page* p);
 
   char* free_[kClasses] = {};   // per class: the first free slot (its next at offset 8)
   Page* pages_[kClasses] = {};  // per class: every page, newest first

@@ -1,8 +1,11 @@
 // object.h — the layout of every heap object the VM allocates.
 //
-// All objects start with Obj: an 8-byte header with the type tag, the mark bit,
+// All objects start with Obj: an 8-byte header with the type tag, the mark byte,
 // flags and a small per-type payload. Objects are allocated from the VM's own
-// arena (dlam/arena.h), whose pages the sweeper walks, and never move.
+// arena (dlam/arena.h), whose pages the sweeper walks, and never move. The mark
+// byte is the collector's (heap.cpp): marks are sticky, so a marked object is one
+// that survived a collection ("old"), and an old object that was given a pointer to
+// a young one is also flagged as remembered (ObjMark).
 // Pairs and closures carry a memo slot for the AD operators: the value *j made of
 // them, or the value *j-inverse made of them (flags say which; both: a record).
 #pragma once
@@ -44,9 +47,16 @@ enum ObjFlag : uint16_t {
   kHasVjp = 1 << 6,        // native: differentiable (first order only) through Native::vjp
 };
 
+// Obj::marked bits. A new object has none (it is young); kRemembered is only ever set
+// on a marked object.
+enum ObjMark : uint8_t {
+  kMarked = 1,      // survived a collection (old), or reached by the one running
+  kRemembered = 2,  // old, and in the VM's remembered set (it may point at young objects)
+};
+
 struct Obj {
   ObjType type;
-  uint8_t marked;
+  uint8_t marked;  // ObjMark bits
   uint16_t flags;
   uint32_t aux;  // small per-type payload (lengths, counts)
 };

@@ -7,7 +7,9 @@
 // code and raise errors. Garbage is collected only at safe points of the
 // interpreter loop, so a native may hold Values in C++ locals while it runs, as
 // long as it does not call back into dlam (vm.call); across such a call it must
-// protect them with a Root.
+// protect them with a Root. The collector is generational (heap.cpp): code that stores
+// a Value into a field of an object that may have survived a collection (anything but
+// an object it made itself since the last safe point) calls writeBarrier after it.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -45,9 +47,14 @@ inline bool splitsAs(Value r, uint8_t mode) {
 }
 
 struct GcStats {
+  // The objects and bytes allocated and not yet freed. Right after a full collection
+  // (VM::collectGarbage(), (collect-garbage)) these are exactly the live ones; after a
+  // minor one they also count the old objects that died since the last full one.
   uint64_t liveObjects = 0;
   uint64_t liveBytes = 0;
-  uint64_t collections = 0;
+  uint64_t collections = 0;       // all collections, minor and full
+  uint64_t minorCollections = 0;  // of those, the minor ones
+  uint64_t markedLast = 0;        // objects the last collection marked (traced)
   uint64_t totalAllocatedBytes = 0;
   uint64_t peakBytes = 0;  // the most bytes live at once (since the last resetPeak)
   uint64_t pages = 0;         // small-object pages the arena holds
@@ -104,7 +111,11 @@ class VM {
   Value list(const Value* xs, size_t n);
 
   // ---- globals ----------------------------------------------------------------
-  void defineGlobal(std::string_view name, Value v) { intern(name)->global = v; }
+  void defineGlobal(std::string_view name, Value v) { setGlobal(intern(name), v); }
+  void setGlobal(Symbol* s, Value v) {
+    s->global = v;
+    writeBarrier(s, v);
+  }
   Value global(std::string_view name) { return intern(name)->global; }
   // Registers a native procedure as a global.
   Native* defineNative(const char* name, NativeFn fn, int minArgs, int maxArgs, uint16_t id = 0);
@@ -128,7 +139,7 @@ class VM {
   void recover();
   // Between top-level forms (no dlam code running): collects if a collection is due.
   void safePoint() {
-    if (gcRequested_ && frames_.empty()) collectGarbage();
+    if (gcRequested_ && frames_.empty()) collectDue();
   }
   // Asks a running VM to stop at the next safe point (thread-safe).
   void interrupt() { interruptRequested_ = true; }
@@ -187,9 +198,24 @@ class VM {
     VM& vm_;
     size_t idx_;
   };
-  void collectGarbage();
-  // Collects at the next safe point of the interpreter.
-  void requestCollection() { gcRequested_ = true; }
+  // A full collection (GcKind::Major) finds every dead object; a minor one only the
+  // young ones (allocated since the last collection), tracing from the roots and the
+  // remembered set through young objects only. Either way the survivors become old.
+  enum class GcKind { Minor, Major };
+  void collectGarbage(GcKind kind = GcKind::Major);
+  // Asks for a collection at the next safe point of the interpreter: a full one, or
+  // (GcKind::Minor) the kind the policy picks, minor unless a full one is due.
+  void requestCollection(GcKind kind = GcKind::Major) {
+    gcRequested_ = true;
+    if (kind == GcKind::Major) majorRequested_ = true;
+  }
+  // The write barrier: called after `v` was stored into a field of `holder`. An old
+  // object given a pointer to a young one goes into the remembered set, which the next
+  // minor collection traces from (it would not trace the old object otherwise).
+  void writeBarrier(Obj* holder, Value v) {
+    if (holder->marked == kMarked && v.isObject() && !v.asObject()->marked) [[unlikely]]
+      remember(holder);
+  }
   GcStats gcStats() const;
   void resetPeak() { stats_.peakBytes = bytesAllocated_; }
   // Test hook: the allocation with this 1-based index fails as if out of memory (0: never).
@@ -217,7 +243,13 @@ class VM {
   Value execute();
   void buildTrace(Error& e);
   void markRoots(std::vector<Obj*>& work);
+  void traceChildren(Obj* o, std::vector<Obj*>& work);
   void sweep();
+  // The collection the allocation threshold asked for: minor, or full by the policy
+  // (heap.cpp).
+  void collectDue();
+  bool majorDue() const;
+  void remember(Obj* holder);
 
   Config config_;
   uint64_t bytesAllocated_ = 0;
@@ -233,6 +265,11 @@ class VM {
 
   GcStats stats_;
   bool gcRequested_ = false;
+  bool majorRequested_ = false;        // the next collection is full
+  std::vector<Obj*> remembered_;       // old objects that may point at young ones (kRemembered)
+  uint64_t oldBytes_ = 0;              // the bytes that survived the last collection (all old)
+  uint64_t liveAfterMajor_ = 0;        // the bytes that survived the last full collection
+  uint64_t majorAt_ = 0;               // a full collection is due when oldBytes_ reaches this
   std::unordered_map<std::string, Symbol*> symbols_;
   std::vector<Value> tempRoots_;
 

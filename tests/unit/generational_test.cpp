@@ -1,0 +1,249 @@
+// generational_test.cpp — the generational collector (vm/src/heap.cpp): a minor collection
+// traces only young objects, a full one reclaims old garbage, and every store that can make
+// an old object point at a young one has a write barrier, so the young object survives
+// minor collections. Each barrier test makes the holder old (a full collection), stores a
+// new object into it through one mutation point, drops every other reference to the new
+// object, then runs minor collections with fresh allocations in between (which reuse any
+// slot wrongly freed) and checks the value: without the barrier the value is wrong, the
+// program fails, or (under ASan) the freed slot's use is reported.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "dlam/compiler.h"
+#include "dlam/error.h"
+#include "dlam/stdlib.h"
+#include "dlam/vm.h"
+
+namespace {
+
+using dlam::Value;
+using dlam::VM;
+using GcKind = dlam::VM::GcKind;
+
+dlam::Config config() {
+  dlam::Config cfg;
+  cfg.heapLimitMb = 256;
+  cfg.sandbox = true;
+  return cfg;
+}
+
+class Generational : public ::testing::Test {
+ protected:
+  Generational() {
+    dlam::openStdlib(vm);
+    // (%minor-gc): a collection of the policy's choice (minor unless a full one is due) at
+    // the next safe point of the interpreter.
+    vm.defineNative("%minor-gc", [](VM& v, Value*, int) {
+      v.requestCollection(GcKind::Minor);
+      return Value::voidValue();
+    }, 0, 0);
+  }
+
+  std::string eval(const std::string& src) { return vm.show(dlam::evalSource(vm, src, "<test>"), true); }
+
+  // New objects of every small size class (strings of 16 to 512 bytes), several pages'
+  // worth each: they take any slot a collection freed.
+  void churn() {
+    for (size_t bytes = 16; bytes <= 512; bytes += 16) {
+      size_t chars = bytes - 9;  // header, length, NUL: exactly `bytes`
+      for (size_t i = 0; i < 8 * (64 << 10) / bytes; ++i) vm.makeString(std::string(chars, 'z'));
+    }
+  }
+
+  void minor() {
+    uint64_t before = vm.gcStats().minorCollections;
+    vm.collectGarbage(GcKind::Minor);
+    EXPECT_EQ(vm.gcStats().minorCollections, before + 1);
+  }
+
+  // Minor collections with new objects in between.
+  void minorsAndChurn() {
+    for (int i = 0; i < 3; ++i) {
+      minor();
+      churn();
+    }
+    minor();
+  }
+
+  VM vm{config()};
+};
+
+// ---- what a minor collection does ---------------------------------------------------------
+
+TEST_F(Generational, MinorCollectionDoesNotTraceOldObjects) {
+  eval("(define big (iota 100000))");
+  vm.collectGarbage();  // full: everything it finds, the 10^5 pairs included, becomes old
+  EXPECT_GE(vm.gcStats().markedLast, 100000u);
+  eval("(define small (list 1 2 3))");
+  minor();
+  // The new list, the compiled form and little else; not the old list.
+  EXPECT_LT(vm.gcStats().markedLast, 1000u);
+  minor();
+  EXPECT_LT(vm.gcStats().markedLast, 100u);
+  EXPECT_EQ(eval("(list (length big) (list-ref big 99999) small)"), "(100000 99999 (1 2 3))");
+  // A full collection traces them all again.
+  vm.collectGarbage();
+  EXPECT_GE(vm.gcStats().markedLast, 100000u);
+}
+
+TEST_F(Generational, YoungGarbageIsFreedByAMinorCollection) {
+  vm.collectGarbage();
+  uint64_t live0 = vm.gcStats().liveBytes;
+  eval("(define (waste n) (if (= n 0) 0 (begin (iota 100) (waste (- n 1)))))");
+  eval("(waste 1000)");
+  minor();
+  EXPECT_LT(vm.gcStats().liveBytes, live0 + 64 * 1024);
+}
+
+TEST_F(Generational, OldGarbageIsReclaimedByAFullCollection) {
+  eval("(define big (iota 200000))");
+  vm.collectGarbage();
+  uint64_t withBig = vm.gcStats().liveBytes;
+  eval("(define big 0)");
+  // Dead but old: a minor collection does not look at it.
+  minor();
+  EXPECT_GE(vm.gcStats().liveBytes + 1024, withBig);
+  // A full one frees it.
+  vm.collectGarbage();
+  EXPECT_LE(vm.gcStats().liveBytes + 200000u * sizeof(dlam::Pair), withBig);
+  // (collect-garbage) asks for a full collection too.
+  eval("(define big (iota 200000))");
+  vm.collectGarbage();
+  withBig = vm.gcStats().liveBytes;
+  eval("(define big 0)");
+  uint64_t minors = vm.gcStats().minorCollections;
+  EXPECT_EQ(eval("(begin (collect-garbage) (car (list 1)))"), "1");
+  EXPECT_EQ(vm.gcStats().minorCollections, minors);
+  EXPECT_LE(vm.gcStats().liveBytes + 199000u * sizeof(dlam::Pair), withBig);
+}
+
+TEST_F(Generational, TheAllocationThresholdGivesMinorAndFullCollections) {
+  // A structure that keeps growing (its old bytes double now and then) and garbage.
+  eval(
+      "(define keep"
+      "  (let loop ((i 0) (keep '()))"
+      "    (if (= i 2000) keep (loop (+ i 1) (begin (iota 500) (cons (iota 100) keep))))))");
+  dlam::GcStats s = vm.gcStats();
+  EXPECT_GT(s.minorCollections, 0u);
+  EXPECT_GT(s.collections - s.minorCollections, 0u);
+  EXPECT_EQ(eval("(list (length keep) (apply + (map length keep)))"), "(2000 200000)");
+}
+
+// ---- write barriers, one per mutation point ------------------------------------------------
+
+// SETGLOBAL: a top-level define over an old symbol.
+TEST_F(Generational, BarrierGlobalDefinedOverAnOldSymbol) {
+  eval("(define g 0)");
+  vm.collectGarbage();
+  for (int round = 0; round < 3; ++round) {
+    std::string n = std::to_string(round);
+    eval("(define g (list " + n + " (* 2 " + n + ") \"s" + n + "\"))");
+    minorsAndChurn();
+    EXPECT_EQ(eval("g"), "(" + n + " " + std::to_string(2 * round) + " \"s" + n + "\")");
+  }
+}
+
+// VM::defineGlobal from C++ (dlam_set_global, command-line, host functions).
+TEST_F(Generational, BarrierGlobalDefinedFromCpp) {
+  vm.defineGlobal("h", Value::number(0));
+  vm.collectGarbage();
+  Value l = vm.cons(Value::number(1), vm.cons(vm.makeString("two"), Value::nil()));
+  vm.defineGlobal("h", l);
+  minorsAndChurn();
+  EXPECT_EQ(eval("h"), "(1 \"two\")");
+}
+
+// SETUPVAL: letrec patches a closure made before a collection (at the next CLOSURE) made
+// it old, with a closure made after.
+TEST_F(Generational, BarrierLetrecPatchesAnOldClosure) {
+  eval(
+      "(define (mk n)"
+      "  (letrec ((f (lambda () (g)))"
+      "           (c (collect-garbage))"  // collects at the next safe point: the CLOSURE of g
+      "           (g (lambda () (list n n))))"
+      "    f))");
+  eval("(define f1 (mk 42))");
+  minorsAndChurn();
+  EXPECT_EQ(eval("(f1)"), "(42 42)");
+  eval("(define f2 (mk 7))");
+  minorsAndChurn();
+  EXPECT_EQ(eval("(list (f1) (f2))"), "((42 42) (7 7))");
+}
+
+// setMemo: the memo of *j on old pairs (the *j image is reachable only through it).
+TEST_F(Generational, BarrierStarJMemoOnOldPairs) {
+  eval("(define l (list 1 2 3))");
+  vm.collectGarbage();
+  eval("(begin (*j l) 0)");
+  minorsAndChurn();
+  EXPECT_EQ(eval("(list (eq? (*j l) (*j l)) (map *j-inverse (*j l)) (eq? (*j-inverse (*j l)) l))"),
+            "(#t (1 2 3) #t)");
+}
+
+// setMemo: the memo of *j on an old closure.
+TEST_F(Generational, BarrierStarJMemoOnAnOldClosure) {
+  eval("(define (sq x) (* x x))");
+  vm.collectGarbage();
+  eval("(begin (*j sq) 0)");
+  minorsAndChurn();
+  EXPECT_EQ(eval("(list (eq? (*j sq) (*j sq)) (eq? (*j-inverse (*j sq)) sq) ((gradient sq) 3))"), "(#t #t 6)");
+}
+
+// setMemo: an old pair that has its *j memo is given its *j-inverse memo too: both go
+// into a new record pair.
+TEST_F(Generational, BarrierSecondMemoOnAnOldPair) {
+  eval("(define l (list \"a\" 'b))");  // *j and *j-inverse of strings and symbols are themselves
+  eval("(define jl (*j l))");
+  vm.collectGarbage();
+  eval("(begin (*j-inverse l) 0)");
+  minorsAndChurn();
+  EXPECT_EQ(eval("(list (eq? (*j l) jl) (eq? (*j-inverse l) (*j-inverse l)) (*j-inverse l) (eq? (*j-inverse l) l))"),
+            "(#t #t (\"a\" b) #f)");
+}
+
+// VM::transformed: the reverse transform cached on an old proto (the closures that used it die).
+TEST_F(Generational, BarrierTransformCachedOnAnOldProto) {
+  eval("(define (make) (lambda (x) (let ((h (lambda (y) (* x y y)))) (h x))))");
+  vm.collectGarbage();
+  EXPECT_EQ(eval("((gradient (make)) 2)"), "12");
+  minorsAndChurn();
+  EXPECT_EQ(eval("((gradient (make)) 3)"), "27");
+  minorsAndChurn();
+  EXPECT_EQ(eval("(list ((gradient (make)) 1) ((gradient (gradient (make))) 1))"), "(3 6)");
+}
+
+// forceClosureSlow: the lazily mapped environment of an old (*j closure), mapped on its first call.
+TEST_F(Generational, BarrierLazyEnvironmentOfAnOldClosure) {
+  eval("(define (make-scale a) (lambda (x) (* a x)))");
+  eval("(define jscale (*j (make-scale 3)))");
+  eval("(define jpair (*j (let ((l (list 1 2))) (lambda (x) (* x (car l) (cadr l))))))");
+  vm.collectGarbage();
+  EXPECT_EQ(eval("(*j-inverse (car (jscale (*j 2))))"), "6");
+  EXPECT_EQ(eval("(*j-inverse (car (jpair (*j 5))))"), "10");
+  minorsAndChurn();
+  EXPECT_EQ(eval("(list (*j-inverse (car (jscale (*j 5)))) (*j-inverse (car (jpair (*j 7)))))"), "(15 14)");
+}
+
+// noteAttached: an old rep remembers the attached value as its *j-inverse.
+TEST_F(Generational, BarrierAttachedValueRememberedByAnOldRep) {
+  eval("(define (f x) (list 'f x))");
+  eval("(define (rep x) (list 'rep x))");
+  vm.collectGarbage();
+  eval("(begin (attach-*j f rep) 0)");
+  minorsAndChurn();
+  EXPECT_EQ(eval("((*j-inverse rep) 7)"), "(f 7)");
+}
+
+// map's native loop: it appends each result cell to the last one, which a collection in
+// the mapped procedure may have made old.
+TEST_F(Generational, BarrierMapAppendsToAnOldCell) {
+  uint64_t minors = vm.gcStats().minorCollections;
+  EXPECT_EQ(eval("(define r (map (lambda (x) (%minor-gc) (list x (* x x))) (iota 200))) (length r)"), "200");
+  EXPECT_GE(vm.gcStats().minorCollections - minors, 150u);
+  minorsAndChurn();
+  EXPECT_EQ(eval("(equal? r (let loop ((i 199) (acc '())) (if (< i 0) acc (loop (- i 1) (cons (list i (* i i)) acc)))))"),
+            "#t");
+}
+
+}  // namespace
