@@ -10,7 +10,9 @@
 // variable before it was initialised (SETUPVAL).
 #include "codegen.h"
 
+#include <array>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -375,13 +377,22 @@ class FnCompiler {
     if (stack_.exceeded()) fail("expression nested too deeply to compile");
     size_t n = b->binds.size();
     bool delivered = false;
+    std::vector<const Bind*> returned;
+    if (t.kind == Target::Tail) returned = returnedList(b);
+    for (const Bind* c : returned) compiledAhead_.insert(c);
     for (size_t i = 0; i < n; ++i) {
       const Bind& bd = b->binds[i];
       loc_ = bd.loc;
       reserveWindow(b, i);
       bool last = i + 1 == n && b->result.kind == Atom::Local && b->result.var == bd.dst &&
                   (bd.kind == Bind::Call || bd.kind == Bind::If);
-      if (compiledAhead_.count(&bd)) continue;
+      if (compiledAhead_.count(&bd)) {
+        if (!returned.empty() && &bd == returned[0]) {
+          emitReturnList(returned);
+          delivered = true;
+        }
+        continue;
+      }
       if (size_t used = compileSplitCall(b, i)) {
         i += used - 1;
         continue;
@@ -418,9 +429,11 @@ class FnCompiler {
 
   // A call whose result is checked as a rep result or a backpropagator's result
   // (%rep-result, %bp-result: transformed code) and then only taken apart with car
-  // and cdr: CALL with C = 1 or 2 puts the car and the cdr in the window's first two
-  // registers (a callee ending in RETURN2 makes no pair at all). Returns how many
-  // bindings it compiled, 0 if the pattern does not apply.
+  // and cdr: CALL with C = 1 or 2 + k puts the parts in the window's registers (a
+  // callee ending in RETURN2 or RETURNN makes no pair at all). For a backpropagator's
+  // (cons fbar (x1 ... xk . tail)) the sensitivities taken with %scar and %scdr along
+  // the list are k of the parts (CallFrame::split). Returns how many bindings it
+  // compiled, 0 if the pattern does not apply.
   size_t compileSplitCall(const Block* b, size_t i) {
     const Bind& call = b->binds[i];
     if (call.kind != Bind::Call || call.level != 0 || !call.dst || call.dst->rec || uses_[call.dst] != 1 ||
@@ -431,43 +444,115 @@ class FnCompiler {
     if ((cid != NativeId::RepResult && cid != NativeId::BpResult) || check.args.size() != 3 ||
         check.args[1].kind != Atom::Local || check.args[1].var != call.dst || !check.dst || check.dst->rec)
       return 0;
-    const Var* pair = check.dst;
-    // Every use of the pair: a car or a cdr taken later in this block.
-    std::vector<const Bind*> takes[2];
-    size_t taken = 0;
-    for (size_t j = i + 2; j < b->binds.size(); ++j) {
-      const Bind& take = b->binds[j];
-      if (take.kind != Bind::Call) continue;
-      NativeId tid = primitiveOf(take.args[0]);
-      int part = tid == NativeId::Car || tid == NativeId::SCar ? 0 : tid == NativeId::Cdr || tid == NativeId::SCdr ? 1 : -1;
-      if (part < 0 || take.level != 0 || take.args.size() != 2 || take.args[1].kind != Atom::Local ||
-          take.args[1].var != pair || !take.dst || take.dst->rec || reg_.count(take.dst))
-        continue;
-      takes[part].push_back(&take);
-      ++taken;
+    bool bp = cid == NativeId::BpResult;
+    // Every use of `v`: a car or a cdr taken later in this block (sensitivity parts
+    // only, after the first pair of a backpropagator's result); nullptr if not.
+    using Takes = std::array<std::vector<const Bind*>, 2>;
+    auto takesOf = [&](const Var* v, bool sensOnly) -> std::optional<Takes> {
+      Takes takes;
+      size_t taken = 0;
+      for (size_t j = i + 2; j < b->binds.size(); ++j) {
+        const Bind& take = b->binds[j];
+        if (take.kind != Bind::Call) continue;
+        NativeId tid = primitiveOf(take.args[0]);
+        int part = tid == NativeId::SCar || (!sensOnly && tid == NativeId::Car)   ? 0
+                   : tid == NativeId::SCdr || (!sensOnly && tid == NativeId::Cdr) ? 1
+                                                                                  : -1;
+        if (part < 0 || take.level != 0 || take.args.size() != 2 || take.args[1].kind != Atom::Local ||
+            take.args[1].var != v || !take.dst || take.dst->rec || reg_.count(take.dst))
+          continue;
+        takes[part].push_back(&take);
+        ++taken;
+      }
+      if (taken == 0 || static_cast<size_t>(uses_[v]) != taken) return std::nullopt;
+      return takes;
+    };
+    auto first = takesOf(check.dst, false);
+    if (!first) return 0;
+    // parts[0]: fbar (or the value); parts[1 .. k]: the list's elements; parts[k + 1]: its tail.
+    std::vector<std::vector<const Bind*>> parts{(*first)[0], (*first)[1]};
+    std::vector<const Bind*> spine;  // the cdrs taken on the way, which need no register
+    if (bp) {
+      // Follow the list while its pairs are only taken apart.
+      while (parts.size() - 2 < kMaxSplitElements && parts.back().size() == 1) {
+        auto next = takesOf(parts.back()[0]->dst, true);
+        if (!next) break;
+        spine.push_back(parts.back()[0]);
+        parts.back() = (*next)[0];
+        parts.push_back((*next)[1]);
+      }
     }
-    if (taken == 0 || static_cast<size_t>(uses_[pair]) != taken) return 0;
+    uint32_t k = static_cast<uint32_t>(parts.size() - 2);
     loc_ = call.loc;
     uint32_t nargs = static_cast<uint32_t>(call.args.size() - 1);
     uint32_t base = top_;
     auto reserved = reservedBase_.find(&call);
     if (reserved != reservedBase_.end()) base = reserved->second;
     else
-      for (size_t k = 0; k < call.args.size(); ++k) allocReg();
-    while (top_ < base + 2) allocReg();
-    for (size_t k = 0; k < call.args.size(); ++k) loadAtom(call.args[k], base + static_cast<uint32_t>(k));
+      for (size_t j = 0; j < call.args.size(); ++j) allocReg();
+    // (Registers of the window above the arguments held temporaries of them.)
+    while (top_ < base + k + 2) allocReg();
+    for (size_t j = 0; j < call.args.size(); ++j) loadAtom(call.args[j], base + static_cast<uint32_t>(j));
     loc_ = call.loc;
-    emit(instr::make(Op::CALL, base, nargs, cid == NativeId::RepResult ? 1 : 2));
-    top_ = base + 2;
-    // The takes become names of the two registers (registers are written once) and
+    emit(instr::make(Op::CALL, base, nargs, bp ? 2 + k : 1));
+    top_ = base + k + 2;
+    // The takes become names of the registers (registers are written once) and
     // compile to nothing where they stand.
-    for (int k = 0; k < 2; ++k)
-      for (const Bind* take : takes[k]) {
-        reg_[take->dst] = base + static_cast<uint32_t>(k);
+    for (size_t j = 0; j < parts.size(); ++j)
+      for (const Bind* take : parts[j]) {
+        reg_[take->dst] = base + static_cast<uint32_t>(j);
         compiledAhead_.insert(take);
       }
+    for (const Bind* take : spine) compiledAhead_.insert(take);
     return 2;
   }
+
+  // A backpropagator's result in tail position, (cons fbar (cons x1 ... (cons xk
+  // tail))), each inner pair made in this block and used only there: RETURNN returns
+  // the parts, and makes the pairs only for a caller that does not split them. The
+  // inner conses are compiled to nothing where they stand (they only allocate, so
+  // making them at the return changes nothing). Returns the conses, outermost first
+  // (empty if the pattern does not apply).
+  std::vector<const Bind*> returnedList(const Block* b) {
+    std::vector<const Bind*> chain;
+    size_t n = b->binds.size();
+    if (n == 0) return chain;
+    auto isCons = [&](const Bind& bd) {
+      return bd.kind == Bind::Call && bd.level == 0 && bd.args.size() == 3 && primitiveOf(bd.args[0]) == NativeId::Cons &&
+             bd.dst && !bd.dst->rec;
+    };
+    const Bind& last = b->binds[n - 1];
+    if (!isCons(last) || b->result.kind != Atom::Local || b->result.var != last.dst) return chain;
+    std::unordered_map<const Var*, const Bind*> def;
+    for (size_t j = 0; j + 1 < n; ++j)
+      if (b->binds[j].dst) def[b->binds[j].dst] = &b->binds[j];
+    chain.push_back(&last);
+    for (;;) {
+      const Atom& tail = chain.back()->args[2];
+      if (tail.kind != Atom::Local || uses_[tail.var] != 1 || chain.size() > kMaxSplitElements) break;
+      auto it = def.find(tail.var);
+      if (it == def.end() || !isCons(*it->second)) break;
+      chain.push_back(it->second);
+    }
+    if (chain.size() < 2) chain.clear();
+    return chain;
+  }
+
+  void emitReturnList(const std::vector<const Bind*>& chain) {
+    loc_ = chain[0]->loc;
+    uint32_t fbar = atomReg(chain[0]->args[1]);
+    std::vector<uint32_t> xs;
+    for (size_t j = 1; j < chain.size(); ++j) xs.push_back(atomReg(chain[j]->args[1]));
+    uint32_t tail = atomReg(chain.back()->args[2]);
+    loc_ = chain[0]->loc;
+    emit(instr::make(Op::RETURNN, fbar, static_cast<uint32_t>(xs.size()), tail));
+    for (size_t j = 0; j < xs.size(); j += 4) {
+      Instr w = 0;
+      for (size_t m = 0; m < 4 && j + m < xs.size(); ++m) w |= static_cast<Instr>(xs[j + m]) << (16 * m);
+      emit(w);
+    }
+  }
+
   std::unordered_set<const Bind*> compiledAhead_;  // car/cdr binds done by compileSplitCall
 
   void initRec(const Var* v) {

@@ -145,34 +145,47 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
 
 // The common case first: a list of numbers (the gradient with respect to a list),
 // walked along the spines; any other element, and the end, take the general walk.
+// One pass finds what changes (an element, the end: a list's sensitivity often ends
+// in a symbolic zero); only the pairs up to the last change are copied, front to
+// back, and the rest is kept.
 Value materialize(VM& vm, Value* a, int) {
   Value s = a[0], v = a[1];
   if (!isPair(s) || !isPair(v)) return materializeTree(vm, s, v);
-  std::vector<Pair*> spine;
-  std::vector<Value> cars;
-  while (isPair(s) && isPair(v)) {
-    Value sc = asPair(s)->car, vc = unwrapAttached(asPair(v)->car);
+  std::vector<std::pair<size_t, Value>> changed;  // (index, new element)
+  size_t n = 0;
+  Value ps = s, pv = v;
+  for (; isPair(ps) && isPair(pv); ps = asPair(ps)->cdr, pv = asPair(pv)->cdr, ++n) {
+    Value sc = asPair(ps)->car, vc = unwrapAttached(asPair(pv)->car);
     int tags = 0;  // a number's zero carries its reverse tags (as in materializeTree)
     for (; isObj(vc, ObjType::Rev); ++tags) vc = static_cast<Rev*>(vc.asObject())->primal;
+    if (vc.isNumber() && (sc.isNumber() || isObj(sc, ObjType::Rev))) continue;
     Value m;
     if (vc.isNumber() && sc.isZero()) {
       m = Value::number(0);
       for (int i = 0; i < tags; ++i) m = Value::object(vm.makeRev(m));
-    } else if (vc.isNumber() && (sc.isNumber() || isObj(sc, ObjType::Rev))) {
-      m = sc;
     } else {
-      m = materializeTree(vm, sc, asPair(v)->car);
+      m = materializeTree(vm, sc, asPair(pv)->car);
+      if (m == sc) continue;
     }
-    spine.push_back(asPair(s));
-    cars.push_back(m);
-    s = asPair(s)->cdr;
-    v = asPair(v)->cdr;
+    changed.emplace_back(n, m);
   }
-  Value r = materializeTree(vm, s, v);
-  // Back to front, keeping the pairs of the sensitivity that nothing changed.
-  for (size_t i = spine.size(); i-- > 0;)
-    r = r == spine[i]->cdr && cars[i] == spine[i]->car ? Value::object(spine[i]) : vm.cons(cars[i], r);
-  return r;
+  Value end = materializeTree(vm, ps, pv);
+  if (end == ps && changed.empty()) return s;
+  size_t copied = end == ps ? changed.back().first + 1 : n;
+  Value head = Value::nil(), p = s;
+  Pair* last = nullptr;
+  size_t next = 0;
+  for (size_t i = 0; i < copied; ++i, p = asPair(p)->cdr) {
+    Value car = asPair(p)->car;
+    if (next < changed.size() && changed[next].first == i) car = changed[next++].second;
+    // New pairs: filling their cdrs needs no write barrier (no collection runs here).
+    Value cell = vm.cons(car, Value::nil());
+    if (last) last->cdr = cell;
+    else head = cell;
+    last = asPair(cell);
+  }
+  last->cdr = end == ps ? p : end;
+  return head;
 }
 
 // (%call-vjp h x1 .. xn ybar): the argument sensitivities of host function h.

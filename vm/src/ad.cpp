@@ -434,10 +434,13 @@ Value plusTree(VM& vm, Value a, Value b) {
 }  // namespace
 
 void VM::splitResult(Value r, uint8_t mode, Value callee, Value* parts) {
+  if (splitInto(r, mode, parts)) return;
   if (splitsAs(r, mode)) {
-    parts[0] = r.isZero() ? r : asPair(r)->car;
-    parts[1] = r.isZero() ? r : asPair(r)->cdr;
-    return;
+    // The list of argument sensitivities ends (or is not a list) before the
+    // elements taken: the error of the %scar that would have taken the first missing one.
+    Value xs = r.isZero() ? r : asPair(r)->cdr;
+    while (isPair(xs)) xs = asPair(xs)->cdr;
+    typeError("%scar", 0, "pair sensitivity", xs);
   }
   // The checks of %rep-result and %bp-result give the error.
   Value args[2] = {r, callee};

@@ -7,7 +7,7 @@
 namespace dlam {
 
 namespace {
-enum class Fmt { A, AB, ABC, ABK, ABx, AP, sBx, AsBx, ABsC, AKsC, ABN, ABCu };
+enum class Fmt { A, AB, ABC, ABK, ABx, AP, sBx, AsBx, ABsC, AKsC, ABN, ABCu, ABL };
 
 Fmt opFormat(Op op) {
   static const Fmt kFormats[] = {
@@ -45,6 +45,7 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
         return idx < f->constants.size() ? self->show(f->constants[idx], true) : std::string("?");
       };
       uint32_t a = instr::a(ins), b = instr::b(ins), c = instr::c(ins);
+      size_t extra = 0;  // words after the instruction that belong to it
       switch (opFormat(op)) {
         case Fmt::A: operands = "r" + std::to_string(a); break;
         case Fmt::AB: operands = "r" + std::to_string(a) + " r" + std::to_string(b); break;
@@ -72,14 +73,28 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
           break;
         case Fmt::ABN:
           operands = "r" + std::to_string(a) + " " + std::to_string(b) + " args";
-          if (c) operands += c == 1 ? ", split rep" : ", split bp";
+          if (c == 1) operands += ", split rep";
+          else if (c == 2) operands += ", split bp";
+          else if (c > 2) operands += ", split bp + " + std::to_string(c - 2) + " sensitivities";
           break;
+        case Fmt::ABL: {
+          operands = "r" + std::to_string(a) + " (";
+          for (uint32_t j = 0; j < b; ++j) {
+            size_t w = i + 1 + j / 4;
+            uint32_t r = w < f->code.size() ? static_cast<uint32_t>((f->code[w] >> (16 * (j % 4))) & 0xffff) : 0;
+            operands += (j ? " r" : "r") + std::to_string(r);
+          }
+          operands += " . r" + std::to_string(c) + ")";
+          extra = (b + 3) / 4;
+          break;
+        }
         case Fmt::ABCu:
           operands = "r" + std::to_string(a) + " [" + std::to_string(b) + "] r" + std::to_string(c);
           break;
       }
       snprintf(line, sizeof line, "  %4zu  [%u:%u]  %-10s %s\n", i, loc.line, loc.col, opName(op), operands.c_str());
       out += line;
+      i += extra;
     }
     if (recursive)
       for (const Proto* child : f->protos) todo.push_back(child);

@@ -223,6 +223,43 @@ Value VM::call(Value fn, const Value* args, int nargs) {
   }
 }
 
+// RETURNN's work, out of line (its buffer would otherwise weigh on every handler of
+// the interpreter loop): the result (cons R[A] (cons x1 ... (cons xk R[C]))), x1 .. xk
+// the registers listed in the words after the instruction, is a backpropagator's fbar
+// and argument sensitivities. A caller that splits them (split = 2 + taken) gets them
+// in its registers R[-1] ..., with pairs made only for what it does not take apart;
+// any other caller gets the whole value in R[-1]. Returns the whole value if it does
+// not have the shape the caller splits (the caller's error), undefined otherwise.
+[[gnu::noinline]] Value VM::returnList(Instr ins, const Instr* words, Value* R, uint8_t split) {
+  uint32_t k = instr::b(ins);
+  // The parts are read before any is written (the caller's registers are the callee's
+  // first ones); the buffer is left uninitialised (Value's constructor would fill it).
+  union Buffer {
+    Buffer() {}
+    Value v[kMaxSplitElements + 2];
+  } buf;
+  Value* vals = buf.v;
+  vals[0] = R[instr::a(ins)];
+  for (uint32_t i = 0; i < k; ++i) vals[1 + i] = R[(words[i / 4] >> (16 * (i % 4))) & 0xffff];
+  vals[k + 1] = R[instr::c(ins)];
+  Value* dst = R - 1;
+  if (split >= 2 && split - 2u <= k) {
+    uint32_t taken = split - 2u;
+    Value tail = vals[k + 1];
+    for (uint32_t i = k; i > taken; --i) tail = cons(vals[i], tail);
+    for (uint32_t i = 0; i <= taken; ++i) dst[i] = vals[i];
+    dst[taken + 1] = tail;
+    return Value::undefined();
+  }
+  Value list = vals[k + 1];
+  for (uint32_t i = k; i > 0; --i) list = cons(vals[i], list);
+  if (split >= 2 && splitList(vals[0], list, split - 2u, dst)) return Value::undefined();
+  Value result = cons(vals[0], list);
+  if (split) return result;
+  dst[0] = result;
+  return Value::undefined();
+}
+
 Value VM::execute() {
   static void* const kLabels[] = {
 #define DLAM_OP_LABEL(name, fmt, doc) &&op_##name,
@@ -453,10 +490,7 @@ call_again:
       goto call_again;
     }
     if (uint8_t split = static_cast<uint8_t>(instr::c(ins))) {
-      Value parts[2];
-      splitResult(result, split, fn, parts);
-      R[a] = parts[0];
-      R[a + 1] = parts[1];
+      splitResult(result, split, fn, &R[a]);
       DISPATCH();
     }
     R[a] = result;
@@ -511,13 +545,10 @@ op_TAILCALL: {
 op_RETURN: {
   Value result = RA;
   if (uint8_t split = frame->split) {
-    if (!splitsAs(result, split)) [[unlikely]] {
+    if (!splitInto(result, split, R - 1)) [[unlikely]] {
       SAVE_PC();
       badSplit = cons(result, Value::object(closure));
-      goto leave_frame;
     }
-    R[-1] = result.isZero() ? result : asPair(result)->car;
-    R[0] = result.isZero() ? result : asPair(result)->cdr;
   } else {
     R[-1] = result;
   }
@@ -527,17 +558,28 @@ op_RETURN2: {
   // (cons R[A] R[B]) in tail position: the pair is made only if the caller takes it whole.
   Value x = RA, y = RB;
   if (uint8_t split = frame->split) {
-    if (split == 1 && !isProcedure(unwrapAttached(y))) [[unlikely]] {
+    bool ok = split == 1 ? isProcedure(unwrapAttached(y)) : splitList(x, y, split - 2u, R - 1);
+    if (!ok) [[unlikely]] {
       SAVE_PC();
       badSplit = cons(cons(x, y), Value::object(closure));
       goto leave_frame;
     }
-    R[-1] = x;
-    R[0] = y;
+    if (split == 1) {
+      R[-1] = x;
+      R[0] = y;
+    }
   } else {
     SAVE_PC();
     R[-1] = cons(x, y);
   }
+  goto leave_frame;
+}
+op_RETURNN: {
+  // (cons R[A] (cons x1 ... (cons xk R[C]))) in tail position: see returnList.
+  SAVE_PC();
+  Value bad = returnList(ins, pc, R, frame->split);
+  if (!bad.isUndefined()) [[unlikely]]
+    badSplit = cons(bad, Value::object(closure));
   goto leave_frame;
 }
 leave_frame: {
@@ -557,8 +599,7 @@ leave_frame: {
     // caller's, at its call (the check of %rep-result or %bp-result gives it).
     Value bad = badSplit;
     badSplit = Value::undefined();
-    Value parts[2];
-    splitResult(asPair(bad)->car, static_cast<uint8_t>(instr::c(pc[-1])), asPair(bad)->cdr, parts);
+    splitResult(asPair(bad)->car, static_cast<uint8_t>(instr::c(pc[-1])), asPair(bad)->cdr, &R[instr::a(pc[-1])]);
   }
   DISPATCH();
 }

@@ -27,6 +27,8 @@ namespace dlam {
 //   AP     A register, Bx proto  sBx   jump                AsBx  register + jump
 //   ABsC   A, B registers, sC jump                         AKsC  A register, B constant, sC jump
 //   ABN    A register, B count   ABCu  A closure register, B upvalue index, C register
+//   ABL    A register, B count, C register, then B registers in ceil(B / 4) more words
+//          (16 bits each, lowest first), which the instruction owns
 #define DLAM_OPCODES(X)                                                               \
   X(LOADK, ABx, "R[A] = K[Bx]")                                                       \
   X(MOVE, AB, "R[A] = R[B]")                                                          \
@@ -39,6 +41,7 @@ namespace dlam {
   X(TAILCALL, ABN, "return R[A](R[A+1] .. R[A+B]), reusing this frame")               \
   X(RETURN, A, "return R[A]")                                                         \
   X(RETURN2, AB, "return (cons R[A] R[B]), as two values to a caller that splits it")  \
+  X(RETURNN, ABL, "return (cons R[A] (x1 ... xB . R[C])), the B registers x in the next words; parts to a splitting caller") \
   X(JMP, sBx, "pc += sBx")                                                            \
   X(JMPIFNOT, AsBx, "if R[A] is #f then pc += sBx")                                   \
   X(ADD, ABC, "R[A] = R[B] + R[C]")                                                   \

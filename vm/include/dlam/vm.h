@@ -34,16 +34,53 @@ struct CallFrame {
   const Instr* pc;      // saved pc (next instruction) while a callee runs
   uint32_t base;        // index of register 0; the result goes to stack_[base - 1]
   bool boundary;        // this frame was entered from C++ (vm.call): return leaves the loop
-  // What the caller takes: 0, the result; otherwise the car and cdr of a pair, in
-  // stack_[base - 1] and stack_[base] (CALL with C = 1: a rep result (cons value
-  // backprop), checked; C = 2: a backpropagator's (cons fbar xbar), zero allowed).
+  // What the caller takes: 0, the result; 1, a rep result (cons value backprop),
+  // checked, as its car and cdr in stack_[base - 1] and stack_[base]; 2 + k (k <=
+  // kMaxSplitElements), a backpropagator's (cons fbar (x1 ... xk . tail)), zero
+  // allowed anywhere along it, as fbar, x1 .. xk and the tail in stack_[base - 1] ..
+  // stack_[base + k] (CALL with C = the mode; VM::splitInto).
   uint8_t split = 0;
 };
 
-// Whether a call result has the shape a caller that splits it (CallFrame::split) needs.
+constexpr uint32_t kMaxSplitElements = 60;
+
+// Whether a call result has the outer shape a caller that splits it (CallFrame::split)
+// needs: a pair whose cdr is a procedure (1), a pair or a zero (2 + k).
 inline bool splitsAs(Value r, uint8_t mode) {
-  if (isPair(r)) return mode == 2 || isProcedure(unwrapAttached(asPair(r)->cdr));
-  return mode == 2 && r.isZero();
+  if (isPair(r)) return mode >= 2 || isProcedure(unwrapAttached(asPair(r)->cdr));
+  return mode >= 2 && r.isZero();
+}
+
+// A result split as a caller with mode 2 + k takes it: dst[0] = fbar, then the first k
+// elements of the list xs and what follows them; a zero stands for a pair of zeros
+// (as %scar and %scdr read it). False if the list ends or is not a list before k.
+inline bool splitList(Value fbar, Value xs, uint32_t k, Value* dst) {
+  dst[0] = fbar;
+  for (uint32_t i = 1; i <= k; ++i) {
+    if (isPair(xs)) {
+      dst[i] = asPair(xs)->car;
+      xs = asPair(xs)->cdr;
+    } else if (xs.isZero()) {
+      dst[i] = xs;
+    } else {
+      return false;
+    }
+  }
+  dst[k + 1] = xs;
+  return true;
+}
+
+// A whole result r split for mode (see CallFrame::split) into dst; false if it has
+// not the shape.
+inline bool splitInto(Value r, uint8_t mode, Value* dst) {
+  if (!splitsAs(r, mode)) return false;
+  if (r.isZero()) return splitList(r, r, mode - 2, dst);
+  if (mode == 1) {
+    dst[0] = asPair(r)->car;
+    dst[1] = asPair(r)->cdr;
+    return true;
+  }
+  return splitList(asPair(r)->car, asPair(r)->cdr, mode - 2, dst);
 }
 
 struct GcStats {
@@ -158,8 +195,9 @@ class VM {
   Value starJInverse(Value v);
   Value zeroOf(Value v);
   Value plus(Value a, Value b);
-  // The two parts of a call's result for a caller that takes them split (CallFrame::
-  // split); an error naming `callee` if the result does not have the shape.
+  // The parts of a call's result for a caller that takes it split (CallFrame::split),
+  // into parts (2 of them for mode 1, k + 2 for mode 2 + k); an error naming `callee`
+  // if the result has not the shape.
   void splitResult(Value r, uint8_t mode, Value callee, Value* parts);
   // Applies a lazily mapped environment (*j or *j-inverse of the captured values).
   void forceClosure(Closure* c) {
@@ -241,6 +279,7 @@ class VM {
  private:
   friend class Interpreter;
   Value execute();
+  Value returnList(Instr ins, const Instr* words, Value* R, uint8_t split);
   void buildTrace(Error& e);
   void markRoots(std::vector<Obj*>& work);
   void traceChildren(Obj* o, std::vector<Obj*>& work);
