@@ -717,25 +717,31 @@ class Transformer {
 
   // φ of a block whose value is returned with its backpropagator, as
   // (cons value backprop), backprop ending with `finish` (which reads the
-  // sensitivities of the variables in `inputs`). A conditional that ends the
-  // block and whose branches use no variable but inputs is passed through: each
-  // branch returns its own pair, its backpropagator finishing the same way, so a
-  // function whose body is an if (a loop, a recursion) makes no closure, cons or
-  // call for the join in either sweep. (The bindings before such an if feed only
-  // its test, so no sensitivity reaches them.)
+  // sensitivities of the variables in `inputs`). A conditional that ends the block
+  // is passed through: each branch returns its own pair, its backpropagator
+  // finishing the same way, so a function whose body is an if (a loop, a recursion)
+  // makes no closure, cons or call for the join in either sweep. The bindings before
+  // such an if run once, before it; if the branches use what they compute, their
+  // reverse steps (`prefix`, the tape so far) are repeated in each branch's
+  // backpropagator, up to kMaxPrefix of them (beyond, the if joins as any other).
+  // If the bindings feed only the test, no sensitivity reaches them.
+  static constexpr size_t kMaxPrefix = 256;
   Atom phiTail(const Block* b, Block* out, const FinishFn& finish, const VarSet& inputs, SrcLoc loc,
-               const std::string& name) {
+               const std::string& name, const Tape& prefix = {}) {
     if (stack_.exceeded()) fail(loc_, file_, "*j: expression nested too deeply to transform");
     const Bind* last = b->binds.empty() ? nullptr : &b->binds.back();
     if (last && last->kind == Bind::If && b->result.kind == Atom::Local && b->result.var == last->dst) {
       std::vector<Var*> outer = outerVars({last->thenB, last->elseB});
-      if (std::all_of(outer.begin(), outer.end(), [&](Var* v) { return inputs.count(v) > 0; })) {
+      bool testOnly = std::all_of(outer.begin(), outer.end(), [&](Var* v) { return inputs.count(v) > 0; });
+      if (testOnly || prefix.size() + b->binds.size() <= kMaxPrefix) {
+        Tape tape = prefix;
         for (size_t i = 0; i + 1 < b->binds.size(); ++i) {
           loc_ = b->binds[i].loc;
           for (const Bind* e : expand(b->binds[i])) {
             loc_ = e->loc;
             phiBind(*e, out);
             if (e->dst) notePrimal(out, e->dst);
+            if (!testOnly) tape.push_back(e);
           }
         }
         loc_ = last->loc;
@@ -744,15 +750,15 @@ class Transformer {
         ifb.atom = testAtom(out, last->atom);
         ifb.loc = last->loc;
         ifb.thenB = M.newBlock();
-        ifb.thenB->result = phiTail(last->thenB, ifb.thenB, finish, inputs, last->loc, name);
+        ifb.thenB->result = phiTail(last->thenB, ifb.thenB, finish, inputs, last->loc, name, tape);
         loc_ = last->loc;
         ifb.elseB = M.newBlock();
-        ifb.elseB->result = phiTail(last->elseB, ifb.elseB, finish, inputs, last->loc, name);
+        ifb.elseB->result = phiTail(last->elseB, ifb.elseB, finish, inputs, last->loc, name, tape);
         loc_ = last->loc;
         return emitTo(out, std::move(ifb));
       }
     }
-    Tape tape;
+    Tape tape = prefix;
     Atom r = phiBlock(b, out, tape);
     Lambda* bp = backprop(b, tape, loc, name, finish);
     Bind mk;
