@@ -457,6 +457,11 @@ Value VM::plus(Value a, Value b) {
   if (isObj(a, ObjType::Rev) && isObj(b, ObjType::Rev))  // (nested derivatives: bounded by the level)
     return Value::object(makeRev(plus(static_cast<Rev*>(a.asObject())->primal, static_cast<Rev*>(b.asObject())->primal)));
   if (!isPair(a) || !isPair(b)) return plusTree(*this, a, b);
+  // One element added to a list ((cons g 0), the sensitivity of a car): one new pair.
+  if (Pair *pa = asPair(a), *pb = asPair(b); pa->cdr.isZero() || pb->cdr.isZero()) {
+    Value car = plusShallow(pa->car, pb->car);
+    if (!car.isUndefined()) return cons(car, pa->cdr.isZero() ? pb->cdr : pa->cdr);
+  }
   // Two lists (the sensitivities of a list of weights, of a pair of a mostly zero
   // (cons g 0) and a rest): one loop along the spines, building the sum front to
   // back; an element or an end that is not a number or a zero takes the general walk
