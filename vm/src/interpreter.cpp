@@ -7,7 +7,9 @@
 // the loop from C++ with a boundary frame; returning from that frame leaves it. An
 // error unwinds through VM::call, which restores the frames and the stack top; a
 // failed C++ allocation (std::bad_alloc) becomes the GC heap's "out of memory" there.
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <new>
 #include <utility>
 
@@ -240,7 +242,14 @@ Value VM::call(Value fn, const Value* args, int nargs) {
   } buf;
   Value* vals = buf.v;
   vals[0] = R[instr::a(ins)];
-  for (uint32_t i = 0; i < k; ++i) vals[1 + i] = R[(words[i / 4] >> (16 * (i % 4))) & 0xffff];
+  // The register numbers: 16 bits each, lowest first, in little-endian words.
+  static_assert(std::endian::native == std::endian::little);
+  const char* regs = reinterpret_cast<const char*>(words);
+  for (uint32_t i = 0; i < k; ++i) {
+    uint16_t r;
+    std::memcpy(&r, regs + 2 * i, sizeof r);
+    vals[1 + i] = R[r];
+  }
   vals[k + 1] = R[instr::c(ins)];
   Value* dst = R - 1;
   if (split >= 2 && split - 2u <= k) {
