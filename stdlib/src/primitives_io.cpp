@@ -62,12 +62,13 @@ Value disasm(VM& vm, Value* a, int) {
   return Value::voidValue();
 }
 
-// (gc-stats) → (live-objects live-bytes collections peak-bytes)
+// (gc-stats) → (live-objects live-bytes collections peak-bytes total-allocated-bytes)
 Value gcStats(VM& vm, Value*, int) {
   GcStats s = vm.gcStats();
   Value xs[] = {Value::number(static_cast<double>(s.liveObjects)), Value::number(static_cast<double>(s.liveBytes)),
-                Value::number(static_cast<double>(s.collections)), Value::number(static_cast<double>(s.peakBytes))};
-  return vm.list(xs, 4);
+                Value::number(static_cast<double>(s.collections)), Value::number(static_cast<double>(s.peakBytes)),
+                Value::number(static_cast<double>(s.totalAllocatedBytes))};
+  return vm.list(xs, 5);
 }
 
 // (gc-reset-peak): starts a new peak measurement from the bytes live now.

@@ -448,9 +448,18 @@ TEST_F(Primitives, DisasmAndGcStats) {
   proto->name = "f";
   EXPECT_TRUE(call("disasm", {Value::object(vm.makeClosure(proto, 0))}).isVoid());
   Value stats = call("gc-stats", {});
-  EXPECT_EQ(number("length", {stats}), 4);
+  EXPECT_EQ(number("length", {stats}), 5);
   EXPECT_GT(number("car", {stats}), 0);
   EXPECT_GT(number("cadr", {stats}), 0);
+  // The bytes allocated in all grow by what is allocated, whatever is collected.
+  double total = number("list-ref", {stats, Value::number(4)});
+  EXPECT_GE(total, number("cadr", {stats}));
+  for (int i = 0; i < 10000; ++i) call("cons", {Value::number(i), Value::nil()});
+  vm.collectGarbage();
+  Value after = call("gc-stats", {});
+  double grown = number("list-ref", {after, Value::number(4)}) - total;
+  EXPECT_GE(grown, 10000 * 32) << "10000 pairs of 32 bytes";
+  EXPECT_LT(number("cadr", {after}), total + grown - 10000 * 32) << "the pairs were collected";
 }
 
 }  // namespace

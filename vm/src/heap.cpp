@@ -395,7 +395,10 @@ void VM::collectGarbage(GcKind kind) {
     if (o->marked) {
       finalizable_[kept++] = o;
     } else {
-      if (o->type == ObjType::Proto) bytesAllocated_ -= static_cast<Proto*>(o)->ownedBytes;
+      if (o->type == ObjType::Proto) {
+        bytesAllocated_ -= static_cast<Proto*>(o)->ownedBytes;
+        bytesFreed_ += static_cast<Proto*>(o)->ownedBytes;
+      }
       finalize(o);
     }
   }
@@ -437,6 +440,7 @@ void VM::collectGarbage(GcKind kind) {
 void VM::sweep() {
   Arena::Freed freed = arena_.sweep();
   bytesAllocated_ -= freed.bytes;
+  bytesFreed_ += freed.bytes;
   liveObjects_ -= freed.objects;
 }
 
@@ -445,6 +449,7 @@ GcStats VM::gcStats() const {
   if (bytesAllocated_ > s.peakBytes) s.peakBytes = bytesAllocated_;
   s.liveObjects = liveObjects_;
   s.liveBytes = bytesAllocated_;
+  s.totalAllocatedBytes = bytesAllocated_ + bytesFreed_;
   s.pages = arena_.pages();
   s.largeObjects = arena_.largeObjects();
   s.heldBytes = arena_.heldBytes();

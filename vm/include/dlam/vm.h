@@ -92,7 +92,7 @@ struct GcStats {
   uint64_t collections = 0;       // all collections, minor and full
   uint64_t minorCollections = 0;  // of those, the minor ones
   uint64_t markedLast = 0;        // objects the last collection marked (traced)
-  uint64_t totalAllocatedBytes = 0;
+  uint64_t totalAllocatedBytes = 0;  // every byte counted since the VM was made (live + freed)
   uint64_t peakBytes = 0;  // the most bytes live at once (since the last resetPeak)
   uint64_t pages = 0;         // small-object pages the arena holds
   uint64_t largeObjects = 0;  // objects too large for a page, each in its own block
@@ -292,6 +292,7 @@ class VM {
 
   Config config_;
   uint64_t bytesAllocated_ = 0;
+  uint64_t bytesFreed_ = 0;  // by every sweep so far (GcStats::totalAllocatedBytes)
   uint64_t nextGc_ = 1 << 20;
   uint64_t gcThreshold_ = 1 << 20;  // nextGc_ without the test hooks
   uint64_t liveObjects_ = 0;
