@@ -156,8 +156,8 @@ Value listP(VM&, Value* a, int) {
 
 // ---- eq?, eqv? and equal? -----------------------------------------------------
 //
-// All numbers are doubles compared by value, so eqv? is eq?: numbers by `=` (0 and
-// -0 are eqv?, +nan.0 is eqv? to nothing), everything else by identity.
+// All numbers are doubles compared by value, so eqv? is eq?: numbers by value (0 and
+// -0 are eqv?, and a NaN is eqv? to any NaN: sameNumber), everything else by identity.
 
 bool isNumeric(Value v) { return v.isNumber() || v.isZero(); }
 double numericValue(Value v) { return v.isNumber() ? v.asNumber() : 0.0; }
@@ -169,7 +169,7 @@ bool eqValues(Value x, Value y) {
     x = unwrapAttached(x);
     y = unwrapAttached(y);
     if (x == y) return true;
-    if (isNumeric(x) && isNumeric(y)) return numericValue(x) == numericValue(y);
+    if (isNumeric(x) && isNumeric(y)) return sameNumber(numericValue(x), numericValue(y));
     if (isObj(x, ObjType::Rev) && isObj(y, ObjType::Rev)) {
       x = static_cast<Rev*>(x.asObject())->primal;
       y = static_cast<Rev*>(y.asObject())->primal;
@@ -212,7 +212,7 @@ bool equalValues(Value x0, Value y0) {
 // answer does not depend on the path. equal? keeps eqValues for its leaves.
 Value eqP(VM&, Value* a, int) {
   Value x = unwrapAttached(a[0]), y = unwrapAttached(a[1]);
-  if (isNumeric(x) && isNumeric(y)) return Value::boolean(numericValue(x) == numericValue(y));
+  if (isNumeric(x) && isNumeric(y)) return Value::boolean(sameNumber(numericValue(x), numericValue(y)));
   return Value::boolean(eqValues(x, y));
 }
 Value equalP(VM&, Value* a, int) { return Value::boolean(equalValues(a[0], a[1])); }

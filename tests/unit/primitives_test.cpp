@@ -353,14 +353,16 @@ TEST_F(Primitives, EqAndEqual) {
   EXPECT_TRUE(truth("eq?", {rev(rev(n(3))), rev(rev(n(3)))}));
   EXPECT_FALSE(truth("eq?", {rev(n(3)), rev(n(4))}));
   EXPECT_FALSE(truth("eq?", {rev(n(3)), n(3)}));
-  // As the EQP opcode: +nan.0 is = to nothing, so not eq? either.
-  EXPECT_FALSE(truth("eq?", {Value::numberChecked(NAN), Value::numberChecked(NAN)}));
+  // As the EQP opcode: a NaN is eq? to any NaN (though = to nothing), and to no number.
+  EXPECT_TRUE(truth("eq?", {Value::numberChecked(NAN), Value::numberChecked(NAN)}));
+  EXPECT_FALSE(truth("eq?", {Value::numberChecked(NAN), n(0)}));
+  EXPECT_TRUE(truth("eq?", {rev(Value::numberChecked(NAN)), rev(Value::numberChecked(NAN))}));
 
   // eqv? is eq? (numbers are doubles compared by value).
   for (Value a : {p, sym("a"), n(2.5), n(0), Value::nil(), s("a"), rev(n(3))})
     for (Value b : {p, sym("a"), n(2.5), n(-0.0), Value::nil(), s("a"), rev(n(3)), n(3)})
       EXPECT_EQ(truth("eqv?", {a, b}), truth("eq?", {a, b})) << vm.show(a) << " " << vm.show(b);
-  EXPECT_FALSE(truth("eqv?", {Value::numberChecked(NAN), Value::numberChecked(NAN)}));
+  EXPECT_TRUE(truth("eqv?", {Value::numberChecked(NAN), Value::numberChecked(NAN)}));
 
   EXPECT_TRUE(truth("equal?", {p, list({n(1), n(2)})}));
   EXPECT_FALSE(truth("equal?", {p, list({n(1), n(2), n(3)})}));

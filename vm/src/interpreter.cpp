@@ -746,7 +746,7 @@ op_PAIRP:
 op_EQP: {
   Value x = RB, y = RC;
   if (x.isNumber() && y.isNumber()) {
-    RA = Value::boolean(x.asNumber() == y.asNumber());
+    RA = Value::boolean(sameNumber(x.asNumber(), y.asNumber()));
     DISPATCH();
   }
   if (x == y) {

@@ -62,4 +62,8 @@ class Value {
 
 static_assert(sizeof(Value) == 8);
 
+// Numbers as eq? and eqv? compare them: by value (0 and -0 are the same), and every
+// NaN is the same as every NaN (so a NaN is found by memv and assv, and eq? to itself).
+inline bool sameNumber(double a, double b) { return a == b || (a != a && b != b); }
+
 }  // namespace dlam
