@@ -763,9 +763,8 @@ class FnCompiler {
         proto_->captures.resize(cp.protos);
         groupClosures_.resize(cp.closures);
         top_ = cp.top;
-        Var* cond = cmp->dst;
+        forgetBlock(bd.thenB);
         compileBind(*cmp, nullptr);
-        (void)cond;
         compileIf(bd, t, nullptr, NativeId::None);
         return;
       }
@@ -778,6 +777,24 @@ class FnCompiler {
     if (needEnd) {
       int64_t endOff = static_cast<int64_t>(proto_->code.size()) - static_cast<int64_t>(jumpEnd) - 1;
       proto_->code[jumpEnd] = instr::withSBx(proto_->code[jumpEnd], static_cast<int32_t>(endOff));
+    }
+  }
+
+  // Undoes what compiling `b` decided about its variables (their registers, the
+  // bindings done ahead), so that it can be compiled again from a checkpoint.
+  void forgetBlock(const Block* b) {
+    std::vector<const Block*> work{b};
+    while (!work.empty()) {
+      const Block* blk = work.back();
+      work.pop_back();
+      for (const Bind& bd : blk->binds) {
+        if (bd.dst) reg_.erase(bd.dst);
+        for (Var* v : bd.recVars) reg_.erase(v);
+        compiledAhead_.erase(&bd);
+        reservedBase_.erase(&bd);
+        if (bd.thenB) work.push_back(bd.thenB);
+        if (bd.elseB) work.push_back(bd.elseB);
+      }
     }
   }
 
