@@ -177,30 +177,49 @@ class FnCompiler {
 
   static bool isNumberConst(const Atom& a) { return a.kind == Atom::Const && a.value.isNumber(); }
 
-  // Emits a dedicated opcode for a primitive call into register `dst`; false if none applies.
-  bool emitPrimitive(NativeId id, const std::vector<Atom>& args, uint32_t dst) {
+  // Whether emitPrimitive has an opcode for `id` applied to `n` arguments; any other
+  // call of a primitive is a call through a window of registers.
+  static bool hasOpcode(NativeId id, size_t n) {
+    switch (id) {
+      case NativeId::Add: case NativeId::Mul: case NativeId::Div: return n >= 2;
+      case NativeId::Sub: return n >= 1;
+      case NativeId::Lt: case NativeId::Le: case NativeId::Gt: case NativeId::Ge: case NativeId::NumEq:
+      case NativeId::Cons: case NativeId::Plus: case NativeId::AttachStarJ: case NativeId::RepResult:
+      case NativeId::BpResult: case NativeId::EqP: case NativeId::EqvP: return n == 2;
+      case NativeId::Caar: case NativeId::Cadr: case NativeId::Cdar: case NativeId::Cddr: case NativeId::Caddr:
+      case NativeId::Cdddr: case NativeId::Car: case NativeId::Cdr: case NativeId::Not: case NativeId::NullP:
+      case NativeId::PairP: case NativeId::SCar: case NativeId::SCdr: case NativeId::StarJ:
+      case NativeId::StarJInverse: return n == 1;
+      default: return false;
+    }
+  }
+
+  // Emits the dedicated opcode of a primitive call (one hasOpcode accepts) into register `dst`.
+  void emitPrimitive(NativeId id, const std::vector<Atom>& args, uint32_t dst) {
     size_t n = args.size() - 1;
-    const Atom* x = n >= 1 ? &args[1] : nullptr;
+    const Atom* x = &args[1];
     const Atom* y = n >= 2 ? &args[2] : nullptr;
-    auto binop = [&](Op rr, Op rk, bool commutative) -> bool {
-      if (n != 2) return false;
-      if (isNumberConst(*y)) {
-        uint32_t k = constant(y->value);
-        if (k > 0xffff) return false;
-        emit(instr::make(rk, dst, atomReg(*x), k));
-        return true;
-      }
-      if (isNumberConst(*x) && commutative) {
-        uint32_t k = constant(x->value);
-        if (k > 0xffff) return false;
-        emit(instr::make(rk, dst, atomReg(*y), k) | instr::kSwapped);
-        return true;
-      }
-      uint32_t a = atomReg(*x), b = atomReg(*y);
-      emit(instr::make(rr, dst, a, b));
-      return true;
+    // A number constant operand is a K-form's C (if its index fits in 16 bits).
+    auto kIndex = [&](const Atom& a) -> std::optional<uint32_t> {
+      if (!isNumberConst(a)) return std::nullopt;
+      uint32_t k = constant(a.value);
+      return k <= 0xffff ? std::optional<uint32_t>(k) : std::nullopt;
     };
-    if (n > 2 && (id == NativeId::Add || id == NativeId::Mul || id == NativeId::Sub || id == NativeId::Div)) {
+    auto binop = [&](Op rr, Op rk, bool commutative) {
+      if (auto k = kIndex(*y)) {
+        emit(instr::make(rk, dst, atomReg(*x), *k));
+      } else if (auto kx = commutative ? kIndex(*x) : std::nullopt) {
+        emit(instr::make(rk, dst, atomReg(*y), *kx) | instr::kSwapped);
+      } else {
+        uint32_t a = atomReg(*x), b = atomReg(*y);
+        emit(instr::make(rr, dst, a, b));
+      }
+    };
+    auto binary = [&](Op op) {
+      uint32_t a = atomReg(*x), b = atomReg(*y);
+      emit(instr::make(op, dst, a, b));
+    };
+    if (n > 2) {
       // (+ a b c ...) → ((a + b) + c) ...: a chain of binary opcodes through dst.
       Op rr = id == NativeId::Add ? Op::ADD : id == NativeId::Mul ? Op::MUL : id == NativeId::Sub ? Op::SUB : Op::DIV;
       uint32_t a0 = atomReg(args[1]);
@@ -210,12 +229,11 @@ class FnCompiler {
         uint32_t ai = atomReg(args[i]);
         emit(instr::make(rr, dst, dst, ai));
       }
-      return true;
+      return;
     }
     switch (id) {
       case NativeId::Caar: case NativeId::Cadr: case NativeId::Cdar: case NativeId::Cddr:
       case NativeId::Caddr: case NativeId::Cdddr: {
-        if (n != 1) return false;
         // Innermost access first: cadr = (car (cdr x)).
         const char* path = cxrPath(id);
         size_t len = std::strlen(path);
@@ -224,80 +242,40 @@ class FnCompiler {
           emit(instr::make(path[i] == 'a' ? Op::CAR : Op::CDR, dst, src));
           src = dst;
         }
-        return true;
+        return;
       }
       case NativeId::Add: return binop(Op::ADD, Op::ADDK, true);
       case NativeId::Mul: return binop(Op::MUL, Op::MULK, true);
       case NativeId::Div: return binop(Op::DIV, Op::DIVK, false);
+      case NativeId::Sub:
+        if (n == 1) return emit1(Op::NEG, dst, *x);
+        return binop(Op::SUB, Op::SUBK, false);
       case NativeId::Lt:
       case NativeId::Le:
       case NativeId::Gt:
       case NativeId::Ge:
       case NativeId::NumEq: return binop(compareOp(id, false), compareOp(id, true), false);
-      case NativeId::Cons:
-        if (n != 2) return false;
-        {
-          uint32_t a = atomReg(*x), b = atomReg(*y);
-          emit(instr::make(Op::CONS, dst, a, b));
-        }
-        return true;
-      case NativeId::Plus:
-        if (n != 2) return false;
-        {
-          uint32_t a = atomReg(*x), b = atomReg(*y);
-          emit(instr::make(Op::PLUS, dst, a, b));
-        }
-        return true;
-      case NativeId::SCar:
-      case NativeId::SCdr:
-      case NativeId::StarJInverse:
-      case NativeId::StarJ: {
-        if (n != 1) return false;
-        Op op = id == NativeId::SCar ? Op::SCAR : id == NativeId::SCdr ? Op::SCDR : id == NativeId::StarJ ? Op::STARJ : Op::JINV;
-        emit(instr::make(op, dst, atomReg(*x)));
-        return true;
-      }
-      case NativeId::Sub:
-        if (n == 1) {
-          emit(instr::make(Op::NEG, dst, atomReg(*x)));
-          return true;
-        }
-        return binop(Op::SUB, Op::SUBK, false);
-      case NativeId::AttachStarJ:
-      case NativeId::RepResult:
-      case NativeId::BpResult:
-        if (n != 2) return false;
-        {
-          uint32_t a = atomReg(*x), b = atomReg(*y);
-          Op op = id == NativeId::AttachStarJ ? Op::ATTACH : id == NativeId::RepResult ? Op::REPRES : Op::BPRES;
-          emit(instr::make(op, dst, a, b));
-        }
-        return true;
+      case NativeId::Cons: return binary(Op::CONS);
+      case NativeId::Plus: return binary(Op::PLUS);
+      case NativeId::AttachStarJ: return binary(Op::ATTACH);
+      case NativeId::RepResult: return binary(Op::REPRES);
+      case NativeId::BpResult: return binary(Op::BPRES);
       case NativeId::EqP:
-      case NativeId::EqvP:  // the same predicate (primitives_lists.cpp)
-        if (n != 2) return false;
-        {
-          uint32_t a = atomReg(*x), b = atomReg(*y);
-          emit(instr::make(Op::EQP, dst, a, b));
-        }
-        return true;
-      case NativeId::Car:
-      case NativeId::Cdr:
-      case NativeId::Not:
-      case NativeId::NullP:
-      case NativeId::PairP: {
-        if (n != 1) return false;
-        Op op = id == NativeId::Car   ? Op::CAR
-                : id == NativeId::Cdr ? Op::CDR
-                : id == NativeId::Not ? Op::NOT
-                : id == NativeId::NullP ? Op::NULLP
-                                        : Op::PAIRP;
-        emit(instr::make(op, dst, atomReg(*x)));
-        return true;
-      }
-      default: return false;
+      case NativeId::EqvP: return binary(Op::EQP);  // the same predicate (primitives_lists.cpp)
+      case NativeId::SCar: return emit1(Op::SCAR, dst, *x);
+      case NativeId::SCdr: return emit1(Op::SCDR, dst, *x);
+      case NativeId::StarJ: return emit1(Op::STARJ, dst, *x);
+      case NativeId::StarJInverse: return emit1(Op::JINV, dst, *x);
+      case NativeId::Car: return emit1(Op::CAR, dst, *x);
+      case NativeId::Cdr: return emit1(Op::CDR, dst, *x);
+      case NativeId::Not: return emit1(Op::NOT, dst, *x);
+      case NativeId::NullP: return emit1(Op::NULLP, dst, *x);
+      case NativeId::PairP: return emit1(Op::PAIRP, dst, *x);
+      default: fail("internal error: no opcode for this primitive");
     }
   }
+
+  void emit1(Op op, uint32_t dst, const Atom& x) { emit(instr::make(op, dst, atomReg(x))); }
 
   static Op compareOp(NativeId id, bool k) {
     switch (id) {
@@ -321,13 +299,27 @@ class FnCompiler {
 
   // ---- blocks and bindings ----------------------------------------------------
 
-  // A call that passes its arguments in a window of consecutive registers.
-  bool needsWindow(const Bind& bd) {
+  // The opcode of a binary arithmetic primitive or comparison applied under reverse
+  // tags (transformed code), with the level in its top bits (the interpreter's slow
+  // path strips and re-tags); none if the call goes through the primitive's lifted form.
+  std::optional<Op> liftedBinaryOp(const Bind& bd) {
+    if (bd.level == 0 || bd.level > 0x7f || bd.args.size() != 3) return std::nullopt;
+    switch (NativeId id = primitiveOf(bd.args[0])) {
+      case NativeId::Add: return Op::ADD;
+      case NativeId::Sub: return Op::SUB;
+      case NativeId::Mul: return Op::MUL;
+      case NativeId::Div: return Op::DIV;
+      default: return isCompare(id) ? std::optional<Op>(compareOp(id, false)) : std::nullopt;
+    }
+  }
+
+  // A call that passes its arguments in a window of consecutive registers (rather
+  // than compiling to an opcode of its own).
+  bool usesWindow(const Bind& bd) {
     if (bd.kind != Bind::Call) return false;
+    if (bd.level > 0) return !liftedBinaryOp(bd);
     NativeId id = primitiveOf(bd.args[0]);
-    if (id == NativeId::None) return true;
-    return bd.level > 0 && !(bd.args.size() == 3 && (id == NativeId::Add || id == NativeId::Sub || id == NativeId::Mul ||
-                                                       id == NativeId::Div || isCompare(id)));
+    return id == NativeId::None || !hasOpcode(id, bd.args.size() - 1);
   }
 
   bool isSingleUseTemp(const Bind& bd) {
@@ -355,9 +347,9 @@ class FnCompiler {
     size_t j = i;
     while (j < n && isSingleUseTemp(b->binds[j])) {
       ++j;
-      if (j < n && needsWindow(b->binds[j]) && usesAll(b, i, j)) break;
+      if (j < n && usesWindow(b->binds[j]) && usesAll(b, i, j)) break;
     }
-    if (j == i || j >= n || !needsWindow(b->binds[j]) || reservedBase_.count(&b->binds[j]) || !usesAll(b, i, j)) return;
+    if (j == i || j >= n || !usesWindow(b->binds[j]) || reservedBase_.count(&b->binds[j]) || !usesAll(b, i, j)) return;
     const Bind& call = b->binds[j];
     std::unordered_map<const Var*, uint32_t> slot;
     for (size_t k = 1; k < call.args.size(); ++k)
@@ -622,70 +614,47 @@ class FnCompiler {
   }
 
   void compileCall(const Bind& bd, const Target* t) {
-    if (bd.level > 0 && bd.args.size() == 3 && emitLiftedBinary(bd, t)) return;
-    if (bd.level > 0) {
-      // A primitive applied under reverse tags (transformed code): call its lifted form.
-      Bind lifted = bd;
-      Value base = bd.args[0].kind == Atom::Const ? bd.args[0].value : bd.args[0].sym->global;
-      lifted.args[0] = constAtom(Value::object(vm_.liftedNative(asNative(base), bd.level)), bd.loc);
-      lifted.level = 0;
-      compileGenericCall(lifted, t);
+    if (!usesWindow(bd)) {
+      if (bd.level > 0) {
+        Op op = *liftedBinaryOp(bd);
+        emitInto(bd, t, [&](uint32_t dst) {
+          uint32_t a = atomReg(bd.args[1]), b = atomReg(bd.args[2]);
+          emit(instr::withLevel(instr::make(op, dst, a, b), bd.level));
+        });
+      } else {
+        emitInto(bd, t, [&](uint32_t dst) { emitPrimitive(primitiveOf(bd.args[0]), bd.args, dst); });
+      }
       return;
     }
-    NativeId id = primitiveOf(bd.args[0]);
-    if (id != NativeId::None) {
-      uint32_t saved = top_;
-      bool tail = t && t->kind == Target::Tail;
-      uint32_t dst = t ? (tail ? allocReg() : t->reg) : dstReg(bd);
-      uint32_t tempBase = top_;
-      if (emitPrimitive(id, bd.args, dst)) {
-        top_ = tempBase;
-        if (tail) {
-          emit(instr::make(Op::RETURN, dst));
-          top_ = saved;
-        }
-        return;
-      }
-      // No opcode for this shape: undo the register choice and fall through to a call.
-      top_ = saved;
-      if (!t) reg_.erase(bd.dst);
+    if (bd.level > 0) {
+      // A primitive applied under reverse tags (transformed code): call its lifted form.
+      Value prim = bd.args[0].kind == Atom::Const ? bd.args[0].value : bd.args[0].sym->global;
+      Atom lifted = constAtom(Value::object(vm_.liftedNative(asNative(prim), bd.level)), bd.loc);
+      compileGenericCall(bd, t, &lifted);
+      return;
     }
     compileGenericCall(bd, t);
   }
 
-  // Binary arithmetic and comparisons under reverse tags: the ordinary opcode with
-  // the level in its top bits (the interpreter's slow path strips and re-tags).
-  bool emitLiftedBinary(const Bind& bd, const Target* t) {
-    NativeId id = primitiveOf(bd.args[0]);
-    Op op;
-    switch (id) {
-      case NativeId::Add: op = Op::ADD; break;
-      case NativeId::Sub: op = Op::SUB; break;
-      case NativeId::Mul: op = Op::MUL; break;
-      case NativeId::Div: op = Op::DIV; break;
-      case NativeId::Lt: op = Op::LT; break;
-      case NativeId::Le: op = Op::LE; break;
-      case NativeId::Gt: op = Op::GT; break;
-      case NativeId::Ge: op = Op::GE; break;
-      case NativeId::NumEq: op = Op::NUMEQ; break;
-      default: return false;
-    }
-    if (bd.level > 0x7f) return false;
+  // Compiles the value of `bd` with `emitTo(dst)` (temporaries above dst are released
+  // after it) into its target: its register, the branch's register, or returned.
+  template <class EmitTo>
+  void emitInto(const Bind& bd, const Target* t, EmitTo emitTo) {
     uint32_t saved = top_;
     bool tail = t && t->kind == Target::Tail;
     uint32_t dst = t ? (tail ? allocReg() : t->reg) : dstReg(bd);
     uint32_t tempBase = top_;
-    uint32_t a = atomReg(bd.args[1]), b = atomReg(bd.args[2]);
-    emit(instr::withLevel(instr::make(op, dst, a, b), bd.level));
+    emitTo(dst);
     top_ = tempBase;
     if (tail) {
       emit(instr::make(Op::RETURN, dst));
       top_ = saved;
     }
-    return true;
   }
 
-  void compileGenericCall(const Bind& bd, const Target* t) {
+  // A call through a window: R[base] = R[base](R[base + 1] ...). `callee` replaces
+  // args[0] (a primitive's lifted form).
+  void compileGenericCall(const Bind& bd, const Target* t, const Atom* callee = nullptr) {
     uint32_t base = top_;
     uint32_t nargs = static_cast<uint32_t>(bd.args.size() - 1);
     auto reserved = reservedBase_.find(&bd);
@@ -693,7 +662,8 @@ class FnCompiler {
       base = reserved->second;
     else
       for (size_t i = 0; i < bd.args.size(); ++i) allocReg();
-    for (size_t i = 0; i < bd.args.size(); ++i) loadAtom(bd.args[i], base + static_cast<uint32_t>(i));
+    for (size_t i = 0; i < bd.args.size(); ++i)
+      loadAtom(i == 0 && callee ? *callee : bd.args[i], base + static_cast<uint32_t>(i));
     loc_ = bd.loc;
     if (t && t->kind == Target::Tail) {
       emit(instr::make(Op::TAILCALL, base, nargs));
