@@ -258,11 +258,13 @@ class FnCompiler {
       uint32_t k = constant(a.value);
       return k <= 0xffff ? std::optional<uint32_t>(k) : std::nullopt;
     };
-    auto binop = [&](Op rr, Op rk, bool commutative) {
+    // lk: the K-form for a constant on the left (none for comparisons), marked
+    // kSwapped if it takes the operands in the other order.
+    auto binop = [&](Op rr, Op rk, std::optional<Op> lk, bool swapped) {
       if (auto k = kIndex(*y)) {
         emit(instr::make(rk, dst, atomReg(*x), *k));
-      } else if (auto kx = commutative ? kIndex(*x) : std::nullopt) {
-        emit(instr::make(rk, dst, atomReg(*y), *kx) | instr::kSwapped);
+      } else if (auto kx = lk ? kIndex(*x) : std::nullopt) {
+        emit(instr::make(*lk, dst, atomReg(*y), *kx) | (swapped ? instr::kSwapped : 0));
       } else {
         uint32_t a = atomReg(*x), b = atomReg(*y);
         emit(instr::make(rr, dst, a, b));
@@ -297,17 +299,17 @@ class FnCompiler {
         }
         return;
       }
-      case NativeId::Add: return binop(Op::ADD, Op::ADDK, true);
-      case NativeId::Mul: return binop(Op::MUL, Op::MULK, true);
-      case NativeId::Div: return binop(Op::DIV, Op::DIVK, false);
+      case NativeId::Add: return binop(Op::ADD, Op::ADDK, Op::ADDK, true);
+      case NativeId::Mul: return binop(Op::MUL, Op::MULK, Op::MULK, true);
+      case NativeId::Div: return binop(Op::DIV, Op::DIVK, Op::RDIVK, false);
       case NativeId::Sub:
         if (n == 1) return emit1(Op::NEG, dst, *x);
-        return binop(Op::SUB, Op::SUBK, false);
+        return binop(Op::SUB, Op::SUBK, Op::RSUBK, false);
       case NativeId::Lt:
       case NativeId::Le:
       case NativeId::Gt:
       case NativeId::Ge:
-      case NativeId::NumEq: return binop(compareOp(id, false), compareOp(id, true), false);
+      case NativeId::NumEq: return binop(compareOp(id, false), compareOp(id, true), std::nullopt, false);
       case NativeId::Cons: return binary(Op::CONS);
       case NativeId::Plus: return binary(Op::PLUS);
       case NativeId::AttachStarJ: return binary(Op::ATTACH);
