@@ -4,12 +4,17 @@
 // loaded at entry, then bindings in order); registers of a branch are released when
 // the branch ends. Calls of builtin primitives whose global still holds the builtin
 // become dedicated opcodes; a comparison feeding an `if` becomes one compare-and-
-// jump. A call in tail position becomes TAILCALL (always followed by RETURN, which
-// the interpreter relies on for tail calls of natives). Letrec groups load
-// "undefined" into their registers first and patch closures that captured a
-// variable before it was initialised (SETUPVAL).
+// jump. Other calls pass the callee and the arguments in a window of consecutive
+// registers above every register still needed (the callee's frame starts right
+// above it); a value used only there is computed straight into its register of the
+// window, which is reserved when the first of them is computed (reserveSlot). A
+// call in tail position becomes TAILCALL (always followed by RETURN, which the
+// interpreter relies on for tail calls of natives). Letrec groups load "undefined"
+// into their registers first and patch closures that captured a variable before it
+// was initialised (SETUPVAL).
 #include "codegen.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <optional>
@@ -26,10 +31,13 @@ using namespace anf;
 namespace {
 
 constexpr uint32_t kMaxRegisters = 65535;
+// placeBelow looks at most this many bindings between an argument and its call.
+constexpr size_t kMaxPlacedScan = 256;
 
 struct Target {
   enum Kind { Tail, Reg } kind;
   uint32_t reg = 0;
+  bool fresh = false;  // reg names no variable the code computing it can read (not a letrec variable's)
 };
 
 bool isCompare(NativeId id) {
@@ -63,7 +71,8 @@ class FnCompiler {
       reg_[v] = r;
       emit(instr::make(Op::GETUPVAL, r, static_cast<uint32_t>(i)));
     }
-    countUses(lam_->body);
+    analyseUses(lam_->body);
+    planSplits(lam_->body);
     compileBlock(lam_->body, Target{Target::Tail});
     proto_->nregs = static_cast<uint16_t>(maxTop_ + 1);
     // The proto is complete (nothing extends it later): trim its vectors and count
@@ -102,25 +111,69 @@ class FnCompiler {
     return idx;
   }
 
-  void countUses(const Block* b) {
-    // Iterative over nested branch blocks; nested lambdas count as uses of what they capture.
-    std::vector<const Block*> work{b};
-    while (!work.empty()) {
-      const Block* blk = work.back();
-      work.pop_back();
-      auto use = [&](const Atom& a) {
-        if (a.kind == Atom::Local) ++uses_[a.var];
-      };
-      for (const Bind& bd : blk->binds) {
-        use(bd.atom);
-        for (const Atom& a : bd.args) use(a);
-        if (bd.lambda)
-          for (Var* v : bd.lambda->freeVars) ++uses_[v];
-        if (bd.thenB) work.push_back(bd.thenB);
-        if (bd.elseB) work.push_back(bd.elseB);
+  // Counts the uses of every variable (a closure uses what it captures) and finds,
+  // for each variable bound in a block, the last binding of that block that uses it
+  // (a use inside a branch counts at its `if`; the block's size stands for its
+  // result). Iterative over nested branch blocks: a frame per block being walked.
+  void analyseUses(const Block* body) {
+    struct Frame {
+      const Block* b;
+      size_t i;
+      bool entered;  // binding i's own uses are counted, its branches walked or pending
+    };
+    std::vector<Frame> stack{{body, 0, false}};
+    auto use = [&](const Atom& a) {
+      if (a.kind != Atom::Local) return;
+      VarUse& u = vars_[a.var];
+      ++u.count;
+      // Walked in order: the last use is the latest. A use is inside the block binding
+      // the variable, whose frame is on the stack (else: used, as far as we know, to
+      // the end).
+      if (!u.block) return;
+      bool inside = u.depth < stack.size() && stack[u.depth].b == u.block;
+      u.last = inside ? stack[u.depth].i : SIZE_MAX;
+    };
+    auto bind = [&](const Var* v, size_t d) {
+      VarUse& u = vars_[v];
+      u.block = stack[d].b;
+      u.depth = static_cast<uint32_t>(d);
+    };
+    while (!stack.empty()) {
+      size_t d = stack.size() - 1;
+      Frame& f = stack[d];
+      if (f.i == f.b->binds.size()) {
+        use(f.b->result);
+        stack.pop_back();
+        continue;
       }
-      use(blk->result);
+      if (f.entered) {
+        f.entered = false;
+        ++f.i;
+        continue;
+      }
+      f.entered = true;
+      const Bind& bd = f.b->binds[f.i];
+      use(bd.atom);
+      for (const Atom& a : bd.args) use(a);
+      if (bd.lambda)
+        for (Var* v : bd.lambda->freeVars) use(localAtom(v));
+      if (bd.dst) bind(bd.dst, d);
+      for (Var* v : bd.recVars) bind(v, d);
+      // Both branches are walked while this frame stays at binding i.
+      if (bd.elseB) stack.push_back({bd.elseB, 0, false});
+      if (bd.thenB) stack.push_back({bd.thenB, 0, false});
     }
+  }
+
+  int uses(const Var* v) const {
+    auto it = vars_.find(v);
+    return it == vars_.end() ? 0 : it->second.count;
+  }
+
+  // The last binding of its block that uses v (0 if none).
+  size_t lastUse(const Var* v) const {
+    auto it = vars_.find(v);
+    return it == vars_.end() ? 0 : it->second.last;
   }
 
   uint32_t regOf(const Var* v) {
@@ -177,30 +230,51 @@ class FnCompiler {
 
   static bool isNumberConst(const Atom& a) { return a.kind == Atom::Const && a.value.isNumber(); }
 
-  // Emits a dedicated opcode for a primitive call into register `dst`; false if none applies.
-  bool emitPrimitive(NativeId id, const std::vector<Atom>& args, uint32_t dst) {
+  // Whether emitPrimitive has an opcode for `id` applied to `n` arguments; any other
+  // call of a primitive is a call through a window of registers.
+  static bool hasOpcode(NativeId id, size_t n) {
+    switch (id) {
+      case NativeId::Add: case NativeId::Mul: case NativeId::Div: return n >= 2;
+      case NativeId::Sub: return n >= 1;
+      case NativeId::Lt: case NativeId::Le: case NativeId::Gt: case NativeId::Ge: case NativeId::NumEq:
+      case NativeId::Cons: case NativeId::Plus: case NativeId::AttachStarJ: case NativeId::RepResult:
+      case NativeId::BpResult: case NativeId::EqP: case NativeId::EqvP: return n == 2;
+      case NativeId::Caar: case NativeId::Cadr: case NativeId::Cdar: case NativeId::Cddr: case NativeId::Caddr:
+      case NativeId::Cdddr: case NativeId::Car: case NativeId::Cdr: case NativeId::Not: case NativeId::NullP:
+      case NativeId::PairP: case NativeId::SCar: case NativeId::SCdr: case NativeId::StarJ:
+      case NativeId::StarJInverse: return n == 1;
+      default: return false;
+    }
+  }
+
+  // Emits the dedicated opcode of a primitive call (one hasOpcode accepts) into register `dst`.
+  void emitPrimitive(NativeId id, const std::vector<Atom>& args, uint32_t dst) {
     size_t n = args.size() - 1;
-    const Atom* x = n >= 1 ? &args[1] : nullptr;
+    const Atom* x = &args[1];
     const Atom* y = n >= 2 ? &args[2] : nullptr;
-    auto binop = [&](Op rr, Op rk, bool commutative) -> bool {
-      if (n != 2) return false;
-      if (isNumberConst(*y)) {
-        uint32_t k = constant(y->value);
-        if (k > 0xffff) return false;
-        emit(instr::make(rk, dst, atomReg(*x), k));
-        return true;
-      }
-      if (isNumberConst(*x) && commutative) {
-        uint32_t k = constant(x->value);
-        if (k > 0xffff) return false;
-        emit(instr::make(rk, dst, atomReg(*y), k) | instr::kSwapped);
-        return true;
-      }
-      uint32_t a = atomReg(*x), b = atomReg(*y);
-      emit(instr::make(rr, dst, a, b));
-      return true;
+    // A number constant operand is a K-form's C (if its index fits in 16 bits).
+    auto kIndex = [&](const Atom& a) -> std::optional<uint32_t> {
+      if (!isNumberConst(a)) return std::nullopt;
+      uint32_t k = constant(a.value);
+      return k <= 0xffff ? std::optional<uint32_t>(k) : std::nullopt;
     };
-    if (n > 2 && (id == NativeId::Add || id == NativeId::Mul || id == NativeId::Sub || id == NativeId::Div)) {
+    // lk: the K-form for a constant on the left (none for comparisons), marked
+    // kSwapped if it takes the operands in the other order.
+    auto binop = [&](Op rr, Op rk, std::optional<Op> lk, bool swapped) {
+      if (auto k = kIndex(*y)) {
+        emit(instr::make(rk, dst, atomReg(*x), *k));
+      } else if (auto kx = lk ? kIndex(*x) : std::nullopt) {
+        emit(instr::make(*lk, dst, atomReg(*y), *kx) | (swapped ? instr::kSwapped : 0));
+      } else {
+        uint32_t a = atomReg(*x), b = atomReg(*y);
+        emit(instr::make(rr, dst, a, b));
+      }
+    };
+    auto binary = [&](Op op) {
+      uint32_t a = atomReg(*x), b = atomReg(*y);
+      emit(instr::make(op, dst, a, b));
+    };
+    if (n > 2) {
       // (+ a b c ...) → ((a + b) + c) ...: a chain of binary opcodes through dst.
       Op rr = id == NativeId::Add ? Op::ADD : id == NativeId::Mul ? Op::MUL : id == NativeId::Sub ? Op::SUB : Op::DIV;
       uint32_t a0 = atomReg(args[1]);
@@ -210,12 +284,11 @@ class FnCompiler {
         uint32_t ai = atomReg(args[i]);
         emit(instr::make(rr, dst, dst, ai));
       }
-      return true;
+      return;
     }
     switch (id) {
       case NativeId::Caar: case NativeId::Cadr: case NativeId::Cdar: case NativeId::Cddr:
       case NativeId::Caddr: case NativeId::Cdddr: {
-        if (n != 1) return false;
         // Innermost access first: cadr = (car (cdr x)).
         const char* path = cxrPath(id);
         size_t len = std::strlen(path);
@@ -224,80 +297,40 @@ class FnCompiler {
           emit(instr::make(path[i] == 'a' ? Op::CAR : Op::CDR, dst, src));
           src = dst;
         }
-        return true;
+        return;
       }
-      case NativeId::Add: return binop(Op::ADD, Op::ADDK, true);
-      case NativeId::Mul: return binop(Op::MUL, Op::MULK, true);
-      case NativeId::Div: return binop(Op::DIV, Op::DIVK, false);
+      case NativeId::Add: return binop(Op::ADD, Op::ADDK, Op::ADDK, true);
+      case NativeId::Mul: return binop(Op::MUL, Op::MULK, Op::MULK, true);
+      case NativeId::Div: return binop(Op::DIV, Op::DIVK, Op::RDIVK, false);
+      case NativeId::Sub:
+        if (n == 1) return emit1(Op::NEG, dst, *x);
+        return binop(Op::SUB, Op::SUBK, Op::RSUBK, false);
       case NativeId::Lt:
       case NativeId::Le:
       case NativeId::Gt:
       case NativeId::Ge:
-      case NativeId::NumEq: return binop(compareOp(id, false), compareOp(id, true), false);
-      case NativeId::Cons:
-        if (n != 2) return false;
-        {
-          uint32_t a = atomReg(*x), b = atomReg(*y);
-          emit(instr::make(Op::CONS, dst, a, b));
-        }
-        return true;
-      case NativeId::Plus:
-        if (n != 2) return false;
-        {
-          uint32_t a = atomReg(*x), b = atomReg(*y);
-          emit(instr::make(Op::PLUS, dst, a, b));
-        }
-        return true;
-      case NativeId::SCar:
-      case NativeId::SCdr:
-      case NativeId::StarJInverse:
-      case NativeId::StarJ: {
-        if (n != 1) return false;
-        Op op = id == NativeId::SCar ? Op::SCAR : id == NativeId::SCdr ? Op::SCDR : id == NativeId::StarJ ? Op::STARJ : Op::JINV;
-        emit(instr::make(op, dst, atomReg(*x)));
-        return true;
-      }
-      case NativeId::Sub:
-        if (n == 1) {
-          emit(instr::make(Op::NEG, dst, atomReg(*x)));
-          return true;
-        }
-        return binop(Op::SUB, Op::SUBK, false);
-      case NativeId::AttachStarJ:
-      case NativeId::RepResult:
-      case NativeId::BpResult:
-        if (n != 2) return false;
-        {
-          uint32_t a = atomReg(*x), b = atomReg(*y);
-          Op op = id == NativeId::AttachStarJ ? Op::ATTACH : id == NativeId::RepResult ? Op::REPRES : Op::BPRES;
-          emit(instr::make(op, dst, a, b));
-        }
-        return true;
+      case NativeId::NumEq: return binop(compareOp(id, false), compareOp(id, true), std::nullopt, false);
+      case NativeId::Cons: return binary(Op::CONS);
+      case NativeId::Plus: return binary(Op::PLUS);
+      case NativeId::AttachStarJ: return binary(Op::ATTACH);
+      case NativeId::RepResult: return binary(Op::REPRES);
+      case NativeId::BpResult: return binary(Op::BPRES);
       case NativeId::EqP:
-      case NativeId::EqvP:  // the same predicate (primitives_lists.cpp)
-        if (n != 2) return false;
-        {
-          uint32_t a = atomReg(*x), b = atomReg(*y);
-          emit(instr::make(Op::EQP, dst, a, b));
-        }
-        return true;
-      case NativeId::Car:
-      case NativeId::Cdr:
-      case NativeId::Not:
-      case NativeId::NullP:
-      case NativeId::PairP: {
-        if (n != 1) return false;
-        Op op = id == NativeId::Car   ? Op::CAR
-                : id == NativeId::Cdr ? Op::CDR
-                : id == NativeId::Not ? Op::NOT
-                : id == NativeId::NullP ? Op::NULLP
-                                        : Op::PAIRP;
-        emit(instr::make(op, dst, atomReg(*x)));
-        return true;
-      }
-      default: return false;
+      case NativeId::EqvP: return binary(Op::EQP);  // the same predicate (primitives_lists.cpp)
+      case NativeId::SCar: return emit1(Op::SCAR, dst, *x);
+      case NativeId::SCdr: return emit1(Op::SCDR, dst, *x);
+      case NativeId::StarJ: return emit1(Op::STARJ, dst, *x);
+      case NativeId::StarJInverse: return emit1(Op::JINV, dst, *x);
+      case NativeId::Car: return emit1(Op::CAR, dst, *x);
+      case NativeId::Cdr: return emit1(Op::CDR, dst, *x);
+      case NativeId::Not: return emit1(Op::NOT, dst, *x);
+      case NativeId::NullP: return emit1(Op::NULLP, dst, *x);
+      case NativeId::PairP: return emit1(Op::PAIRP, dst, *x);
+      default: fail("internal error: no opcode for this primitive");
     }
   }
+
+  void emit1(Op op, uint32_t dst, const Atom& x) { emit(instr::make(op, dst, atomReg(x))); }
 
   static Op compareOp(NativeId id, bool k) {
     switch (id) {
@@ -321,56 +354,170 @@ class FnCompiler {
 
   // ---- blocks and bindings ----------------------------------------------------
 
-  // A call that passes its arguments in a window of consecutive registers.
-  bool needsWindow(const Bind& bd) {
-    if (bd.kind != Bind::Call) return false;
-    NativeId id = primitiveOf(bd.args[0]);
-    if (id == NativeId::None) return true;
-    return bd.level > 0 && !(bd.args.size() == 3 && (id == NativeId::Add || id == NativeId::Sub || id == NativeId::Mul ||
-                                                       id == NativeId::Div || isCompare(id)));
-  }
-
-  bool isSingleUseTemp(const Bind& bd) {
-    if (!bd.dst || bd.dst->rec || uses_[bd.dst] != 1) return false;
-    if (reg_.count(bd.dst)) return false;
-    return bd.kind == Bind::Call || (bd.kind == Bind::Copy && bd.atom.kind != Atom::Local);
-  }
-
-  bool usesAll(const Block* b, size_t i, size_t j) {
-    const Bind& call = b->binds[j];
-    for (size_t k = i; k < j; ++k) {
-      bool found = false;
-      for (size_t a = 1; a < call.args.size(); ++a)
-        if (call.args[a].kind == Atom::Local && call.args[a].var == b->binds[k].dst) found = true;
-      if (!found) return false;
+  // The opcode of a binary arithmetic primitive or comparison applied under reverse
+  // tags (transformed code), with the level in its top bits (the interpreter's slow
+  // path strips and re-tags); none if the call goes through the primitive's lifted form.
+  std::optional<Op> liftedBinaryOp(const Bind& bd) {
+    if (bd.level == 0 || bd.level > 0x7f || bd.args.size() != 3) return std::nullopt;
+    switch (NativeId id = primitiveOf(bd.args[0])) {
+      case NativeId::Add: return Op::ADD;
+      case NativeId::Sub: return Op::SUB;
+      case NativeId::Mul: return Op::MUL;
+      case NativeId::Div: return Op::DIV;
+      default: return isCompare(id) ? std::optional<Op>(compareOp(id, false)) : std::nullopt;
     }
+  }
+
+  // A call that passes its arguments in a window of consecutive registers (rather
+  // than compiling to an opcode of its own).
+  bool usesWindow(const Bind& bd) {
+    if (bd.kind != Bind::Call) return false;
+    if (bd.level > 0) return !liftedBinaryOp(bd);
+    NativeId id = primitiveOf(bd.args[0]);
+    return id == NativeId::None || !hasOpcode(id, bd.args.size() - 1);
+  }
+
+  // A window reserved for a call before the call is compiled: registers base .. end - 1.
+  struct Window {
+    const Bind* call;
+    uint32_t base, end;
+  };
+
+  // The base of the window reserved for `call`, which the call now uses up.
+  std::optional<uint32_t> takeWindow(const Bind* call) {
+    for (size_t k = windows_.size(); k-- > 0;)
+      if (windows_[k].call == call) {
+        uint32_t base = windows_[k].base;
+        windows_.erase(windows_.begin() + static_cast<std::ptrdiff_t>(k));
+        return base;
+      }
+    return std::nullopt;
+  }
+
+  // The registers below this stay allocated: windows reserved for calls still to come
+  // (each is reserved at the top, so the latest is the highest).
+  uint32_t windowsTop() const { return windows_.empty() ? 0 : windows_.back().end; }
+
+  // For each binding j of a block: the last binding before j whose variable is used
+  // after j (0 if none); see reserveSlot.
+  std::vector<size_t> liveAcross(const Block* b) {
+    size_t n = b->binds.size();
+    std::vector<size_t> last(n, 0), across(n, 0), open;
+    for (size_t k = 0; k < n; ++k) {
+      const Bind& bd = b->binds[k];
+      if (bd.dst) last[k] = lastUse(bd.dst);
+      for (Var* v : bd.recVars) last[k] = std::max(last[k], lastUse(v));
+    }
+    // `open`: bindings whose variables are still to be used, latest on top (one that
+    // is used up is dropped when it comes to the top).
+    for (size_t j = 0; j < n; ++j) {
+      while (!open.empty() && last[open.back()] <= j) open.pop_back();
+      across[j] = open.empty() ? 0 : open.back();
+      if (last[j] > j) open.push_back(j);
+    }
+    return across;
+  }
+
+  // Gives the variables bound between bindings i and j that are used after j their
+  // registers now, below the window about to be reserved for the call at j (out of
+  // reach of the callee's frame). False if one of them cannot have its register chosen
+  // ahead (a call's result, a split call's part, a letrec group), or if there are too
+  // many bindings in between to look at.
+  bool placeBelow(const Block* b, size_t i, size_t j) {
+    if (j - i > kMaxPlacedScan) return false;
+    auto outlives = [&](const Var* v) { return lastUse(v) > j; };
+    std::unordered_map<const Var*, size_t> between;  // the bindings seen, by variable
+    std::vector<Var*> below;
+    for (size_t k = i + 1; k < j; ++k) {
+      const Bind* m = &b->binds[k];
+      if (m->kind == Bind::Rec) {
+        for (const Var* v : m->recVars)
+          if (outlives(v) && !reg_.count(v)) return false;
+        continue;
+      }
+      if (!m->dst) continue;
+      between.emplace(m->dst, k);
+      if (!outlives(m->dst)) continue;
+      // An alias (let) outlives the call through the variable it names.
+      size_t at = k;
+      while (m->kind == Bind::Copy && m->atom.kind == Atom::Local && !m->dst->rec) {
+        auto named = between.find(m->atom.var);
+        if (named == between.end()) break;  // bound before: its register is below
+        at = named->second;
+        m = &b->binds[at];
+      }
+      if (reg_.count(m->dst) || (m->kind == Bind::Copy && m->atom.kind == Atom::Local && !m->dst->rec)) continue;
+      // (A value with a slot in a later window would lose it: a move for a move.)
+      if (splitParts_.count(m) || (m->kind == Bind::Call && usesWindow(*m)) || slotOf(b, at)) return false;
+      if (std::find(below.begin(), below.end(), m->dst) == below.end()) below.push_back(m->dst);
+    }
+    for (Var* v : below) reg_[v] = allocReg();
     return true;
   }
 
-  // When bindings i..j-1 compute, each used once, arguments of the call at j,
-  // they are given their registers in j's argument window directly, so the call
-  // needs no moves: (f (- n 1)) compiles to SUBK into the window, then CALL.
-  void reserveWindow(const Block* b, size_t i) {
-    size_t n = b->binds.size();
-    size_t j = i;
-    while (j < n && isSingleUseTemp(b->binds[j])) {
-      ++j;
-      if (j < n && needsWindow(b->binds[j]) && usesAll(b, i, j)) break;
+  // Where the value of binding i can be computed in a window: a variable whose only
+  // use is as an argument (or the callee) of a later call of the block through a
+  // window, possibly named by copies (let) used once, which share its register. The
+  // call's index and the position in its window; nullopt for variables with registers
+  // of their own (parameters, captured and letrec variables, aliases, closures that
+  // letrec patches).
+  std::optional<std::pair<size_t, uint32_t>> slotOf(const Block* b, size_t i) {
+    const Bind& bd = b->binds[i];
+    const Var* v = bd.dst;
+    if (!v || v->rec) return std::nullopt;
+    switch (bd.kind) {
+      case Bind::Call:
+      case Bind::If: break;
+      case Bind::Copy:
+        if (bd.atom.kind == Atom::Local) return std::nullopt;
+        break;
+      case Bind::MakeLambda:
+        for (const Var* fv : bd.lambda->freeVars)
+          if (fv->rec) return std::nullopt;
+        break;
+      default: return std::nullopt;
     }
-    if (j == i || j >= n || !needsWindow(b->binds[j]) || reservedBase_.count(&b->binds[j]) || !usesAll(b, i, j)) return;
+    size_t j = i;
+    for (;;) {
+      auto u = vars_.find(v);
+      if (u == vars_.end() || u->second.count != 1 || u->second.last <= j || u->second.last >= b->binds.size())
+        return std::nullopt;
+      j = u->second.last;
+      const Bind& copy = b->binds[j];
+      if (copy.kind != Bind::Copy || copy.atom.kind != Atom::Local || copy.dst->rec) break;
+      v = copy.dst;
+    }
     const Bind& call = b->binds[j];
-    std::unordered_map<const Var*, uint32_t> slot;
-    for (size_t k = 1; k < call.args.size(); ++k)
-      if (call.args[k].kind == Atom::Local) slot.emplace(call.args[k].var, static_cast<uint32_t>(k));
-    if (call.args[0].kind == Atom::Local)
-      for (size_t k = i; k < j; ++k)
-        if (b->binds[k].dst == call.args[0].var) return;
-    for (size_t k = i; k < j; ++k)
-      if (!slot.count(b->binds[k].dst)) return;
-    uint32_t base = top_;
-    for (size_t k = 0; k < call.args.size(); ++k) allocReg();
-    for (size_t k = i; k < j; ++k) reg_[b->binds[k].dst] = base + slot[b->binds[k].dst];
-    reservedBase_[&call] = base;
+    if (!usesWindow(call) || reg_.count(bd.dst)) return std::nullopt;
+    for (size_t slot = 0; slot < call.args.size(); ++slot)
+      if (call.args[slot].kind == Atom::Local && call.args[slot].var == v) return std::pair(j, static_cast<uint32_t>(slot));
+    return std::nullopt;
+  }
+
+  // Before binding i is compiled: a value that has a slot in a window (slotOf) is
+  // given that register, so that it is computed there and the call needs no move:
+  // (f (- n 1)) compiles to SUBK into the window, then CALL. The window is reserved at
+  // the first such argument, at the top of the registers, and everything computed
+  // until the call is above it, where the callee's frame goes: so a variable bound in
+  // between and used after the call (`across`, from liveAcross) must be given a
+  // register below the window first (placeBelow), or the window waits.
+  void reserveSlot(const Block* b, size_t i, std::vector<size_t>& across) {
+    auto found = slotOf(b, i);
+    if (!found) return;
+    auto [j, slot] = *found;
+    const Bind& call = b->binds[j];
+    auto w = std::find_if(windows_.begin(), windows_.end(), [&](const Window& x) { return x.call == &call; });
+    uint32_t base;
+    if (w != windows_.end()) {
+      base = w->base;
+    } else {
+      if (across.empty()) across = liveAcross(b);
+      if (across[j] > i && !placeBelow(b, i, j)) return;
+      base = top_;
+      for (size_t k = 0; k < call.args.size(); ++k) allocReg();
+      windows_.push_back({&call, base, top_});
+    }
+    reg_[b->binds[i].dst] = base + slot;
   }
 
   void compileBlock(const Block* b, const Target& t) {
@@ -380,10 +527,11 @@ class FnCompiler {
     std::vector<const Bind*> returned;
     if (t.kind == Target::Tail) returned = returnedList(b);
     for (const Bind* c : returned) compiledAhead_.insert(c);
+    std::vector<size_t> across;  // liveAcross(b), when a window is first reserved
     for (size_t i = 0; i < n; ++i) {
       const Bind& bd = b->binds[i];
       loc_ = bd.loc;
-      reserveWindow(b, i);
+      reserveSlot(b, i, across);
       bool last = i + 1 == n && b->result.kind == Atom::Local && b->result.var == bd.dst &&
                   (bd.kind == Bind::Call || bd.kind == Bind::If);
       if (compiledAhead_.count(&bd)) {
@@ -410,8 +558,9 @@ class FnCompiler {
         const Bind& next = b->binds[i + 1];
         NativeId id = primitiveOf(bd.args[0]);
         if (next.kind == Bind::If && next.atom.kind == Atom::Local && next.atom.var == bd.dst && isCompare(id) && bd.level == 0 &&
-            bd.args.size() == 3 && uses_[bd.dst] == 1) {
+            bd.args.size() == 3 && uses(bd.dst) == 1) {
           bool nextLast = i + 2 == n && b->result.kind == Atom::Local && b->result.var == next.dst;
+          reserveSlot(b, i + 1, across);
           compileIf(next, nextLast ? &t : nullptr, &bd, id);
           if (nextLast) delivered = true;
           ++i;
@@ -432,21 +581,28 @@ class FnCompiler {
   // and cdr: CALL with C = 1 or 2 + k puts the parts in the window's registers (a
   // callee ending in RETURN2 or RETURNN makes no pair at all). For a backpropagator's
   // (cons fbar (x1 ... xk . tail)) the sensitivities taken with %scar and %scdr along
-  // the list are k of the parts (CallFrame::split). Returns how many bindings it
-  // compiled, 0 if the pattern does not apply.
-  size_t compileSplitCall(const Block* b, size_t i) {
+  // the list are k of the parts (CallFrame::split). The interpreter checks the result
+  // against the callee of the CALL: the check reads no register.
+  struct SplitPlan {
+    bool bp;
+    std::vector<std::vector<const Bind*>> parts;  // [0]: fbar (or the value); [1 .. k]: the list's elements; [k + 1]: its tail
+    std::vector<const Bind*> spine;               // the cdrs taken on the way, which need no register
+  };
+
+  // The split of the call at binding i, if the pattern applies.
+  std::optional<SplitPlan> splitPlan(const Block* b, size_t i) {
     const Bind& call = b->binds[i];
-    if (call.kind != Bind::Call || call.level != 0 || !call.dst || call.dst->rec || uses_[call.dst] != 1 ||
-        primitiveOf(call.args[0]) != NativeId::None || i + 1 >= b->binds.size())
-      return 0;
+    if (call.kind != Bind::Call || call.level != 0 || !call.dst || call.dst->rec || i + 1 >= b->binds.size())
+      return std::nullopt;
     const Bind& check = b->binds[i + 1];
     NativeId cid = check.kind == Bind::Call ? primitiveOf(check.args[0]) : NativeId::None;
     if ((cid != NativeId::RepResult && cid != NativeId::BpResult) || check.args.size() != 3 ||
-        check.args[1].kind != Atom::Local || check.args[1].var != call.dst || !check.dst || check.dst->rec)
-      return 0;
+        check.args[1].kind != Atom::Local || check.args[1].var != call.dst || !check.dst || check.dst->rec ||
+        primitiveOf(call.args[0]) != NativeId::None || uses(call.dst) != 1)
+      return std::nullopt;
     bool bp = cid == NativeId::BpResult;
     // Every use of `v`: a car or a cdr taken later in this block (sensitivity parts
-    // only, after the first pair of a backpropagator's result); nullptr if not.
+    // only, after the first pair of a backpropagator's result); nullopt if not.
     using Takes = std::array<std::vector<const Bind*>, 2>;
     auto takesOf = [&](const Var* v, bool sensOnly) -> std::optional<Takes> {
       Takes takes;
@@ -459,51 +615,87 @@ class FnCompiler {
                    : tid == NativeId::SCdr || (!sensOnly && tid == NativeId::Cdr) ? 1
                                                                                   : -1;
         if (part < 0 || take.level != 0 || take.args.size() != 2 || take.args[1].kind != Atom::Local ||
-            take.args[1].var != v || !take.dst || take.dst->rec || reg_.count(take.dst))
+            take.args[1].var != v || !take.dst || take.dst->rec)
           continue;
         takes[part].push_back(&take);
         ++taken;
       }
-      if (taken == 0 || static_cast<size_t>(uses_[v]) != taken) return std::nullopt;
+      if (taken == 0 || static_cast<size_t>(uses(v)) != taken) return std::nullopt;
       return takes;
     };
     auto first = takesOf(check.dst, false);
-    if (!first) return 0;
-    // parts[0]: fbar (or the value); parts[1 .. k]: the list's elements; parts[k + 1]: its tail.
-    std::vector<std::vector<const Bind*>> parts{(*first)[0], (*first)[1]};
-    std::vector<const Bind*> spine;  // the cdrs taken on the way, which need no register
+    if (!first) return std::nullopt;
+    SplitPlan plan{bp, {(*first)[0], (*first)[1]}, {}};
     if (bp) {
       // Follow the list while its pairs are only taken apart.
-      while (parts.size() - 2 < kMaxSplitElements && parts.back().size() == 1) {
-        auto next = takesOf(parts.back()[0]->dst, true);
+      while (plan.parts.size() - 2 < kMaxSplitElements && plan.parts.back().size() == 1) {
+        auto next = takesOf(plan.parts.back()[0]->dst, true);
         if (!next) break;
-        spine.push_back(parts.back()[0]);
-        parts.back() = (*next)[0];
-        parts.push_back((*next)[1]);
+        plan.spine.push_back(plan.parts.back()[0]);
+        plan.parts.back() = (*next)[0];
+        plan.parts.push_back((*next)[1]);
       }
     }
-    uint32_t k = static_cast<uint32_t>(parts.size() - 2);
+    return plan;
+  }
+
+  // Finds the split calls of the function (splits_). The callee a split call's check
+  // names is not a use of it then: a callee computed in the block for the call only
+  // goes into the call's window (reserveSlot).
+  void planSplits(const Block* body) {
+    std::vector<const Block*> work{body};
+    while (!work.empty()) {
+      const Block* b = work.back();
+      work.pop_back();
+      for (size_t i = 0; i < b->binds.size(); ++i) {
+        const Bind& bd = b->binds[i];
+        if (auto plan = splitPlan(b, i)) {
+          const Atom& callee = bd.args[0];
+          const Atom& named = b->binds[i + 1].args[2];
+          if (callee.kind == Atom::Local && named.kind == Atom::Local && named.var == callee.var) {
+            VarUse& u = vars_[callee.var];
+            if (u.block == b && u.last == i + 1) {
+              --u.count;
+              u.last = i;
+            }
+          }
+          splitParts_.insert(&b->binds[i + 1]);
+          for (const auto& part : plan->parts) splitParts_.insert(part.begin(), part.end());
+          splitParts_.insert(plan->spine.begin(), plan->spine.end());
+          splits_.emplace(&bd, std::move(*plan));
+        }
+        if (bd.thenB) work.push_back(bd.thenB);
+        if (bd.elseB) work.push_back(bd.elseB);
+      }
+    }
+  }
+
+  // Compiles the split call at binding i and its check; returns how many bindings it
+  // compiled, 0 if binding i is no split call.
+  size_t compileSplitCall(const Block* b, size_t i) {
+    if (splits_.empty()) return 0;
+    auto found = splits_.find(&b->binds[i]);
+    if (found == splits_.end()) return 0;
+    const Bind& call = b->binds[i];
+    const SplitPlan& plan = found->second;
+    uint32_t k = static_cast<uint32_t>(plan.parts.size() - 2);
     loc_ = call.loc;
     uint32_t nargs = static_cast<uint32_t>(call.args.size() - 1);
-    uint32_t base = top_;
-    auto reserved = reservedBase_.find(&call);
-    if (reserved != reservedBase_.end()) base = reserved->second;
-    else
-      for (size_t j = 0; j < call.args.size(); ++j) allocReg();
-    // (Registers of the window above the arguments held temporaries of them.)
+    uint32_t base = windowFor(call, std::nullopt);
+    // (Registers above the window held values used up by the call, or nothing.)
     while (top_ < base + k + 2) allocReg();
     for (size_t j = 0; j < call.args.size(); ++j) loadAtom(call.args[j], base + static_cast<uint32_t>(j));
     loc_ = call.loc;
-    emit(instr::make(Op::CALL, base, nargs, bp ? 2 + k : 1));
-    top_ = base + k + 2;
+    emit(instr::make(Op::CALL, base, nargs, plan.bp ? 2 + k : 1));
+    top_ = std::max(base + k + 2, windowsTop());
     // The takes become names of the registers (registers are written once) and
     // compile to nothing where they stand.
-    for (size_t j = 0; j < parts.size(); ++j)
-      for (const Bind* take : parts[j]) {
+    for (size_t j = 0; j < plan.parts.size(); ++j)
+      for (const Bind* take : plan.parts[j]) {
         reg_[take->dst] = base + static_cast<uint32_t>(j);
         compiledAhead_.insert(take);
       }
-    for (const Bind* take : spine) compiledAhead_.insert(take);
+    for (const Bind* take : plan.spine) compiledAhead_.insert(take);
     return 2;
   }
 
@@ -529,7 +721,7 @@ class FnCompiler {
     chain.push_back(&last);
     for (;;) {
       const Atom& tail = chain.back()->args[2];
-      if (tail.kind != Atom::Local || uses_[tail.var] != 1 || chain.size() > kMaxSplitElements) break;
+      if (tail.kind != Atom::Local || uses(tail.var) != 1 || chain.size() > kMaxSplitElements) break;
       auto it = def.find(tail.var);
       if (it == def.end() || !isCons(*it->second)) break;
       chain.push_back(it->second);
@@ -622,80 +814,69 @@ class FnCompiler {
   }
 
   void compileCall(const Bind& bd, const Target* t) {
-    if (bd.level > 0 && bd.args.size() == 3 && emitLiftedBinary(bd, t)) return;
-    if (bd.level > 0) {
-      // A primitive applied under reverse tags (transformed code): call its lifted form.
-      Bind lifted = bd;
-      Value base = bd.args[0].kind == Atom::Const ? bd.args[0].value : bd.args[0].sym->global;
-      lifted.args[0] = constAtom(Value::object(vm_.liftedNative(asNative(base), bd.level)), bd.loc);
-      lifted.level = 0;
-      compileGenericCall(lifted, t);
+    if (!usesWindow(bd)) {
+      if (bd.level > 0) {
+        Op op = *liftedBinaryOp(bd);
+        emitInto(bd, t, [&](uint32_t dst) {
+          uint32_t a = atomReg(bd.args[1]), b = atomReg(bd.args[2]);
+          emit(instr::withLevel(instr::make(op, dst, a, b), bd.level));
+        });
+      } else {
+        emitInto(bd, t, [&](uint32_t dst) { emitPrimitive(primitiveOf(bd.args[0]), bd.args, dst); });
+      }
       return;
     }
-    NativeId id = primitiveOf(bd.args[0]);
-    if (id != NativeId::None) {
-      uint32_t saved = top_;
-      bool tail = t && t->kind == Target::Tail;
-      uint32_t dst = t ? (tail ? allocReg() : t->reg) : dstReg(bd);
-      uint32_t tempBase = top_;
-      if (emitPrimitive(id, bd.args, dst)) {
-        top_ = tempBase;
-        if (tail) {
-          emit(instr::make(Op::RETURN, dst));
-          top_ = saved;
-        }
-        return;
-      }
-      // No opcode for this shape: undo the register choice and fall through to a call.
-      top_ = saved;
-      if (!t) reg_.erase(bd.dst);
+    if (bd.level > 0) {
+      // A primitive applied under reverse tags (transformed code): call its lifted form.
+      Value prim = bd.args[0].kind == Atom::Const ? bd.args[0].value : bd.args[0].sym->global;
+      Atom lifted = constAtom(Value::object(vm_.liftedNative(asNative(prim), bd.level)), bd.loc);
+      compileGenericCall(bd, t, &lifted);
+      return;
     }
     compileGenericCall(bd, t);
   }
 
-  // Binary arithmetic and comparisons under reverse tags: the ordinary opcode with
-  // the level in its top bits (the interpreter's slow path strips and re-tags).
-  bool emitLiftedBinary(const Bind& bd, const Target* t) {
-    NativeId id = primitiveOf(bd.args[0]);
-    Op op;
-    switch (id) {
-      case NativeId::Add: op = Op::ADD; break;
-      case NativeId::Sub: op = Op::SUB; break;
-      case NativeId::Mul: op = Op::MUL; break;
-      case NativeId::Div: op = Op::DIV; break;
-      case NativeId::Lt: op = Op::LT; break;
-      case NativeId::Le: op = Op::LE; break;
-      case NativeId::Gt: op = Op::GT; break;
-      case NativeId::Ge: op = Op::GE; break;
-      case NativeId::NumEq: op = Op::NUMEQ; break;
-      default: return false;
-    }
-    if (bd.level > 0x7f) return false;
+  // Compiles the value of `bd` with `emitTo(dst)` (temporaries above dst are released
+  // after it) into its target: its register, the branch's register, or returned.
+  template <class EmitTo>
+  void emitInto(const Bind& bd, const Target* t, EmitTo emitTo) {
     uint32_t saved = top_;
     bool tail = t && t->kind == Target::Tail;
     uint32_t dst = t ? (tail ? allocReg() : t->reg) : dstReg(bd);
     uint32_t tempBase = top_;
-    uint32_t a = atomReg(bd.args[1]), b = atomReg(bd.args[2]);
-    emit(instr::withLevel(instr::make(op, dst, a, b), bd.level));
+    emitTo(dst);
     top_ = tempBase;
     if (tail) {
       emit(instr::make(Op::RETURN, dst));
       top_ = saved;
     }
-    return true;
   }
 
-  void compileGenericCall(const Bind& bd, const Target* t) {
-    uint32_t base = top_;
+  // The first register of the window of `call`: the one reserved for it; else `into`,
+  // the register its result goes to, if nothing is allocated above it (the result
+  // then lands in place); else a fresh one at the top.
+  uint32_t windowFor(const Bind& call, std::optional<uint32_t> into) {
+    if (std::optional<uint32_t> w = takeWindow(&call)) return *w;
+    uint32_t base = into && *into + 1 == top_ ? *into : top_;
+    while (top_ < base + call.args.size()) allocReg();
+    return base;
+  }
+
+  // A call through a window: R[base] = R[base](R[base + 1] ...). `callee` replaces
+  // args[0] (a primitive's lifted form).
+  void compileGenericCall(const Bind& bd, const Target* t, const Atom* callee = nullptr) {
     uint32_t nargs = static_cast<uint32_t>(bd.args.size() - 1);
-    auto reserved = reservedBase_.find(&bd);
-    if (reserved != reservedBase_.end())
-      base = reserved->second;
-    else
-      for (size_t i = 0; i < bd.args.size(); ++i) allocReg();
-    for (size_t i = 0; i < bd.args.size(); ++i) loadAtom(bd.args[i], base + static_cast<uint32_t>(i));
+    bool tail = t && t->kind == Target::Tail;
+    // The result's register if it has one already: the branch's, or one in the window
+    // of a later call (never a letrec variable's, which the arguments may still read).
+    std::optional<uint32_t> into;
+    if (t && !tail && t->fresh) into = t->reg;
+    if (auto pre = reg_.find(bd.dst); !t && pre != reg_.end() && !bd.dst->rec) into = pre->second;
+    uint32_t base = windowFor(bd, into);
+    for (size_t i = 0; i < bd.args.size(); ++i)
+      loadAtom(i == 0 && callee ? *callee : bd.args[i], base + static_cast<uint32_t>(i));
     loc_ = bd.loc;
-    if (t && t->kind == Target::Tail) {
+    if (tail) {
       emit(instr::make(Op::TAILCALL, base, nargs));
       emit(instr::make(Op::RETURN, base));
       top_ = base;
@@ -704,14 +885,14 @@ class FnCompiler {
     emit(instr::make(Op::CALL, base, nargs));
     if (t) {
       if (t->reg != base) emit(instr::make(Op::MOVE, t->reg, base));
-      top_ = base;
+      top_ = std::max(base, windowsTop());
     } else if (auto pre = reg_.find(bd.dst); pre != reg_.end()) {
-      // The result was given a register in an enclosing call's window.
+      // The result was given a register before (a window's, a letrec variable's).
       if (pre->second != base) emit(instr::make(Op::MOVE, pre->second, base));
-      top_ = std::max(base, pre->second + 1);
+      top_ = std::max({base, pre->second + 1, windowsTop()});
     } else {
       reg_[bd.dst] = base;
-      top_ = base + 1;
+      top_ = std::max(base + 1, windowsTop());
     }
   }
 
@@ -724,7 +905,7 @@ class FnCompiler {
   // fused into one compare-and-jump (falling back to a plain test if the jump
   // offset does not fit in 16 bits).
   void compileIf(const Bind& bd, const Target* t, const Bind* cmp, NativeId cmpId) {
-    Target target = t ? *t : Target{Target::Reg, dstReg(bd)};
+    Target target = t ? *t : Target{Target::Reg, dstReg(bd), !bd.dst->rec};
     Checkpoint cp{proto_->code.size(), proto_->protos.size(), groupClosures_.size(), top_};
     size_t jumpElse;
     bool fused = false;
@@ -763,9 +944,8 @@ class FnCompiler {
         proto_->captures.resize(cp.protos);
         groupClosures_.resize(cp.closures);
         top_ = cp.top;
-        Var* cond = cmp->dst;
+        forgetBlock(bd.thenB);
         compileBind(*cmp, nullptr);
-        (void)cond;
         compileIf(bd, t, nullptr, NativeId::None);
         return;
       }
@@ -781,6 +961,23 @@ class FnCompiler {
     }
   }
 
+  // Undoes what compiling `b` decided about its variables (their registers, the
+  // bindings done ahead), so that it can be compiled again from a checkpoint.
+  void forgetBlock(const Block* b) {
+    std::vector<const Block*> work{b};
+    while (!work.empty()) {
+      const Block* blk = work.back();
+      work.pop_back();
+      for (const Bind& bd : blk->binds) {
+        if (bd.dst) reg_.erase(bd.dst);
+        for (Var* v : bd.recVars) reg_.erase(v);
+        compiledAhead_.erase(&bd);
+        if (bd.thenB) work.push_back(bd.thenB);
+        if (bd.elseB) work.push_back(bd.elseB);
+      }
+    }
+  }
+
   struct GroupClosure {
     uint32_t reg;
     const Lambda* lam;
@@ -791,11 +988,19 @@ class FnCompiler {
   const Lambda* lam_;
   Proto* proto_ = nullptr;
   std::unordered_map<const Var*, uint32_t> reg_;
-  std::unordered_map<const Var*, int> uses_;
+  struct VarUse {
+    int count = 0;
+    const Block* block = nullptr;  // the block binding it (none for parameters and captured variables)
+    uint32_t depth = 0;            // (its frame in analyseUses)
+    size_t last = 0;               // the last binding of that block using it
+  };
+  std::unordered_map<const Var*, VarUse> vars_;  // analyseUses
   std::unordered_map<uint64_t, uint32_t> constIndex_;
   std::unordered_set<const Var*> pendingRec_;
   std::vector<GroupClosure> groupClosures_;
-  std::unordered_map<const Bind*, uint32_t> reservedBase_;
+  std::unordered_map<const Bind*, SplitPlan> splits_;  // split calls (planSplits)
+  std::unordered_set<const Bind*> splitParts_;           // their checks, takes and spines: registers of their windows
+  std::vector<Window> windows_;  // reserved, for calls not compiled yet (lowest first)
   uint32_t top_ = 0;
   uint32_t maxTop_ = 0;
   SrcLoc loc_;

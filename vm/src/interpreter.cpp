@@ -284,6 +284,8 @@ Value VM::execute() {
   Instr ins;
   int64_t budget = kPollInterval;
   Value badSplit = Value::undefined();  // (result . callee) of a return whose caller cannot split it
+  NativeId arithId = NativeId::None;    // the primitive and the operands of an ARITH for arith_slow
+  Value arithArgs[2];
   uint64_t limit = config_.instructionLimit;
   const size_t stackLimit = config_.stackLimit;
 
@@ -627,32 +629,40 @@ op_JMPIFNOT: {
 }
 
 // Plain numbers are computed in place; reverse-tagged ones (the forward sweep of a
-// gradient) go through liftedBinary, out of line so the plain path stays tight.
-#define ARITH(NAME, OPER, ID, RHS)                                     \
+// gradient) go through liftedBinary, out of line (one block for all) so the plain
+// paths stay tight.
+#define ARITH(NAME, OPER, ID, LHS, RHS)                                \
   op_##NAME : {                                                        \
-    Value x = RB, y = RHS;                                             \
+    Value x = LHS, y = RHS;                                            \
     if (x.isNumber() && y.isNumber() && !(ins & kLevelBits)) {         \
       RA = Value::number(x.asNumber() OPER y.asNumber());              \
       DISPATCH();                                                      \
     }                                                                  \
-    SAVE_PC();                                                         \
-    Value args[2] = {x, y};                                            \
-    if (ins >> 63) std::swap(args[0], args[1]);                        \
-    uint32_t base = frame->base;                                       \
-    Value r = liftedBinary(NativeId::ID, instr::level(ins), args);     \
-    R = stack_.data() + base;                                          \
-    RA = r;                                                            \
-    DISPATCH();                                                        \
+    arithId = NativeId::ID;                                            \
+    arithArgs[0] = x;                                                  \
+    arithArgs[1] = y;                                                  \
+    goto arith_slow;                                                   \
   }
-  ARITH(ADD, +, Add, RC)
-  ARITH(SUB, -, Sub, RC)
-  ARITH(MUL, *, Mul, RC)
-  ARITH(DIV, /, Div, RC)
-  ARITH(ADDK, +, Add, KC)
-  ARITH(SUBK, -, Sub, KC)
-  ARITH(MULK, *, Mul, KC)
-  ARITH(DIVK, /, Div, KC)
+  ARITH(ADD, +, Add, RB, RC)
+  ARITH(SUB, -, Sub, RB, RC)
+  ARITH(MUL, *, Mul, RB, RC)
+  ARITH(DIV, /, Div, RB, RC)
+  ARITH(ADDK, +, Add, RB, KC)
+  ARITH(SUBK, -, Sub, RB, KC)
+  ARITH(MULK, *, Mul, RB, KC)
+  ARITH(DIVK, /, Div, RB, KC)
+  ARITH(RSUBK, -, Sub, KC, RB)
+  ARITH(RDIVK, /, Div, KC, RB)
 #undef ARITH
+arith_slow: {
+  SAVE_PC();
+  if (ins >> 63) std::swap(arithArgs[0], arithArgs[1]);
+  uint32_t base = frame->base;
+  Value r = liftedBinary(arithId, instr::level(ins), arithArgs);
+  R = stack_.data() + base;
+  RA = r;
+  DISPATCH();
+}
 
 #define COMPARE(NAME, OPER, ID, RHS)                                   \
   op_##NAME : {                                                        \

@@ -5,8 +5,9 @@
 // signed sBx: jump offsets relative to the next instruction). sC is C read as a
 // signed 16-bit jump offset. The top bit marks a K-form arithmetic instruction
 // whose operands were swapped from the source order ((* 2 x) → MULK x 2), so
-// error messages still number the arguments as written. Bits 56-62 of an
-// arithmetic or comparison instruction give its reverse level: in transformed
+// error messages still number the arguments as written; RSUBK and RDIVK keep the
+// constant on the left ((- 1 x) → RSUBK x 1), in the source order. Bits 56-62 of
+// an arithmetic or comparison instruction give its reverse level: in transformed
 // code the operands carry that many reverse tags, which the slow path strips
 // (and puts back on the result). Registers are frame-relative; K[i] is the proto's
 // constant table. 64-bit words (rather than Lua's 32) let a function use up to
@@ -52,6 +53,8 @@ namespace dlam {
   X(SUBK, ABK, "R[A] = R[B] - K[C]")                                                  \
   X(MULK, ABK, "R[A] = R[B] * K[C]")                                                  \
   X(DIVK, ABK, "R[A] = R[B] / K[C]")                                                  \
+  X(RSUBK, ABK, "R[A] = K[C] - R[B]")                                                 \
+  X(RDIVK, ABK, "R[A] = K[C] / R[B]")                                                 \
   X(LT, ABC, "R[A] = R[B] < R[C]")                                                    \
   X(LE, ABC, "R[A] = R[B] <= R[C]")                                                   \
   X(GT, ABC, "R[A] = R[B] > R[C]")                                                    \

@@ -1,0 +1,105 @@
+// codegen_test.cpp — properties of the code generator (compiler/src/codegen.cpp)
+// seen in the bytecode it emits, with the values the code computes.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "dlam/compiler.h"
+#include "dlam/opcodes.h"
+#include "dlam/stdlib.h"
+#include "dlam/vm.h"
+
+namespace {
+
+using dlam::Value;
+using dlam::VM;
+
+std::string show(VM& vm, const std::string& code) { return vm.show(dlam::evalSource(vm, code, "<codegen>")); }
+
+// The MOVEs of the function `code` evaluates to (its own code, not its children's),
+// with its listing for a failure message.
+size_t moves(VM& vm, const std::string& code, std::string* listing) {
+  Value f = dlam::evalSource(vm, code, "<codegen>");
+  if (!dlam::isClosure(f)) {
+    *listing = "not a closure: " + vm.show(f);
+    return SIZE_MAX;
+  }
+  const dlam::Proto* p = dlam::asClosure(f)->proto;
+  *listing = vm.disassemble(p, false);
+  size_t n = 0;
+  for (dlam::Instr ins : p->code) n += dlam::instr::op(ins) == dlam::Op::MOVE;
+  return n;
+}
+
+TEST(Codegen, ArgumentsComputedEarlierInTheBlockAreComputedInTheCallWindow) {
+  VM vm;
+  dlam::openStdlib(vm);
+  std::string listing;
+  // t and s are computed before (* h h), which is between them and the call.
+  dlam::evalSource(vm,
+                   "(define (walk l acc)"
+                   "  (if (null? l) acc (let* ((t (cdr l)) (h (car l)) (s (* h h))) (walk t (+ acc s)))))",
+                   "<codegen>");
+  EXPECT_EQ(moves(vm, "walk", &listing), 0u) << listing;
+  EXPECT_EQ(show(vm, "(walk '(1 2 3) 0)"), "14");
+
+  // Transformed code: the arguments (cdr ws) and (cdr inputs) come first, the callee
+  // (*j unit) last, and (car ws) and (car inputs), computed in between, are kept for
+  // the backpropagator (they get registers below the window).
+  dlam::evalSource(vm,
+                   "(define (unit ws inputs acc)"
+                   "  (if (null? inputs) (cons (+ acc (car ws)) (cdr ws))"
+                   "      (unit (cdr ws) (cdr inputs) (+ acc (* (car ws) (car inputs))))))",
+                   "<codegen>");
+  EXPECT_EQ(moves(vm, "(*j unit)", &listing), 0u) << listing;
+  EXPECT_EQ(show(vm, "(unit '(1 2 3 4) '(5 6) 0)"), "(20 4)");
+  EXPECT_EQ(show(vm, "((gradient (lambda (ws) (car (unit ws '(5 6) 0)))) '(1 2 3 4))"), "(5 6 1 0)");
+}
+
+TEST(Codegen, ValuesComputedBetweenAnArgumentAndItsCallSurviveTheCall) {
+  VM vm;
+  dlam::openStdlib(vm);
+  std::string listing;
+  // c goes into the window of (g c e); b and the closure k, computed after c and used
+  // after the call, get registers below the window, out of reach of g's frame; e,
+  // used by the call last, may stay above it. In h, d is used by a second call and
+  // after it.
+  dlam::evalSource(vm,
+                   "(define (g a b) (list a b))"
+                   "(define (f x) (let* ((c (cdr x)) (e (car x)) (b (* e 2)) (k (lambda () b)) (r (g c e)))"
+                   "                (list r (k) (k) b)))"
+                   "(define (h x) (let* ((c (cdr x)) (e (car x)) (d (- e 1)) (r (g c e)) (s (g d r))) (list s d)))",
+                   "<codegen>");
+  EXPECT_EQ(show(vm, "(f '(3 . 4))"), "((4 3) 6 6 6)");
+  EXPECT_EQ(show(vm, "(h '(3 . 4))"), "((2 (4 3)) 2)");
+  EXPECT_EQ(show(vm, "((gradient (lambda (v) (let ((r (f (cons (car v) (cadr v))))) (* (car (car r)) (cadr r)))))"
+                     " '(3 4))"),
+            "(8 6)");
+  EXPECT_EQ(show(vm, "((gradient (lambda (v) (let ((r (h (cons (car v) (cadr v))))) (* (car (car r)) (cadr r)))))"
+                     " '(3 4))"),
+            "(4 0)");
+}
+
+// `n` calls (f 1) in a row: more than 32767 instructions for n > 11000.
+std::string calls(int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += " (f 1)";
+  return s;
+}
+
+TEST(Codegen, AComparisonWhoseThenBranchIsTooFarForItsJumpIsCompiledAgain) {
+  // The fused compare-and-jump has a 16-bit offset: past it the `if` is compiled
+  // again with a plain test, and the branch's variables get their registers anew.
+  VM vm;
+  dlam::openStdlib(vm);
+  dlam::evalSource(vm,
+                   "(define (f x) x) (define (h a b c) (list a b c))"
+                   "(define (g x) (if (< x 2) (let* ((a (* x 10)) (b (+ x 5)) (c (cons a b)))" +
+                       calls(12000) + " (h (car c) b (cdr c))) 0))",
+                   "<codegen>");
+  EXPECT_EQ(show(vm, "(g 1)"), "(10 6 6)");
+  EXPECT_EQ(show(vm, "(g 3)"), "0");
+}
+
+}  // namespace
