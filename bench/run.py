@@ -811,7 +811,8 @@ def report_rep_group(opts, g, ws, all_results):
                 a, b = per.get((c.a, p.key)), per.get((c.b, p.key))
                 vals[p.key] = a / b if a and b else None
         else:
-            if c.num not in all_results or c.den not in all_results:
+            # (each ratio belongs to the group of its workloads)
+            if c.num not in all_results or c.den not in all_results or not any(w.name == c.num for w in ws):
                 continue
             for p in rpeers:
                 rn = all_results[c.num].get(p.key)
@@ -834,9 +835,8 @@ def report_rep_group(opts, g, ws, all_results):
 
     lines = []
     for wname, limit in GROWTH_CHECKS:
-        if wname not in all_results:
+        if wname not in all_results or not any(x.name == wname for x in ws):
             continue
-        w = next(x for x in ws if x.name == wname)
         for k, r in all_results[wname].items():
             if not r.ok or not r.peak_kb or not r.base_peak_kb:
                 continue
