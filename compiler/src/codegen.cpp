@@ -11,7 +11,11 @@
 // call in tail position becomes TAILCALL (always followed by RETURN, which the
 // interpreter relies on for tail calls of natives). Letrec groups load "undefined"
 // into their registers first and patch closures that captured a variable before it
-// was initialised (SETUPVAL).
+// was initialised (SETUPVAL). For transformed code: a call whose result is checked
+// (%rep-result, %bp-result) and only taken apart receives the parts in registers
+// (CALL with a split mode, compileSplitCall), and a function ending in (cons a b) or
+// in a chain of conses returns with RETURN2 or RETURNN, which make the pairs only for
+// a caller that takes the value whole.
 #include "codegen.h"
 
 #include <algorithm>
