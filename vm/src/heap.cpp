@@ -19,8 +19,11 @@
 // Collections at the allocation threshold are minor, and full when the old bytes have
 // doubled since the last full one, when the heap is past half its limit, and when asked
 // for ((collect-garbage), collectGarbage(), recover()): see the end of collectGarbage.
-// Under DLAM_GC_STRESS every safe point collects, and every fourth collection is full,
-// so that both kinds run everywhere (a missing write barrier shows as a freed object).
+// Under DLAM_GC_STRESS every safe point collects, every fourth collection is full, so that
+// both kinds run everywhere, and each minor one first checks the barriers' contract over
+// the whole heap (checkRememberedSet), which a missing write barrier breaks at once.
+#include <cstdio>
+#include <cstdlib>
 #include <new>
 
 #include "dlam/vm.h"
@@ -310,6 +313,26 @@ void VM::remember(Obj* holder) {
   holder->marked |= kRemembered;
 }
 
+// The write barriers' contract, checked before every minor collection of the GC-stress
+// build: an old object that is not in the remembered set points at old objects only. A
+// store into an old object without its barrier breaks it at once, whether or not the
+// young object would also be reached from a root.
+void VM::checkRememberedSet() {
+  std::vector<Obj*> children;
+  arena_.forEachObject([&](Obj* o) {
+    if (o->marked != kMarked) return;
+    children.clear();
+    traceChildren(o, children);
+    for (Obj* child : children) {
+      if (child->marked) continue;
+      fprintf(stderr, "dlam: GC check failed: an old object of type %d points at a young one of type %d "
+              "and is not in the remembered set (a missing write barrier)\n",
+              static_cast<int>(o->type), static_cast<int>(child->type));
+      abort();
+    }
+  });
+}
+
 bool VM::majorDue() const {
   if (majorRequested_) return true;
 #ifdef DLAM_GC_STRESS
@@ -348,6 +371,9 @@ void VM::collectGarbage(GcKind kind) {
     arena_.unmarkAll();
     remembered_.clear();
   }
+#ifdef DLAM_GC_STRESS
+  if (!major) checkRememberedSet();
+#endif
   work.reserve(256);
   markRoots(work);
   // The old objects that may point at young ones: their children are traced (they

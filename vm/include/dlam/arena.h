@@ -86,6 +86,19 @@ class Arena {
   // a collection that failed).
   void unmarkAll();
 
+  // Calls f(Obj*) for every object (for checks; the order is unspecified).
+  template <class F>
+  void forEachObject(F f) {
+    for (Page* head : pages_)
+      for (Page* p = head; p; p = p->next) {
+        char* s = reinterpret_cast<char*>(p) + kPageHeader;
+        for (uint32_t i = 0; i < p->carved; ++i, s += p->slotSize)
+          if (static_cast<ObjType>(static_cast<uint8_t>(s[offsetof(Obj, type)])) != kFreeType)
+            f(reinterpret_cast<Obj*>(s));
+      }
+    for (Large* l = large_; l; l = l->next) f(reinterpret_cast<Obj*>(reinterpret_cast<char*>(l) + kLargeHeader));
+  }
+
   uint64_t pages() const { return pageCount_; }         // small-object pages held
   uint64_t largeObjects() const { return largeCount_; }  // large blocks held
   // The memory held from mimalloc: every page and every large block.

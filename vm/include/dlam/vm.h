@@ -289,6 +289,7 @@ class VM {
   void collectDue();
   bool majorDue() const;
   void remember(Obj* holder);
+  void checkRememberedSet();
 
   Config config_;
   uint64_t bytesAllocated_ = 0;
