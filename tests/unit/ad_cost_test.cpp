@@ -69,7 +69,9 @@ TEST(AdCost, TheGradientOfTheChainIsRight) {
 
 // The bytes per element one gradient of `fn` allocates: fn is defined by `def` (with N
 // standing for the size), applied to `arg`, at sizes 1000 and 2000.
-uint64_t bytesPerElement(VM& vm, const std::string& def, const std::string& arg) {
+uint64_t bytesPerElement(const std::string& def, const std::string& arg) {
+  VM vm;
+  dlam::openStdlib(vm);
   auto at = [&](int n) {
     std::string sn = std::to_string(n), d = def + "(define g-N (gradient fn-N))", a = arg;
     for (std::string* t : {&d, &a})
@@ -81,9 +83,7 @@ uint64_t bytesPerElement(VM& vm, const std::string& def, const std::string& arg)
 }
 
 TEST(AdCost, ALoopsClosureSensitivityCostsNothing) {
-  VM vm;
-  dlam::openStdlib(vm);
-  uint64_t perElement = bytesPerElement(vm,
+  uint64_t perElement = bytesPerElement(
                                         "(define (fn-N x) (let loop ((x x) (acc 0))"
                                         "  (if (null? x) acc (loop (cdr x) (+ acc (* (car x) (car x)))))))"
                                         "(define xs-N (iota N))",
@@ -98,9 +98,7 @@ TEST(AdCost, ALoopsClosureSensitivityCostsNothing) {
   EXPECT_LE(perElement, 160u) << perElement << " bytes per element";
 }
 TEST(AdCost, ALoopCapturingAVariableKeepsItsClosureSensitivityFlat) {
-  VM vm;
-  dlam::openStdlib(vm);
-  uint64_t perElement = bytesPerElement(vm,
+  uint64_t perElement = bytesPerElement(
                                         "(define (fn-N v) (let ((k (car v))) (let loop ((l (cdr v)) (acc 0))"
                                         "  (if (null? l) acc (loop (cdr l) (+ acc (* k (car l))))))))"
                                         "(define v-N (cons 2 (iota N)))",
@@ -113,9 +111,7 @@ TEST(AdCost, ALoopCapturingAVariableKeepsItsClosureSensitivityFlat) {
 }
 
 TEST(AdCost, ATailIfUsingTheBindingsBeforeItMakesNoJoin) {
-  VM vm;
-  dlam::openStdlib(vm);
-  uint64_t perElement = bytesPerElement(vm,
+  uint64_t perElement = bytesPerElement(
                                         "(define (fn-N x) (let loop ((x x) (acc 0)) (let ((a (* 0.5 acc)))"
                                         "  (if (null? x) a (loop (cdr x) (+ a (car x)))))))"
                                         "(define xs-N (iota N))",
