@@ -225,6 +225,39 @@ Value VM::call(Value fn, const Value* args, int nargs) {
   }
 }
 
+// RETURNN's usual case, out of line and a leaf (it needs no saved registers): the
+// caller takes every element (split = 2 + k) and there are at most four, whose register
+// numbers fit in the word after the instruction. A parallel move of k + 2 values into
+// R[-1] ..., all read into locals before any is written.
+[[gnu::noinline]] static void returnSplit(Instr ins, const Instr* words, Value* R, uint32_t k) {
+  Value* dst = R - 1;
+  uint64_t w = k ? words[0] : 0;
+  Value f = R[instr::a(ins)], t = R[instr::c(ins)];
+  switch (k) {
+    case 0: dst[0] = f, dst[1] = t; break;
+    case 1: {
+      Value x1 = R[w & 0xffff];
+      dst[0] = f, dst[1] = x1, dst[2] = t;
+      break;
+    }
+    case 2: {
+      Value x1 = R[w & 0xffff], x2 = R[(w >> 16) & 0xffff];
+      dst[0] = f, dst[1] = x1, dst[2] = x2, dst[3] = t;
+      break;
+    }
+    case 3: {
+      Value x1 = R[w & 0xffff], x2 = R[(w >> 16) & 0xffff], x3 = R[(w >> 32) & 0xffff];
+      dst[0] = f, dst[1] = x1, dst[2] = x2, dst[3] = x3, dst[4] = t;
+      break;
+    }
+    default: {
+      Value x1 = R[w & 0xffff], x2 = R[(w >> 16) & 0xffff], x3 = R[(w >> 32) & 0xffff], x4 = R[w >> 48];
+      dst[0] = f, dst[1] = x1, dst[2] = x2, dst[3] = x3, dst[4] = x4, dst[5] = t;
+      break;
+    }
+  }
+}
+
 // RETURNN's work, out of line (its buffer would otherwise weigh on every handler of
 // the interpreter loop): the result (cons R[A] (cons x1 ... (cons xk R[C]))), x1 .. xk
 // the registers listed in the words after the instruction, is a backpropagator's fbar
@@ -234,6 +267,7 @@ Value VM::call(Value fn, const Value* args, int nargs) {
 // not have the shape the caller splits (the caller's error), undefined otherwise.
 [[gnu::noinline]] Value VM::returnList(Instr ins, const Instr* words, Value* R, uint8_t split) {
   uint32_t k = instr::b(ins);
+  Value* dst = R - 1;
   // The parts are read before any is written (the caller's registers are the callee's
   // first ones); the buffer is left uninitialised (Value's constructor would fill it).
   union Buffer {
@@ -251,7 +285,6 @@ Value VM::call(Value fn, const Value* args, int nargs) {
     vals[1 + i] = R[r];
   }
   vals[k + 1] = R[instr::c(ins)];
-  Value* dst = R - 1;
   if (split >= 2 && split - 2u <= k) {
     uint32_t taken = split - 2u;
     Value tail = vals[k + 1];
@@ -586,7 +619,12 @@ op_RETURN2: {
   goto leave_frame;
 }
 op_RETURNN: {
-  // (cons R[A] (cons x1 ... (cons xk R[C]))) in tail position: see returnList.
+  // (cons R[A] (cons x1 ... (cons xk R[C]))) in tail position: see returnSplit and
+  // returnList.
+  if (uint32_t k = instr::b(ins); frame->split == 2 + k && k <= 4) [[likely]] {
+    returnSplit(ins, pc, R, k);
+    goto leave_frame;
+  }
   SAVE_PC();
   Value bad = returnList(ins, pc, R, frame->split);
   if (!bad.isUndefined()) [[unlikely]]
