@@ -213,6 +213,76 @@ TEST(Arena, PagesUntouchedSinceTheLastSweepAreSkippedAndTheirFreeSlotsKept) {
   EXPECT_EQ(f5.objects, survivors.size() + taken.size() + 1);
 }
 
+// A minor collection's sweep is lazy: the dead are freed only when the allocator needs
+// their slots, page by page, and a page of old objects alone is passed over. What the
+// lazy sweeps free is counted, and every slot is handed out once.
+TEST(Arena, ALazySweepFreesPageByPageAsTheAllocatorNeedsSlots) {
+  Arena a;
+  std::vector<Made> made;
+  for (int i = 0; i < 20000; ++i) made.push_back(make(a, 32, 5));
+  uint64_t pages = a.pages();
+  ASSERT_GE(pages, 9u);
+  // Every fourth survives, and all of the oldest page's objects (the last 2040 made
+  // are in the newest page; the first ones in the oldest).
+  std::set<char*> survivors;
+  for (size_t i = 0; i < made.size(); ++i)
+    if (i % 4 == 0 || i < 500) {
+      mark(made[i]);
+      survivors.insert(made[i].p);
+    }
+  Arena::Freed large = a.sweepLazily();
+  EXPECT_EQ(large.objects, 0u);
+  // Nothing is freed yet: the dead keep their contents until their page is swept.
+  EXPECT_EQ(a.takeLazilyFreed().objects, 0u);
+  EXPECT_TRUE(intact(made[made.size() - 3]));
+  // One allocation sweeps one page (the newest) and takes its first free slot.
+  char* first = make(a, 32, 6).p;
+  EXPECT_FALSE(survivors.count(first));
+  Arena::Freed one = a.takeLazilyFreed();
+  EXPECT_GT(one.objects, 0u);
+  EXPECT_LT(one.objects, 2100u);
+  EXPECT_FALSE(intact(made[made.size() - 3]));  // freed: its page was swept
+  EXPECT_TRUE(intact(made[501]));               // dead, but its page (the oldest) is not swept yet
+  // Taking every dead slot sweeps every page, needs no new one, and never hands out a
+  // survivor or a slot twice.
+  uint64_t dead = made.size() - survivors.size();
+  std::set<char*> taken{first};
+  for (uint64_t i = 1; i < dead; ++i) {
+    char* p = make(a, 32, 7).p;
+    EXPECT_FALSE(survivors.count(p));
+    EXPECT_TRUE(taken.insert(p).second);
+  }
+  EXPECT_EQ(one.objects + a.takeLazilyFreed().objects, dead);
+  EXPECT_EQ(a.pages(), pages);
+  for (size_t i = 0; i < made.size(); ++i) {
+    if (survivors.count(made[i].p)) {
+      ASSERT_TRUE(intact(made[i])) << i;
+    }
+  }
+  // unmarkAll (a full collection begins) cancels what is left of a lazy sweep: the
+  // survivors, unmarked now, are not taken for dead by the allocator.
+  a.sweepLazily();
+  a.unmarkAll();
+  std::set<char*> fresh;
+  for (int i = 0; i < 3000; ++i) {
+    char* p = make(a, 32, 8).p;
+    EXPECT_FALSE(survivors.count(p) || taken.count(p));
+    fresh.insert(p);
+  }
+  for (size_t i = 0; i < made.size(); ++i) {
+    if (survivors.count(made[i].p)) {
+      ASSERT_TRUE(intact(made[i])) << i;
+    }
+  }
+  // And a full sweep after a lazy one frees what the lazy one had not reached.
+  a.sweepLazily();
+  make(a, 32, 9);  // sweeps one page, whose objects are all dead now
+  uint64_t firstPage = a.takeLazilyFreed().objects;
+  EXPECT_GT(firstPage, 0u);
+  Arena::Freed rest = a.sweep();
+  EXPECT_EQ(firstPage + rest.objects, survivors.size() + taken.size() + fresh.size() + 1);
+}
+
 TEST(Arena, LargeObjectsAreFreedOneByOne) {
   Arena a;
   std::vector<Made> made;

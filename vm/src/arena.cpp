@@ -96,7 +96,27 @@ void Arena::releasePage(Page* p) {
 }
 
 void* Arena::refill(size_t c) {
-  // The free list is empty: carve the next slots of the newest page, or of a new one.
+  // The free list is empty. Pages the last collection left to sweep come first, one at
+  // a time: a page is swept just before its slots are handed out, so the allocation
+  // finds them in the cache the sweep brought them into.
+  while (Page* p = unswept_[c]) {
+    unswept_[c] = p->next;
+    char* head = nullptr;
+    if (unchanged(p)) {
+      if (!p->lastFree) continue;  // full of old objects
+      char* end = nullptr;
+      std::memcpy(p->lastFree + sizeof(uint64_t), &end, sizeof end);
+      head = p->firstFree;
+    } else {
+      uint32_t live = sweepPage(p, head, lazyFreed_);
+      settle(p, live, head);
+      if (!head) continue;
+    }
+    unpoison(head, p->slotSize);
+    std::memcpy(&free_[c], head + sizeof(uint64_t), sizeof(char*));
+    return head;
+  }
+  // Carve the next slots of the newest page, or of a new one.
   Page* p = pages_[c];
   size_t size = (c + 1) * kGranule;
   if (!p || p->carved == p->slots) {
@@ -150,6 +170,80 @@ inline bool Arena::unchanged(const Page* p) {
          static_cast<ObjType>(static_cast<uint8_t>(p->firstFree[offsetof(Obj, type)])) == kFreeType;
 }
 
+// Walks the carved slots of page p backwards, pushing its free slots and the unmarked
+// objects (freed, counted in `freed`) on the list `head`, so that the page's slots run
+// forwards on it; the page's last free slot links to the old head. Returns the number
+// of live objects.
+uint32_t Arena::sweepPage(Page* p, char*& head, Freed& freed) {
+  char* lastFree = nullptr;
+  size_t size = p->slotSize;
+  char* first = reinterpret_cast<char*>(p) + kPageHeader;
+  uint32_t live = 0;
+  for (char* s = first + size_t(p->carved) * size; s != first;) {
+    s -= size;
+    // The type and mark bytes, read as bytes (a slot is an object or a free slot).
+    auto type = static_cast<ObjType>(static_cast<uint8_t>(s[offsetof(Obj, type)]));
+    if (type != kFreeType) {
+      if (s[offsetof(Obj, marked)]) {
+        ++live;
+        continue;
+      }
+      freed.bytes += size;
+      ++freed.objects;
+      setFree(s, head);
+      poisonBody(s, size);
+    } else {
+      std::memcpy(s + sizeof(uint64_t), &head, sizeof head);
+    }
+    if (!lastFree) lastFree = s;
+    head = s;
+  }
+  p->lastFree = lastFree;
+  return live;
+}
+
+// Records what a sweep of p left (see unchanged()): firstFree is the page's first slot
+// on the free list, nullptr if it has none.
+void Arena::settle(Page* p, uint32_t live, char* firstFree) {
+  p->settled = true;
+  p->sweptCarved = p->carved;
+  p->live = live;
+  p->firstFree = firstFree;
+  if (!firstFree) p->lastFree = nullptr;
+}
+
+Arena::Freed Arena::sweepLarge() {
+  Freed freed;
+  for (Large** link = &large_; Large* l = *link;) {
+    char* o = reinterpret_cast<char*>(l) + kLargeHeader;
+    if (o[offsetof(Obj, marked)]) {
+      link = &l->next;
+      continue;
+    }
+    *link = l->next;
+    freed.bytes += l->footprint;
+    ++freed.objects;
+    --largeCount_;
+    largeBytes_ -= l->footprint;
+    systemFree(l);
+  }
+  return freed;
+}
+
+Arena::Freed Arena::sweepLazily() {
+  for (size_t c = 0; c < kClasses; ++c) {
+    free_[c] = nullptr;
+    unswept_[c] = pages_[c];
+  }
+  return sweepLarge();
+}
+
+Arena::Freed Arena::takeLazilyFreed() {
+  Freed f = lazyFreed_;
+  lazyFreed_ = Freed();
+  return f;
+}
+
 Arena::Freed Arena::sweep() {
   Freed freed;
   for (size_t c = 0; c < kClasses; ++c) {
@@ -168,29 +262,7 @@ Arena::Freed Arena::sweep() {
         continue;
       }
       char* before = head;
-      char* lastFree = nullptr;
-      size_t size = p->slotSize;
-      char* first = reinterpret_cast<char*>(p) + kPageHeader;
-      uint32_t live = 0;
-      for (char* s = first + size_t(p->carved) * size; s != first;) {
-        s -= size;
-        // The type and mark bytes, read as bytes (a slot is an object or a free slot).
-        auto type = static_cast<ObjType>(static_cast<uint8_t>(s[offsetof(Obj, type)]));
-        if (type != kFreeType) {
-          if (s[offsetof(Obj, marked)]) {
-            ++live;
-            continue;
-          }
-          freed.bytes += size;
-          ++freed.objects;
-          setFree(s, head);
-          poisonBody(s, size);
-        } else {
-          std::memcpy(s + sizeof(uint64_t), &head, sizeof head);
-        }
-        if (!lastFree) lastFree = s;
-        head = s;
-      }
+      uint32_t live = sweepPage(p, head, freed);
       if (live == 0 && keptEmpty) {
         // Its slots leave the free list with it.
         head = before;
@@ -200,32 +272,22 @@ Arena::Freed Arena::sweep() {
         continue;
       }
       keptEmpty |= live == 0;
-      p->settled = true;
-      p->sweptCarved = p->carved;
-      p->live = live;
-      p->lastFree = lastFree;
-      p->firstFree = lastFree ? head : nullptr;
+      settle(p, live, head == before ? nullptr : head);
       link = &p->next;
     }
     free_[c] = head;
+    unswept_[c] = nullptr;
   }
-  for (Large** link = &large_; Large* l = *link;) {
-    char* o = reinterpret_cast<char*>(l) + kLargeHeader;
-    if (o[offsetof(Obj, marked)]) {
-      link = &l->next;
-      continue;
-    }
-    *link = l->next;
-    freed.bytes += l->footprint;
-    ++freed.objects;
-    --largeCount_;
-    largeBytes_ -= l->footprint;
-    systemFree(l);
-  }
+  Freed large = sweepLarge();
+  freed.bytes += large.bytes;
+  freed.objects += large.objects;
   return freed;
 }
 
 void Arena::unmarkAll() {
+  // A page left to sweep would now take its old objects for dead: it waits for the
+  // next full sweep instead.
+  for (Page*& p : unswept_) p = nullptr;
   // A free slot's mark byte is 0 already (its header is kFreeType and zeros): every
   // slot's is written, without reading its type first.
   for (size_t c = 0; c < kClasses; ++c)

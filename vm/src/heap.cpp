@@ -12,7 +12,9 @@
 // object that survived a collection stays marked ("old"); a new one is unmarked
 // ("young"). A minor collection marks from the roots and from the remembered set, and
 // an already marked object is not traced again, so it only walks the young survivors; its
-// sweep frees the young dead. For that to be right, every old object that may point at a
+// sweep frees the young dead, lazily (the allocator sweeps a page when it needs its
+// slots: Arena::sweepLazily). The bytes and objects counted come from the marks, so they
+// drop at the collection, not when the sweep gets round to the dead. For that to be right, every old object that may point at a
 // young one must be in the remembered set: the write barrier (VM::writeBarrier) puts it
 // there when a store into an old object makes such a pointer. A full (major) collection
 // clears every mark first and marks everything live, so it also frees the old dead.
@@ -44,6 +46,24 @@ uint64_t stringBytes(const std::string& s) {
 template <class T>
 uint64_t vectorBytes(const std::vector<T>& v) {
   return v.capacity() * sizeof(T);
+}
+
+// The bytes an object is counted for: the footprint allocate() charged for it (the
+// sizes are those of the make* functions below), and a proto's C++ memory.
+uint64_t objectBytes(const Obj* o) {
+  switch (o->type) {
+    case ObjType::String: return Arena::footprint(offsetof(String, chars) + o->aux + 1);
+    case ObjType::Symbol: return Arena::footprint(sizeof(Symbol));
+    case ObjType::Pair: return Arena::footprint(sizeof(Pair));
+    case ObjType::Closure: return Arena::footprint(offsetof(Closure, upvals) + sizeof(Value) * std::max<uint32_t>(o->aux, 1));
+    case ObjType::Proto: return Arena::footprint(sizeof(Proto)) + static_cast<const Proto*>(o)->ownedBytes;
+    case ObjType::Native:
+    case ObjType::Foreign: return Arena::footprint(sizeof(Native));
+    case ObjType::Rev: return Arena::footprint(sizeof(Rev));
+    case ObjType::Attached: return Arena::footprint(sizeof(Attached));
+    case ObjType::Vector: return Arena::footprint(offsetof(Vector, items) + sizeof(double) * std::max<uint32_t>(o->aux, 1));
+  }
+  return 0;
 }
 
 // The C++ memory a Proto owns beyond its slot (its IR is shared with other protos of its
@@ -389,7 +409,7 @@ void VM::collectGarbage(GcKind kind) {
   constexpr size_t kRing = 16;
   Obj* ring[kRing];
   size_t ringHead = 0, ringCount = 0;
-  uint64_t marked = 0;
+  uint64_t marked = 0, markedBytes = 0;
   for (;;) {
     Obj* o;
     if (!work.empty()) {
@@ -412,6 +432,7 @@ void VM::collectGarbage(GcKind kind) {
     if (o->marked) continue;  // traced by this collection, or old (minor collections)
     o->marked = kMarked;
     ++marked;
+    markedBytes += objectBytes(o);
     traceChildren(o, work);
   }
   unmarkOnFailure.done = true;
@@ -421,15 +442,25 @@ void VM::collectGarbage(GcKind kind) {
     if (o->marked) {
       finalizable_[kept++] = o;
     } else {
-      if (o->type == ObjType::Proto) {
-        bytesAllocated_ -= static_cast<Proto*>(o)->ownedBytes;
-        bytesFreed_ += static_cast<Proto*>(o)->ownedBytes;
-      }
       finalize(o);
     }
   }
   finalizable_.resize(kept);
-  sweep();
+  // The bytes and objects counted come from the marks: a full collection has marked all
+  // that lives; a minor one the young survivors, and the old objects are what the last
+  // collection left. The sweep's own count is not used, as a lazy sweep frees later
+  // (and a full sweep then also meets objects a minor collection already uncounted).
+  uint64_t liveBytes = major ? markedBytes : oldBytes_ + markedBytes;
+  uint64_t liveObjects = major ? marked : oldObjects_ + marked;
+  bytesFreed_ += bytesAllocated_ - std::min(liveBytes, bytesAllocated_);
+  bytesAllocated_ = liveBytes;
+  liveObjects_ = liveObjects;
+  // A full collection sweeps every page now, giving empty ones back; a minor one
+  // leaves the pages to the allocator, which sweeps each when it needs its slots.
+  if (major)
+    arena_.sweep();
+  else
+    arena_.sweepLazily();
   // Registers above the top may still point at objects just freed: clear them so
   // a new frame never sees a dangling value.
   size_t high = std::min(stackHigh_, stack_.size());
@@ -451,6 +482,7 @@ void VM::collectGarbage(GcKind kind) {
     majorRequested_ = false;
   }
   oldBytes_ = bytesAllocated_;
+  oldObjects_ = liveObjects_;
   uint64_t limit = config_.heapLimitMb << 20;
   uint64_t next = bytesAllocated_ + std::max<uint64_t>(liveAfterMajor_, kMinGcThreshold);
   // Near the limit: collect again halfway to it (at the next allocation when past it).
@@ -461,13 +493,6 @@ void VM::collectGarbage(GcKind kind) {
   nextGc_ = 0;
 #endif
   gcRequested_ = false;
-}
-
-void VM::sweep() {
-  Arena::Freed freed = arena_.sweep();
-  bytesAllocated_ -= freed.bytes;
-  bytesFreed_ += freed.bytes;
-  liveObjects_ -= freed.objects;
 }
 
 GcStats VM::gcStats() const {

@@ -15,6 +15,10 @@
 // and leaves the marks, which only unmarkAll clears. So a page in which nothing was
 // allocated since the last sweep has nothing to free until unmarkAll runs: the next
 // sweeps do not walk it (after a minor collection, most pages hold only old objects).
+// A minor collection's sweep is lazy (sweepLazily): each page is swept when the
+// allocator next needs slots of its class, so the slots it frees are handed out while
+// the sweep has them in the cache, instead of the whole nursery being walked at once
+// and touched again, cold, when allocated.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -82,8 +86,16 @@ class Arena {
   // A page with objects in which nothing was allocated since the last sweep is not
   // walked (it can have changed only through unmarkAll, which makes it walked again).
   Freed sweep();
+  // The sweep of a minor collection, done lazily: only the large blocks are swept now
+  // (what they freed is returned); the pages are swept one at a time when the allocator
+  // needs slots of their class (see refill), and what they free adds up in
+  // takeLazilyFreed(). Until then a page keeps its dead objects (unmarked, so nothing
+  // mistakes them for live), and the next sweep or sweepLazily starts over.
+  Freed sweepLazily();
+  // What the pages swept lazily have freed since the last call.
+  Freed takeLazilyFreed();
   // Clears every object's mark, freeing nothing (before a full collection, and after
-  // a collection that failed).
+  // a collection that failed). Pages left to sweep lazily wait for the next sweep.
   void unmarkAll();
 
   // Calls f(Obj*) for every object (for checks; the order is unspecified).
@@ -131,12 +143,17 @@ class Arena {
     return (static_cast<uint64_t>(bytes) + kGranule - 1) & ~uint64_t(kGranule - 1);
   }
   void* refill(size_t c);
+  uint32_t sweepPage(Page* p, char*& head, Freed& freed);
+  static void settle(Page* p, uint32_t live, char* firstFree);
+  Freed sweepLarge();
   void* allocateLarge(size_t bytes);
   static void releasePage(Page* p);
   static bool unchanged(const Page* p);
 
   char* free_[kClasses] = {};   // per class: the first free slot (its next at offset 8)
   Page* pages_[kClasses] = {};  // per class: every page, newest first
+  Page* unswept_[kClasses] = {};  // per class: the next page to sweep lazily (a suffix of pages_)
+  Freed lazyFreed_;
   Large* large_ = nullptr;
   uint64_t pageCount_ = 0;
   uint64_t largeCount_ = 0;

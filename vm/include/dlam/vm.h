@@ -283,7 +283,6 @@ class VM {
   void buildTrace(Error& e);
   void markRoots(std::vector<Obj*>& work);
   void traceChildren(Obj* o, std::vector<Obj*>& work);
-  void sweep();
   // The collection the allocation threshold asked for: minor, or full by the policy
   // (heap.cpp).
   void collectDue();
@@ -293,7 +292,7 @@ class VM {
 
   Config config_;
   uint64_t bytesAllocated_ = 0;
-  uint64_t bytesFreed_ = 0;  // by every sweep so far (GcStats::totalAllocatedBytes)
+  uint64_t bytesFreed_ = 0;  // uncounted by every collection so far (GcStats::totalAllocatedBytes)
   uint64_t nextGc_ = 1 << 20;
   uint64_t gcThreshold_ = 1 << 20;  // nextGc_ without the test hooks
   uint64_t liveObjects_ = 0;
@@ -309,6 +308,7 @@ class VM {
   bool majorRequested_ = false;        // the next collection is full
   std::vector<Obj*> remembered_;       // old objects that may point at young ones (kRemembered)
   uint64_t oldBytes_ = 0;              // the bytes that survived the last collection (all old)
+  uint64_t oldObjects_ = 0;            // and the objects
   uint64_t liveAfterMajor_ = 0;        // the bytes that survived the last full collection
   uint64_t majorAt_ = 0;               // a full collection is due when oldBytes_ reaches this
   std::unordered_map<std::string, Symbol*> symbols_;
