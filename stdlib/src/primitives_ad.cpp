@@ -154,8 +154,11 @@ Value materialize(VM& vm, Value* a, int) {
   std::vector<std::pair<size_t, Value>> changed;  // (index, new element)
   size_t n = 0;
   Value ps = s, pv = v;
-  for (; isPair(ps) && isPair(pv); ps = asPair(ps)->cdr, pv = asPair(pv)->cdr, ++n) {
-    Value sc = asPair(ps)->car, vc = unwrapAttached(asPair(pv)->car);
+  for (; bothPairs(ps, pv); ps = asPair(ps)->cdr, pv = asPair(pv)->cdr, ++n) {
+    Value sc = asPair(ps)->car, vc = asPair(pv)->car;
+    if (sc.isNumber() && vc.isNumber()) [[likely]]
+      continue;
+    vc = unwrapAttached(vc);
     int tags = 0;  // a number's zero carries its reverse tags (as in materializeTree)
     for (; isObj(vc, ObjType::Rev); ++tags) vc = static_cast<Rev*>(vc.asObject())->primal;
     if (vc.isNumber() && (sc.isNumber() || isObj(sc, ObjType::Rev))) continue;
@@ -172,19 +175,18 @@ Value materialize(VM& vm, Value* a, int) {
   Value end = materializeTree(vm, ps, pv);
   if (end == ps && changed.empty()) return s;
   size_t copied = end == ps ? changed.back().first + 1 : n;
-  Value head = Value::nil(), p = s;
-  Pair* last = nullptr;
+  Value head, p = s;
+  Value* tail = &head;  // the cdr the next pair goes into
   size_t next = 0;
   for (size_t i = 0; i < copied; ++i, p = asPair(p)->cdr) {
     Value car = asPair(p)->car;
     if (next < changed.size() && changed[next].first == i) car = changed[next++].second;
     // New pairs: filling their cdrs needs no write barrier (no collection runs here).
-    Value cell = vm.cons(car, Value::nil());
-    if (last) last->cdr = cell;
-    else head = cell;
-    last = asPair(cell);
+    Pair* cell = vm.newPair(car, Value::nil());
+    *tail = Value::object(cell);
+    tail = &cell->cdr;
   }
-  last->cdr = end == ps ? p : end;
+  *tail = end == ps ? p : end;
   return head;
 }
 

@@ -431,6 +431,16 @@ Value plusTree(VM& vm, Value a, Value b) {
   }
   return results.back();
 }
+
+// plus of two values that are not both pairs and not both numbers or zeros: two
+// reverse-tagged values, two ends of lists (no walk), or the general case (shapes
+// that do not match: its error).
+Value plusEnd(VM& vm, Value a, Value b) {
+  if (isObj(a, ObjType::Rev) && isObj(b, ObjType::Rev))  // (nested derivatives: bounded by the level)
+    return Value::object(vm.makeRev(vm.plus(static_cast<Rev*>(a.asObject())->primal, static_cast<Rev*>(b.asObject())->primal)));
+  if (a.isNil() && b.isNil()) return a;
+  return plusTree(vm, a, b);
+}
 }  // namespace
 
 void VM::splitResult(Value r, uint8_t mode, Value callee, Value* parts) {
@@ -454,35 +464,42 @@ Value VM::plus(Value a, Value b) {
   b = unwrapAttached(b);
   Value r = plusShallow(a, b);
   if (!r.isUndefined()) return r;
-  if (isObj(a, ObjType::Rev) && isObj(b, ObjType::Rev))  // (nested derivatives: bounded by the level)
-    return Value::object(makeRev(plus(static_cast<Rev*>(a.asObject())->primal, static_cast<Rev*>(b.asObject())->primal)));
-  if (!isPair(a) || !isPair(b)) return plusTree(*this, a, b);
+  if (!isPair(a) || !isPair(b)) return plusEnd(*this, a, b);
+  Pair *pa = asPair(a), *pb = asPair(b);
   // One element added to a list ((cons g 0), the sensitivity of a car): one new pair.
-  if (Pair *pa = asPair(a), *pb = asPair(b); pa->cdr.isZero() || pb->cdr.isZero()) {
+  if (pa->cdr.isZero() || pb->cdr.isZero()) {
     Value car = plusShallow(pa->car, pb->car);
-    if (!car.isUndefined()) return cons(car, pa->cdr.isZero() ? pb->cdr : pa->cdr);
+    if (!car.isUndefined()) return Value::object(newPair(car, pa->cdr.isZero() ? pb->cdr : pa->cdr));
   }
   // Two lists (the sensitivities of a list of weights, of a pair of a mostly zero
   // (cons g 0) and a rest): one loop along the spines, building the sum front to
-  // back; an element or an end that is not a number or a zero takes the general walk
-  // (which never comes back here, so nothing recurses along the data). The pairs
-  // are new, so filling their cdrs needs no write barrier, and no collection runs
-  // inside plus.
-  Value head = Value::nil();
-  Pair* last = nullptr;
-  do {
-    Pair *pa = asPair(a), *pb = asPair(b);
-    Value car = plusShallow(pa->car, pb->car);
-    if (car.isUndefined()) car = isPair(pa->car) ? plusTree(*this, pa->car, pb->car) : plus(pa->car, pb->car);
-    Value cell = cons(car, Value::nil());
-    if (last) last->cdr = cell;
-    else head = cell;
-    last = asPair(cell);
+  // back. The usual element, two numbers, is added in line; any other element goes
+  // through plusShallow, then plusTree or plus (which never come back here for this
+  // list, so nothing recurses along the data); the end, where either spine stops
+  // being a pair, through plusEnd. The pairs are new, so filling their cdrs needs no
+  // write barrier, and no collection runs inside plus.
+  Value head;
+  Value* tail = &head;  // the cdr the next pair goes into
+  for (;;) {
+    Value x = pa->car, y = pb->car, car;
+    if (x.isNumber() && y.isNumber()) [[likely]] {
+      car = Value::number(x.asNumber() + y.asNumber());
+    } else {
+      car = plusShallow(x, y);
+      if (car.isUndefined()) car = isPair(x) ? plusTree(*this, x, y) : plus(x, y);
+    }
+    Pair* cell = newPair(car, Value::nil());
+    *tail = Value::object(cell);
+    tail = &cell->cdr;
     a = pa->cdr;
     b = pb->cdr;
-    r = plusShallow(a, b);
-  } while (r.isUndefined() && isPair(a) && isPair(b));
-  last->cdr = r.isUndefined() ? plusTree(*this, a, b) : r;
+    if (!bothPairs(a, b)) [[unlikely]]
+      break;
+    pa = asPair(a);
+    pb = asPair(b);
+  }
+  r = plusShallow(a, b);
+  *tail = r.isUndefined() ? plusEnd(*this, a, b) : r;
   return head;
 }
 

@@ -151,13 +151,7 @@ void VM::outOfMemory(uint64_t bytes) {
   limitError("out of memory");
 }
 
-Value VM::cons(Value car, Value cdr) {
-  auto* p = static_cast<Pair*>(allocate(ObjType::Pair, sizeof(Pair)));
-  p->car = car;
-  p->cdr = cdr;
-  p->memo = Value::nil();
-  return Value::object(p);
-}
+Value VM::cons(Value car, Value cdr) { return Value::object(newPair(car, cdr)); }
 
 Value VM::makeString(std::string_view s) {
   if (s.size() > 0xffffffffu) runtimeError("string too long");

@@ -159,6 +159,12 @@ struct Vector : Obj {
 inline bool isObj(Value v, ObjType t) { return v.isObject() && v.asObject()->type == t; }
 inline bool isPair(Value v) { return isObj(v, ObjType::Pair); }
 inline Pair* asPair(Value v) { return static_cast<Pair*>(v.asObject()); }
+// isPair(a) && isPair(b), testing the tag bits of the two at once (loops along two spines).
+inline bool bothPairs(Value a, Value b) {
+  constexpr uint64_t kObject = Value::kQNaN | Value::kSignBit;
+  return (a.bits() & b.bits() & kObject) == kObject && a.asObject()->type == ObjType::Pair &&
+         b.asObject()->type == ObjType::Pair;
+}
 inline bool isString(Value v) { return isObj(v, ObjType::String); }
 inline String* asString(Value v) { return static_cast<String*>(v.asObject()); }
 inline bool isSymbol(Value v) { return isObj(v, ObjType::Symbol); }

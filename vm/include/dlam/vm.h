@@ -111,6 +111,14 @@ class VM {
 
   // ---- allocation -------------------------------------------------------------
   Value cons(Value car, Value cdr);
+  // cons, inline, for loops that build many pairs (cons is out of line: one call each).
+  Pair* newPair(Value car, Value cdr) {
+    auto* p = static_cast<Pair*>(allocate(ObjType::Pair, sizeof(Pair)));
+    p->car = car;
+    p->cdr = cdr;
+    p->memo = Value::nil();
+    return p;
+  }
   Value makeString(std::string_view s);
   Symbol* intern(std::string_view name);
   Value symbol(std::string_view name) { return Value::object(intern(name)); }
