@@ -623,32 +623,35 @@ def outputs_agree(a: str, b: str, rtol: float) -> bool:
     return all(abs(p - q) <= rtol * max(abs(p), abs(q)) for p, q in zip(x, y))
 
 
-def bench_rep_workload(opts, w: Workload, unavailable: dict) -> dict:
-    keys = [k for k in PEER if k in w.impls]
-    results = {}
-    live = []
-    for k in keys:
-        rep = w.impls[k]
-        res = RepResult(k, reps=rep.eff_reps(opts), base=rep.base)
-        results[k] = res
-        if k in unavailable:
-            res.status, res.note = "unavailable", unavailable[k]
-        else:
-            live.append(k)
+class _RepBench:
+    """The runs of one Rep workload, taken a round at a time (see bench_rep_workloads)."""
 
-    def argv(k, reps):
-        rep = w.impls[k]
-        return PEER[k].rep_argv(opts, rep.prog, rep.mode, rep.n, reps)
+    def __init__(self, opts, w: Workload, unavailable: dict):
+        self.opts, self.w = opts, w
+        self.results = {}
+        self.live = []
+        for k in [k for k in PEER if k in w.impls]:
+            rep = w.impls[k]
+            res = RepResult(k, reps=rep.eff_reps(opts), base=rep.base)
+            self.results[k] = res
+            if k in unavailable:
+                res.status, res.note = "unavailable", unavailable[k]
+            else:
+                self.live.append(k)
 
-    def one(k, reps):
+    def argv(self, k, reps):
+        rep = self.w.impls[k]
+        return PEER[k].rep_argv(self.opts, rep.prog, rep.mode, rep.n, reps)
+
+    def one(self, k, reps):
         """Runs one command; returns its Run, or None after marking the result failed/wrong."""
-        res = results[k]
-        r = run_once(argv(k, reps), opts.timeout, opts.cpu, opts.launcher)
+        opts, res = self.opts, self.results[k]
+        r = run_once(self.argv(k, reps), opts.timeout, opts.cpu, opts.launcher)
         if not r.ok:
             res.status = "failed"
             why = f"exit {r.rc}" if r.rc >= 0 else f"signal {-r.rc}"
             msg = first_line(r.err) or first_line(r.out)
-            res.note = why + (f": {msg}" if msg else "") + f"  [{shlex.join(argv(k, reps))}]"
+            res.note = why + (f": {msg}" if msg else "") + f"  [{shlex.join(self.argv(k, reps))}]"
             return None
         out = r.out.strip()
         if res.output and not outputs_agree(out, res.output, GRAD_RTOL):
@@ -658,41 +661,60 @@ def bench_rep_workload(opts, w: Workload, unavailable: dict) -> dict:
         res.output = res.output or out
         return r
 
-    # warm-up (file cache, shared libraries): one base run, skipped for base-less rows
-    if not opts.quick:
-        for k in list(live):
-            if w.impls[k].base is not None and one(k, w.impls[k].base) is None:
-                live.remove(k)
-    for i in range(opts.runs):
-        for k in list(live):
-            rep, res = w.impls[k], results[k]
+    def warm_up(self):
+        """One base run each (file cache, shared libraries), skipped for base-less rows."""
+        for k in list(self.live):
+            if self.w.impls[k].base is not None and self.one(k, self.w.impls[k].base) is None:
+                self.live.remove(k)
+
+    def round(self, i):
+        """The i-th timed run of every implementation still running."""
+        for k in list(self.live):
+            rep, res = self.w.impls[k], self.results[k]
             if rep.runs is not None and i >= rep.runs:
                 continue
             if rep.base is not None:
-                rb = one(k, rep.base)
+                rb = self.one(k, rep.base)
                 if rb is None:
-                    live.remove(k)
+                    self.live.remove(k)
                     continue
-                res.base_times.append(rb.time_ms(opts))
+                res.base_times.append(rb.time_ms(self.opts))
                 res.base_rss.append(rb.maxrss_kb)
-            r = one(k, res.reps)
+            r = self.one(k, res.reps)
             if r is None:
-                live.remove(k)
+                self.live.remove(k)
                 continue
-            res.times.append(r.time_ms(opts))
+            res.times.append(r.time_ms(self.opts))
             res.rss.append(r.maxrss_kb)
 
-    # all implementations must agree with the reference (first of CHECK_ORDER that ran)
-    ok = [k for k in CHECK_ORDER if k in results and results[k].ok]
-    if ok:
-        ref = results[ok[0]]
-        for k in ok[1:]:
-            r = results[k]
-            if not outputs_agree(r.output, ref.output, GRAD_RTOL):
-                r.status = "wrong"
-                r.note = (f"printed {r.output[:40]!r}, {PEER[ref.peer].label} printed "
-                          f"{ref.output[:40]!r}")
-    return results
+    def finish(self) -> dict:
+        """All implementations must agree with the reference (first of CHECK_ORDER that ran)."""
+        results = self.results
+        ok = [k for k in CHECK_ORDER if k in results and results[k].ok]
+        if ok:
+            ref = results[ok[0]]
+            for k in ok[1:]:
+                r = results[k]
+                if not outputs_agree(r.output, ref.output, GRAD_RTOL):
+                    r.status = "wrong"
+                    r.note = (f"printed {r.output[:40]!r}, {PEER[ref.peer].label} printed "
+                              f"{ref.output[:40]!r}")
+        return results
+
+
+def bench_rep_workloads(opts, ws: list, unavailable: dict) -> dict:
+    """Times the Rep workloads `ws` (one group) in rounds: each round runs every
+    workload's every implementation once, so that a drift of the machine's speed
+    (tens of percent over minutes on a shared host) falls on the numerator and the
+    denominator of a cost ratio alike, as it does on the peers of one workload."""
+    benches = [_RepBench(opts, w, unavailable) for w in ws]
+    if not opts.quick:
+        for b in benches:
+            b.warm_up()
+    for i in range(opts.runs):
+        for b in benches:
+            b.round(i)
+    return {b.w.name: b.finish() for b in benches}
 
 
 # --------------------------------------------------------------------------
@@ -1024,9 +1046,19 @@ def main(argv=None):
           + (f"  [{unavailable['dlam']}]" if "dlam" in unavailable else ""))
 
     all_results = {}
+    # The Rep workloads of a group run together, round by round (bench_rep_workloads).
+    batches = []
     for w in selected:
-        print(f"  running {w.name} ...", file=sys.stderr, flush=True)
-        all_results[w.name] = (bench_rep_workload if is_rep(w) else bench_workload)(opts, w, unavailable)
+        if is_rep(w) and batches and is_rep(batches[-1][0]) and batches[-1][0].group == w.group:
+            batches[-1].append(w)
+        else:
+            batches.append([w])
+    for batch in batches:
+        print(f"  running {', '.join(w.name for w in batch)} ...", file=sys.stderr, flush=True)
+        if is_rep(batch[0]):
+            all_results.update(bench_rep_workloads(opts, batch, unavailable))
+        else:
+            all_results[batch[0].name] = bench_workload(opts, batch[0], unavailable)
 
     problems = report(opts, selected, all_results)
 
