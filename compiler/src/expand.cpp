@@ -39,8 +39,40 @@ struct Fn {
   std::unordered_set<Var*> freeSet;
 };
 
+// A lexical scope: the names it binds, and its parent. Every name bound in a live scope
+// is also counted in the expander's `declared` map, so that looking up a name that no
+// scope binds (a global, a keyword) is one hash lookup, not a walk up the whole chain of
+// scopes (quadratic in deeply nested code).
 struct Scope {
+  Scope(std::unordered_map<std::string, uint32_t>& declared, Scope* parent) : declared(declared), parent(parent) {}
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+  ~Scope() {
+    for (const auto& entry : names)
+      if (auto it = declared.find(entry.first); --it->second == 0) declared.erase(it);
+  }
+  // Binds `name` to v; false if this scope binds it already, unless `replace` (let*, whose
+  // later bindings shadow the earlier ones of the same name).
+  bool bind(const std::string& name, Var* v, bool replace = false) {
+    if (auto it = names.find(name); it != names.end()) {
+      if (replace) it->second = v;
+      return replace;
+    }
+    // Counted first: if the count or the binding cannot be stored (std::bad_alloc), the
+    // scope does not hold the name and the count is as it was.
+    uint32_t& count = declared[name];
+    ++count;
+    try {
+      names.emplace(name, v);
+    } catch (...) {
+      if (--count == 0) declared.erase(name);
+      throw;
+    }
+    return true;
+  }
+
   std::unordered_map<std::string, Var*> names;
+  std::unordered_map<std::string, uint32_t>& declared;
   Scope* parent;
 };
 
@@ -52,7 +84,7 @@ class Expander {
   Lambda* toplevel(Sx* form) {
     Lambda* lam = newLambda("<toplevel>", form->loc);
     Fn fn{lam, nullptr, {}};
-    Scope scope{{}, nullptr};
+    Scope scope(declared_, nullptr);
     enterFn(&fn, &scope, lam->body);
     Atom result;
     if (isForm(form, "define")) {
@@ -96,6 +128,7 @@ class Expander {
   }
 
   Var* lookup(const std::string& name) const {
+    if (!declared_.count(name)) return nullptr;
     for (Scope* s = scope_; s; s = s->parent) {
       auto it = s->names.find(name);
       if (it != s->names.end()) return it->second;
@@ -118,7 +151,7 @@ class Expander {
     Var* v = mod_.newVar(name);
     v->rec = rec;
     owner_[v] = fn_;
-    if (!scope.names.emplace(name, v).second) fail(loc, "duplicate binding of '" + name + "'");
+    if (!scope.bind(name, v)) fail(loc, "duplicate binding of '" + name + "'");
     return v;
   }
 
@@ -402,11 +435,11 @@ class Expander {
     Fn* outerFn = fn_;
     Scope* outerScope = scope_;
     Block* outerCur = cur_;
-    Scope loopScope{{}, outerScope};
+    Scope loopScope(declared_, outerScope);
     Var* loop = declare(loopScope, kDoLoop, x->loc, true);
     Lambda* lam = newLambda("do", x->loc);
     Fn fn{lam, outerFn, {}};
-    Scope params{{}, &loopScope};
+    Scope params(declared_, &loopScope);
     enterFn(&fn, &params, lam->body);
     for (auto& v : vars) lam->params.push_back(declare(params, v.name->text, v.name->loc));
     // Inits in the outer function (where neither the loop nor its variables are
@@ -649,7 +682,7 @@ class Expander {
                   Var* dst) {
     Lambda* lam = newLambda(name, loc);
     Fn fn{lam, fn_, {}};
-    Scope scope{{}, scope_};
+    Scope scope(declared_, scope_);
     Fn* savedFn = fn_;
     Scope* savedScope = scope_;
     Block* savedCur = cur_;
@@ -711,7 +744,7 @@ class Expander {
     std::vector<DefineParts> defs;
     for (Sx* f : expanded)
       if (isForm(f, "define")) defs.push_back(parseDefine(f));
-    Scope scope{{}, scope_};
+    Scope scope(declared_, scope_);
     Scope* saved = scope_;
     scope_ = &scope;
     std::vector<Var*> recVars;
@@ -798,8 +831,8 @@ class Expander {
       exprInto(b.init, v, b.name);
       vars.push_back(v);
     }
-    Scope scope{{}, scope_};
-    for (size_t i = 0; i < vars.size(); ++i) scope.names.emplace(bindings[i].name, vars[i]);
+    Scope scope(declared_, scope_);
+    for (size_t i = 0; i < vars.size(); ++i) scope.bind(bindings[i].name, vars[i]);
     Scope* saved = scope_;
     scope_ = &scope;
     Atom r = body(x->items, 2, x->loc);
@@ -810,15 +843,16 @@ class Expander {
   Atom letStarExpr(Sx* x) {
     if (x->items.size() < 3) fail(x->loc, "let*: expected (let* ((name value) ...) body...)");
     auto bindings = parseBindings(x->items[1], "let*");
-    std::deque<Scope> scopes;
+    // One scope for all the bindings, each init expanded before its name is bound (so
+    // it sees the bindings before it, and a name bound again shadows the earlier one).
+    Scope scope(declared_, scope_);
     Scope* saved = scope_;
+    scope_ = &scope;
     for (auto& b : bindings) {
       Var* v = mod_.newVar(b.name);
       owner_[v] = fn_;
       exprInto(b.init, v, b.name);
-      scopes.push_back(Scope{{}, scope_});
-      scopes.back().names.emplace(b.name, v);
-      scope_ = &scopes.back();
+      scope.bind(b.name, v, /*replace=*/true);
     }
     Atom r = body(x->items, 2, x->loc);
     scope_ = saved;
@@ -828,7 +862,7 @@ class Expander {
   Atom letrecExpr(Sx* x) {
     if (x->items.size() < 3) fail(x->loc, "letrec: expected (letrec ((name value) ...) body...)");
     auto bindings = parseBindings(x->items[1], "letrec");
-    Scope scope{{}, scope_};
+    Scope scope(declared_, scope_);
     Scope* saved = scope_;
     scope_ = &scope;
     std::vector<Var*> vars;
@@ -856,7 +890,7 @@ class Expander {
     auto bindings = parseBindings(x->items[2], "let");
     std::vector<Atom> args;
     for (auto& b : bindings) args.push_back(expr(b.init, b.name));
-    Scope scope{{}, scope_};
+    Scope scope(declared_, scope_);
     Scope* saved = scope_;
     scope_ = &scope;
     Var* loop = declare(scope, name, x->items[1]->loc, true);
@@ -880,6 +914,7 @@ class Expander {
   const ExpandOptions& opts_;
   Fn* fn_ = nullptr;
   Scope* scope_ = nullptr;
+  std::unordered_map<std::string, uint32_t> declared_;  // the names live scopes bind: how many bind each
   Block* cur_ = nullptr;
   std::unordered_map<Var*, Fn*> owner_;
   std::unordered_set<Var*> uninit_;
