@@ -589,6 +589,14 @@ class Transformer {
       if (!a) return b;
       if (!b) return a;
       if (a->pair && b->pair) return pairTerm(merge(a->car, b->car), merge(a->cdr, b->cdr));
+      if (a->pair != b->pair) {
+        // A value and a pair still being built (a list walked by car and cdr, whose
+        // rest also went on): the value is taken apart (%scar, %scdr) and the sum
+        // stays a term, instead of the pair being made only for plus to add it.
+        const TermP& p = a->pair ? a : b;
+        const TermP& v = a->pair ? b : a;
+        return pairTerm(merge(head(v), p->car), merge(tail(v), p->cdr));
+      }
       return atomTerm(t->call(out, {t->prim(NativeId::Plus), materialize(a), materialize(b)}));
     }
     void add(const Var* v, const Atom& e) {
