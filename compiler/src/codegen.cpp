@@ -68,15 +68,22 @@ class FnCompiler {
     if (lam_->params.size() > 60000) fail("too many parameters");
     for (Var* p : lam_->params) reg_[p] = allocReg();
     if (lam_->rest) reg_[lam_->rest] = allocReg();
+    analyseUses(lam_->body);
+    planSplits(lam_->body);
+    // Captured values are loaded at entry, except one used once, as an argument (or
+    // the callee) of a call: it is loaded where it is used, straight into the call's
+    // window or into a temporary (lazyUpval_), which saves a MOVE.
     for (size_t i = 0; i < lam_->freeVars.size(); ++i) {
       Var* v = lam_->freeVars[i];
       proto_->freeVars.push_back(v->name);
+      if (auto it = vars_.find(v); it != vars_.end() && it->second.count == 1 && it->second.argUses == 1) {
+        lazyUpval_[v] = static_cast<uint32_t>(i);
+        continue;
+      }
       uint32_t r = allocReg();
       reg_[v] = r;
       emit(instr::make(Op::GETUPVAL, r, static_cast<uint32_t>(i)));
     }
-    analyseUses(lam_->body);
-    planSplits(lam_->body);
     compileBlock(lam_->body, Target{Target::Tail});
     proto_->nregs = static_cast<uint16_t>(maxTop_ + 1);
     // The proto is complete (nothing extends it later): trim its vectors and count
@@ -126,10 +133,11 @@ class FnCompiler {
       bool entered;  // binding i's own uses are counted, its branches walked or pending
     };
     std::vector<Frame> stack{{body, 0, false}};
-    auto use = [&](const Atom& a) {
+    auto use = [&](const Atom& a, bool arg = false) {
       if (a.kind != Atom::Local) return;
       VarUse& u = vars_[a.var];
       ++u.count;
+      u.argUses += arg;
       // Walked in order: the last use is the latest. A use is inside the block binding
       // the variable, whose frame is on the stack (else: used, as far as we know, to
       // the end).
@@ -158,7 +166,7 @@ class FnCompiler {
       f.entered = true;
       const Bind& bd = f.b->binds[f.i];
       use(bd.atom);
-      for (const Atom& a : bd.args) use(a);
+      for (const Atom& a : bd.args) use(a, bd.kind == Bind::Call);
       if (bd.lambda)
         for (Var* v : bd.lambda->freeVars) use(localAtom(v));
       if (bd.dst) bind(bd.dst, d);
@@ -189,6 +197,10 @@ class FnCompiler {
   void loadAtom(const Atom& a, uint32_t r) {
     switch (a.kind) {
       case Atom::Local: {
+        if (auto lazy = lazyUpval_.find(a.var); lazy != lazyUpval_.end()) {
+          emit(instr::make(Op::GETUPVAL, r, lazy->second));
+          break;
+        }
         uint32_t src = regOf(a.var);
         if (src != r) emit(instr::make(Op::MOVE, r, src));
         break;
@@ -200,7 +212,7 @@ class FnCompiler {
 
   // The register holding `a`, loading it into a fresh temporary if it is not a local.
   uint32_t atomReg(const Atom& a) {
-    if (a.kind == Atom::Local) return regOf(a.var);
+    if (a.kind == Atom::Local && !lazyUpval_.count(a.var)) return regOf(a.var);
     SrcLoc saved = loc_;
     if (a.loc.known()) loc_ = a.loc;
     uint32_t r = allocReg();
@@ -661,6 +673,10 @@ class FnCompiler {
             if (u.block == b && u.last == i + 1) {
               --u.count;
               u.last = i;
+            } else if (!u.block && std::find(lam_->freeVars.begin(), lam_->freeVars.end(), callee.var) != lam_->freeVars.end()) {
+              // (a captured callee: see lazyUpval_)
+              --u.count;
+              --u.argUses;
             }
           }
           splitParts_.insert(&b->binds[i + 1]);
@@ -994,11 +1010,13 @@ class FnCompiler {
   std::unordered_map<const Var*, uint32_t> reg_;
   struct VarUse {
     int count = 0;
+    int argUses = 0;               // of which as an argument (or the callee) of a call
     const Block* block = nullptr;  // the block binding it (none for parameters and captured variables)
     uint32_t depth = 0;            // (its frame in analyseUses)
     size_t last = 0;               // the last binding of that block using it
   };
   std::unordered_map<const Var*, VarUse> vars_;  // analyseUses
+  std::unordered_map<const Var*, uint32_t> lazyUpval_;  // captured values loaded at their use: their index
   std::unordered_map<uint64_t, uint32_t> constIndex_;
   std::unordered_set<const Var*> pendingRec_;
   std::vector<GroupClosure> groupClosures_;

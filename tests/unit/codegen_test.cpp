@@ -123,4 +123,23 @@ TEST(Codegen, ALongLetStarCompilesInLinearTime) {
   EXPECT_EQ(show(vm, "((gradient (lambda (x) (let* ((y (* x x)) (y (* y x)) (z y)) (+ y z)))) 2)"), "24");
 }
 
+// A captured value used once, as the callee or an argument of a call, is loaded where
+// it is used (straight into the call's window), not at entry and then moved.
+TEST(Codegen, ACapturedValueUsedOnceByACallIsLoadedIntoItsWindow) {
+  VM vm;
+  dlam::openStdlib(vm);
+  std::string listing;
+  dlam::evalSource(vm, "(define (caller f k) (lambda (x) (+ k (f x))))", "<codegen>");
+  // Only x is moved into the window (f was loaded at entry and moved: 2 before).
+  EXPECT_EQ(moves(vm, "(caller car 1)", &listing), 1u) << listing;
+  EXPECT_EQ(show(vm, "((caller car 1) '(41 2))"), "42");
+  // Used twice, in a branch, as an argument, as the callee of a tail call: the values.
+  EXPECT_EQ(show(vm, "((lambda (f) ((lambda (x) (+ (f x) (f x))) 3)) (lambda (y) (* y y)))"), "18");
+  EXPECT_EQ(show(vm, "(map (lambda (x) ((lambda (f) (if (> x 0) (f x) 0)) -)) '(1 -2))"), "(-1 0)");
+  EXPECT_EQ(show(vm, "((lambda (a g) ((lambda (x) (list (g a x))) 5)) 7 cons)"), "((7 . 5))");
+  EXPECT_EQ(show(vm, "((lambda (g) ((lambda (x) (g x x)) 4)) *)"), "16");
+  // And in transformed code, where every backpropagator calls the one it captured.
+  EXPECT_EQ(show(vm, "((gradient (lambda (x) ((caller (lambda (y) (* x y y)) 1) x))) 3)"), "27");
+}
+
 }  // namespace
