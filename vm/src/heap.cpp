@@ -14,10 +14,11 @@
 // an already marked object is not traced again, so it only walks the young survivors; its
 // sweep frees the young dead, lazily (the allocator sweeps a page when it needs its
 // slots: Arena::sweepLazily). The bytes and objects counted come from the marks, so they
-// drop at the collection, not when the sweep gets round to the dead. For that to be right, every old object that may point at a
-// young one must be in the remembered set: the write barrier (VM::writeBarrier) puts it
-// there when a store into an old object makes such a pointer. A full (major) collection
-// clears every mark first and marks everything live, so it also frees the old dead.
+// drop at the collection, not when the sweep gets round to the dead. For all this to be
+// right, every old object that may point at a young one must be in the remembered set:
+// the write barrier (VM::writeBarrier) puts it there when a store into an old object
+// makes such a pointer. A full (major) collection clears every mark first and marks
+// everything live, so it also frees the old dead.
 // Collections at the allocation threshold are minor, and full when the old bytes have
 // doubled since the last full one, when the heap is past half its limit, and when asked
 // for ((collect-garbage), collectGarbage(), recover()): see the end of collectGarbage.
@@ -48,20 +49,26 @@ uint64_t vectorBytes(const std::vector<T>& v) {
   return v.capacity() * sizeof(T);
 }
 
-// The bytes an object is counted for: the footprint allocate() charged for it (the
-// sizes are those of the make* functions below), and a proto's C++ memory.
+// The sizes of the objects whose size varies, as allocated by the make* functions below
+// and counted again, from the marks, by objectBytes.
+size_t stringSize(size_t length) { return offsetof(String, chars) + length + 1; }
+size_t closureSize(uint32_t nupvals) { return offsetof(Closure, upvals) + sizeof(Value) * std::max<uint32_t>(nupvals, 1); }
+size_t vectorSize(uint32_t n) { return offsetof(Vector, items) + sizeof(double) * std::max<uint32_t>(n, 1); }
+
+// The bytes an object is counted for: the footprint allocate() charged for it, and a
+// proto's C++ memory.
 uint64_t objectBytes(const Obj* o) {
   switch (o->type) {
-    case ObjType::String: return Arena::footprint(offsetof(String, chars) + o->aux + 1);
+    case ObjType::String: return Arena::footprint(stringSize(o->aux));
     case ObjType::Symbol: return Arena::footprint(sizeof(Symbol));
     case ObjType::Pair: return Arena::footprint(sizeof(Pair));
-    case ObjType::Closure: return Arena::footprint(offsetof(Closure, upvals) + sizeof(Value) * std::max<uint32_t>(o->aux, 1));
+    case ObjType::Closure: return Arena::footprint(closureSize(o->aux));
     case ObjType::Proto: return Arena::footprint(sizeof(Proto)) + static_cast<const Proto*>(o)->ownedBytes;
     case ObjType::Native:
     case ObjType::Foreign: return Arena::footprint(sizeof(Native));
     case ObjType::Rev: return Arena::footprint(sizeof(Rev));
     case ObjType::Attached: return Arena::footprint(sizeof(Attached));
-    case ObjType::Vector: return Arena::footprint(offsetof(Vector, items) + sizeof(double) * std::max<uint32_t>(o->aux, 1));
+    case ObjType::Vector: return Arena::footprint(vectorSize(o->aux));
   }
   return 0;
 }
@@ -155,7 +162,7 @@ Value VM::cons(Value car, Value cdr) { return Value::object(newPair(car, cdr)); 
 
 Value VM::makeString(std::string_view s) {
   if (s.size() > 0xffffffffu) runtimeError("string too long");
-  auto* str = static_cast<String*>(allocate(ObjType::String, offsetof(String, chars) + s.size() + 1));
+  auto* str = static_cast<String*>(allocate(ObjType::String, stringSize(s.size())));
   str->aux = static_cast<uint32_t>(s.size());
   std::memcpy(str->chars, s.data(), s.size());
   str->chars[s.size()] = '\0';
@@ -175,8 +182,7 @@ Symbol* VM::intern(std::string_view name) {
 }
 
 Closure* VM::makeClosure(Proto* proto, uint32_t nupvals) {
-  auto* c = static_cast<Closure*>(
-      allocate(ObjType::Closure, offsetof(Closure, upvals) + sizeof(Value) * (nupvals ? nupvals : 1)));
+  auto* c = static_cast<Closure*>(allocate(ObjType::Closure, closureSize(nupvals)));
   c->proto = proto;
   c->memo = Value::nil();
   c->aux = nupvals;
@@ -231,8 +237,7 @@ Attached* VM::makeAttached(Value primal, Value rep) {
 }
 
 Vector* VM::makeVector(uint32_t n) {
-  auto* v = static_cast<Vector*>(
-      allocate(ObjType::Vector, offsetof(Vector, items) + sizeof(double) * (n ? n : 1)));
+  auto* v = static_cast<Vector*>(allocate(ObjType::Vector, vectorSize(n)));
   v->aux = n;
   return v;
 }
