@@ -65,7 +65,11 @@ TEST(AdCost, TheGradientOfTheChainIsRight) {
   EXPECT_EQ(vm.show(g), "(3.75 7.5)");
 }
 
-
+// `text` with every N replaced by n.
+std::string sized(std::string text, const std::string& n) {
+  for (size_t p; (p = text.find('N')) != std::string::npos;) text.replace(p, 1, n);
+  return text;
+}
 
 // The bytes per element one gradient of `fn` allocates: fn is defined by `def` (with N
 // standing for the size), applied to `arg`, at sizes 1000 and 2000.
@@ -73,11 +77,9 @@ uint64_t bytesPerElement(const std::string& def, const std::string& arg) {
   VM vm;
   dlam::openStdlib(vm);
   auto at = [&](int n) {
-    std::string sn = std::to_string(n), d = def + "(define g-N (gradient fn-N))", a = arg;
-    for (std::string* t : {&d, &a})
-      for (size_t p; (p = t->find('N')) != std::string::npos;) t->replace(p, 1, sn);
-    dlam::evalSource(vm, d, "<cost>");
-    return bytesOfSecondRun(vm, "(g-" + sn + " " + a + ")");
+    std::string sn = std::to_string(n);
+    dlam::evalSource(vm, sized(def + "(define g-N (gradient fn-N))", sn), "<cost>");
+    return bytesOfSecondRun(vm, "(g-" + sn + " " + sized(arg, sn) + ")");
   };
   return (at(2000) - at(1000)) / 1000;
 }
@@ -123,12 +125,10 @@ TEST(AdCost, ATailIfUsingTheBindingsBeforeItMakesNoJoin) {
 }
 
 TEST(AdCost, AListWalkedByCarAndCadrBuildsOneGradientPairPerElement) {
-  uint64_t perElement = bytesPerElement(
-                                        "(define (fn-N x) (let loop ((x x) (acc 0))"
-                                        "  (if (null? (cdr x)) acc"
-                                        "      (loop (cdr x) (+ acc (* (car x) (cadr x)))))))"
-                                        "(define xs-N (iota N))",
-                                        "xs-N");
+  const std::string walk =
+      "(define (fn-N x) (let loop ((x x) (acc 0))"
+      "  (if (null? (cdr x)) acc (loop (cdr x) (+ acc (* (car x) (cadr x)))))))";
+  uint64_t perElement = bytesPerElement(walk + "(define xs-N (iota N))", "xs-N");
   // (cdr x) gets a sensitivity from (cadr x), a pair (b̄ . 0) built at transform time,
   // and one from the recursive call, a list: their sum is taken apart, the list's car
   // added to b̄ and its cdr kept, so no pair is made for (b̄ . 0) and no plus walks it.
@@ -138,12 +138,9 @@ TEST(AdCost, AListWalkedByCarAndCadrBuildsOneGradientPairPerElement) {
   // The gradient itself: element i gets x_{i-1} + x_{i+1}.
   VM vm;
   dlam::openStdlib(vm);
-  dlam::evalSource(vm,
-                   "(define (fn x) (let loop ((x x) (acc 0))"
-                   "  (if (null? (cdr x)) acc (loop (cdr x) (+ acc (* (car x) (cadr x)))))))",
-                   "<cost>");
-  EXPECT_EQ(vm.show(dlam::evalSource(vm, "((gradient fn) '(1 2 3 4 5))", "<cost>")), "(2 4 6 8 4)");
-  EXPECT_EQ(vm.show(dlam::evalSource(vm, "((gradient fn) '(7))", "<cost>")), "(0)");
+  dlam::evalSource(vm, sized(walk, "1"), "<cost>");
+  EXPECT_EQ(vm.show(dlam::evalSource(vm, "((gradient fn-1) '(1 2 3 4 5))", "<cost>")), "(2 4 6 8 4)");
+  EXPECT_EQ(vm.show(dlam::evalSource(vm, "((gradient fn-1) '(7))", "<cost>")), "(0)");
 }
 
 }  // namespace

@@ -51,6 +51,16 @@ bool intact(const Made& m) {
 
 void mark(const Made& m) { static_cast<Obj*>(static_cast<void*>(m.p))->marked = 1; }
 
+// Marks the objects made[i] for which keep(i) holds, adding them to `survivors`.
+template <class Keep>
+void markSurvivors(const std::vector<Made>& made, std::set<char*>& survivors, Keep keep) {
+  for (size_t i = 0; i < made.size(); ++i)
+    if (keep(i)) {
+      mark(made[i]);
+      survivors.insert(made[i].p);
+    }
+}
+
 TEST(Arena, EverySizeIsAlignedDistinctAndCountedByItsFootprint) {
   Arena a;
   std::vector<Made> made;
@@ -99,10 +109,7 @@ TEST(Arena, FreedSlotsAreReused) {
   uint64_t pages = a.pages();
   // Every hundredth survives (so every page keeps an object).
   std::set<char*> survivors;
-  for (size_t i = 0; i < made.size(); i += 100) {
-    mark(made[i]);
-    survivors.insert(made[i].p);
-  }
+  markSurvivors(made, survivors, [](size_t i) { return i % 100 == 0; });
   EXPECT_EQ(a.sweep().objects, 5000u - survivors.size());
   // The freed slots take the new objects: no new page.
   for (size_t i = 0; i < 5000 - survivors.size(); ++i) EXPECT_FALSE(survivors.count(make(a, 32, 2).p));
@@ -163,10 +170,7 @@ TEST(Arena, PagesUntouchedSinceTheLastSweepAreSkippedAndTheirFreeSlotsKept) {
   ASSERT_GE(pages, 10u);
   // Every third survives: every page walked, two thirds of the slots free.
   std::set<char*> survivors;
-  for (size_t i = 0; i < made.size(); i += 3) {
-    mark(made[i]);
-    survivors.insert(made[i].p);
-  }
+  markSurvivors(made, survivors, [](size_t i) { return i % 3 == 0; });
   Arena::Freed f1 = a.sweep();
   EXPECT_EQ(f1.objects, made.size() - survivors.size());
   EXPECT_EQ(f1.pagesSkipped, 0u);
@@ -185,10 +189,7 @@ TEST(Arena, PagesUntouchedSinceTheLastSweepAreSkippedAndTheirFreeSlotsKept) {
   // Some new objects survive this time (marked, like the old ones).
   std::vector<Made> young;
   for (int i = 0; i < 3000; ++i) young.push_back(make(a, 48, 9));
-  for (size_t i = 0; i < young.size(); i += 2) {
-    mark(young[i]);
-    survivors.insert(young[i].p);
-  }
+  markSurvivors(young, survivors, [](size_t i) { return i % 2 == 0; });
   Arena::Freed f4 = a.sweep();
   EXPECT_EQ(f4.objects, young.size() / 2);
   freeSlots -= (young.size() + 1) / 2;
@@ -214,22 +215,18 @@ TEST(Arena, PagesUntouchedSinceTheLastSweepAreSkippedAndTheirFreeSlotsKept) {
 }
 
 // A minor collection's sweep is lazy: the dead are freed only when the allocator needs
-// their slots, page by page, and a page of old objects alone is passed over. What the
-// lazy sweeps free is counted, and every slot is handed out once.
+// their slots, page by page. What the lazy sweeps free is counted, every slot is handed
+// out once, and no survivor is.
 TEST(Arena, ALazySweepFreesPageByPageAsTheAllocatorNeedsSlots) {
   Arena a;
   std::vector<Made> made;
   for (int i = 0; i < 20000; ++i) made.push_back(make(a, 32, 5));
   uint64_t pages = a.pages();
   ASSERT_GE(pages, 9u);
-  // Every fourth survives, and all of the oldest page's objects (the last 2040 made
-  // are in the newest page; the first ones in the oldest).
+  // Every fourth survives, and the first 500 made (at the start of the oldest page,
+  // which the lazy sweep reaches last: it goes from the newest page to the oldest).
   std::set<char*> survivors;
-  for (size_t i = 0; i < made.size(); ++i)
-    if (i % 4 == 0 || i < 500) {
-      mark(made[i]);
-      survivors.insert(made[i].p);
-    }
+  markSurvivors(made, survivors, [](size_t i) { return i % 4 == 0 || i < 500; });
   Arena::Freed large = a.sweepLazily();
   EXPECT_EQ(large.objects, 0u);
   // Nothing is freed yet: the dead keep their contents until their page is swept.

@@ -16,34 +16,40 @@ namespace {
 using dlam::Value;
 using dlam::VM;
 
-std::string show(VM& vm, const std::string& code) { return vm.show(dlam::evalSource(vm, code, "<codegen>")); }
+// Each test has its own VM with the standard library, and the listing of the last
+// function `moves` looked at, for failure messages.
+class Codegen : public ::testing::Test {
+ protected:
+  Codegen() { dlam::openStdlib(vm); }
 
-// The MOVEs of the function `code` evaluates to (its own code, not its children's),
-// with its listing for a failure message.
-size_t moves(VM& vm, const std::string& code, std::string* listing) {
-  Value f = dlam::evalSource(vm, code, "<codegen>");
-  if (!dlam::isClosure(f)) {
-    *listing = "not a closure: " + vm.show(f);
-    return SIZE_MAX;
+  std::string show(const std::string& code) { return vm.show(dlam::evalSource(vm, code, "<codegen>")); }
+
+  // The MOVEs of the function `code` evaluates to (its own code, not its children's).
+  size_t moves(const std::string& code) {
+    Value f = dlam::evalSource(vm, code, "<codegen>");
+    if (!dlam::isClosure(f)) {
+      listing = "not a closure: " + vm.show(f);
+      return SIZE_MAX;
+    }
+    const dlam::Proto* p = dlam::asClosure(f)->proto;
+    listing = vm.disassemble(p, false);
+    size_t n = 0;
+    for (dlam::Instr ins : p->code) n += dlam::instr::op(ins) == dlam::Op::MOVE;
+    return n;
   }
-  const dlam::Proto* p = dlam::asClosure(f)->proto;
-  *listing = vm.disassemble(p, false);
-  size_t n = 0;
-  for (dlam::Instr ins : p->code) n += dlam::instr::op(ins) == dlam::Op::MOVE;
-  return n;
-}
 
-TEST(Codegen, ArgumentsComputedEarlierInTheBlockAreComputedInTheCallWindow) {
   VM vm;
-  dlam::openStdlib(vm);
   std::string listing;
+};
+
+TEST_F(Codegen, ArgumentsComputedEarlierInTheBlockAreComputedInTheCallWindow) {
   // t and s are computed before (* h h), which is between them and the call.
   dlam::evalSource(vm,
                    "(define (walk l acc)"
                    "  (if (null? l) acc (let* ((t (cdr l)) (h (car l)) (s (* h h))) (walk t (+ acc s)))))",
                    "<codegen>");
-  EXPECT_EQ(moves(vm, "walk", &listing), 0u) << listing;
-  EXPECT_EQ(show(vm, "(walk '(1 2 3) 0)"), "14");
+  EXPECT_EQ(moves("walk"), 0u) << listing;
+  EXPECT_EQ(show("(walk '(1 2 3) 0)"), "14");
 
   // Transformed code: the arguments (cdr ws) and (cdr inputs) come first, the callee
   // (*j unit) last, and (car ws) and (car inputs), computed in between, are kept for
@@ -53,15 +59,12 @@ TEST(Codegen, ArgumentsComputedEarlierInTheBlockAreComputedInTheCallWindow) {
                    "  (if (null? inputs) (cons (+ acc (car ws)) (cdr ws))"
                    "      (unit (cdr ws) (cdr inputs) (+ acc (* (car ws) (car inputs))))))",
                    "<codegen>");
-  EXPECT_EQ(moves(vm, "(*j unit)", &listing), 0u) << listing;
-  EXPECT_EQ(show(vm, "(unit '(1 2 3 4) '(5 6) 0)"), "(20 4)");
-  EXPECT_EQ(show(vm, "((gradient (lambda (ws) (car (unit ws '(5 6) 0)))) '(1 2 3 4))"), "(5 6 1 0)");
+  EXPECT_EQ(moves("(*j unit)"), 0u) << listing;
+  EXPECT_EQ(show("(unit '(1 2 3 4) '(5 6) 0)"), "(20 4)");
+  EXPECT_EQ(show("((gradient (lambda (ws) (car (unit ws '(5 6) 0)))) '(1 2 3 4))"), "(5 6 1 0)");
 }
 
-TEST(Codegen, ValuesComputedBetweenAnArgumentAndItsCallSurviveTheCall) {
-  VM vm;
-  dlam::openStdlib(vm);
-  std::string listing;
+TEST_F(Codegen, ValuesComputedBetweenAnArgumentAndItsCallSurviveTheCall) {
   // c goes into the window of (g c e); b and the closure k, computed after c and used
   // after the call, get registers below the window, out of reach of g's frame; e,
   // used by the call last, may stay above it. In h, d is used by a second call and
@@ -72,12 +75,12 @@ TEST(Codegen, ValuesComputedBetweenAnArgumentAndItsCallSurviveTheCall) {
                    "                (list r (k) (k) b)))"
                    "(define (h x) (let* ((c (cdr x)) (e (car x)) (d (- e 1)) (r (g c e)) (s (g d r))) (list s d)))",
                    "<codegen>");
-  EXPECT_EQ(show(vm, "(f '(3 . 4))"), "((4 3) 6 6 6)");
-  EXPECT_EQ(show(vm, "(h '(3 . 4))"), "((2 (4 3)) 2)");
-  EXPECT_EQ(show(vm, "((gradient (lambda (v) (let ((r (f (cons (car v) (cadr v))))) (* (car (car r)) (cadr r)))))"
+  EXPECT_EQ(show("(f '(3 . 4))"), "((4 3) 6 6 6)");
+  EXPECT_EQ(show("(h '(3 . 4))"), "((2 (4 3)) 2)");
+  EXPECT_EQ(show("((gradient (lambda (v) (let ((r (f (cons (car v) (cadr v))))) (* (car (car r)) (cadr r)))))"
                      " '(3 4))"),
             "(8 6)");
-  EXPECT_EQ(show(vm, "((gradient (lambda (v) (let ((r (h (cons (car v) (cadr v))))) (* (car (car r)) (cadr r)))))"
+  EXPECT_EQ(show("((gradient (lambda (v) (let ((r (h (cons (car v) (cadr v))))) (* (car (car r)) (cadr r)))))"
                      " '(3 4))"),
             "(4 0)");
 }
@@ -89,26 +92,22 @@ std::string calls(int n) {
   return s;
 }
 
-TEST(Codegen, AComparisonWhoseThenBranchIsTooFarForItsJumpIsCompiledAgain) {
+TEST_F(Codegen, AComparisonWhoseThenBranchIsTooFarForItsJumpIsCompiledAgain) {
   // The fused compare-and-jump has a 16-bit offset: past it the `if` is compiled
   // again with a plain test, and the branch's variables get their registers anew.
-  VM vm;
-  dlam::openStdlib(vm);
   dlam::evalSource(vm,
                    "(define (f x) x) (define (h a b c) (list a b c))"
                    "(define (g x) (if (< x 2) (let* ((a (* x 10)) (b (+ x 5)) (c (cons a b)))" +
                        calls(12000) + " (h (car c) b (cdr c))) 0))",
                    "<codegen>");
-  EXPECT_EQ(show(vm, "(g 1)"), "(10 6 6)");
-  EXPECT_EQ(show(vm, "(g 3)"), "0");
+  EXPECT_EQ(show("(g 1)"), "(10 6 6)");
+  EXPECT_EQ(show("(g 3)"), "0");
 }
 
 // A let* of 3 10^4 bindings (each name bound again, and the parameter used in every
 // init) compiles in linear time: names are looked up in one scope for the whole let*,
 // and a name no scope binds (+, -) without walking the scopes (it took 28 s before).
-TEST(Codegen, ALongLetStarCompilesInLinearTime) {
-  VM vm;
-  dlam::openStdlib(vm);
+TEST_F(Codegen, ALongLetStarCompilesInLinearTime) {
   const int n = 30000;
   std::string src = "(define (f x) (let* ((v x)";
   for (int i = 0; i < n; ++i) src += " (v (+ v 1 (- x x)))";
@@ -116,30 +115,27 @@ TEST(Codegen, ALongLetStarCompilesInLinearTime) {
   auto start = std::chrono::steady_clock::now();
   dlam::evalSource(vm, src, "<codegen>");
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(show(vm, "(f 5)"), std::to_string(2 * (5 + n) + 5));
+  EXPECT_EQ(show("(f 5)"), std::to_string(2 * (5 + n) + 5));
   EXPECT_LT(seconds, 20.0);
   // Shadowing within one let*: each init sees the binding before it.
-  EXPECT_EQ(show(vm, "(let* ((a 1) (b (+ a 1)) (a (* b 10)) (c (list a b))) (cons a c))"), "(20 20 2)");
-  EXPECT_EQ(show(vm, "((gradient (lambda (x) (let* ((y (* x x)) (y (* y x)) (z y)) (+ y z)))) 2)"), "24");
+  EXPECT_EQ(show("(let* ((a 1) (b (+ a 1)) (a (* b 10)) (c (list a b))) (cons a c))"), "(20 20 2)");
+  EXPECT_EQ(show("((gradient (lambda (x) (let* ((y (* x x)) (y (* y x)) (z y)) (+ y z)))) 2)"), "24");
 }
 
 // A captured value used once, as the callee or an argument of a call, is loaded where
 // it is used (straight into the call's window), not at entry and then moved.
-TEST(Codegen, ACapturedValueUsedOnceByACallIsLoadedIntoItsWindow) {
-  VM vm;
-  dlam::openStdlib(vm);
-  std::string listing;
+TEST_F(Codegen, ACapturedValueUsedOnceByACallIsLoadedIntoItsWindow) {
   dlam::evalSource(vm, "(define (caller f k) (lambda (x) (+ k (f x))))", "<codegen>");
   // Only x is moved into the window (f was loaded at entry and moved: 2 before).
-  EXPECT_EQ(moves(vm, "(caller car 1)", &listing), 1u) << listing;
-  EXPECT_EQ(show(vm, "((caller car 1) '(41 2))"), "42");
+  EXPECT_EQ(moves("(caller car 1)"), 1u) << listing;
+  EXPECT_EQ(show("((caller car 1) '(41 2))"), "42");
   // Used twice, in a branch, as an argument, as the callee of a tail call: the values.
-  EXPECT_EQ(show(vm, "((lambda (f) ((lambda (x) (+ (f x) (f x))) 3)) (lambda (y) (* y y)))"), "18");
-  EXPECT_EQ(show(vm, "(map (lambda (x) ((lambda (f) (if (> x 0) (f x) 0)) -)) '(1 -2))"), "(-1 0)");
-  EXPECT_EQ(show(vm, "((lambda (a g) ((lambda (x) (list (g a x))) 5)) 7 cons)"), "((7 . 5))");
-  EXPECT_EQ(show(vm, "((lambda (g) ((lambda (x) (g x x)) 4)) *)"), "16");
+  EXPECT_EQ(show("((lambda (f) ((lambda (x) (+ (f x) (f x))) 3)) (lambda (y) (* y y)))"), "18");
+  EXPECT_EQ(show("(map (lambda (x) ((lambda (f) (if (> x 0) (f x) 0)) -)) '(1 -2))"), "(-1 0)");
+  EXPECT_EQ(show("((lambda (a g) ((lambda (x) (list (g a x))) 5)) 7 cons)"), "((7 . 5))");
+  EXPECT_EQ(show("((lambda (g) ((lambda (x) (g x x)) 4)) *)"), "16");
   // And in transformed code, where every backpropagator calls the one it captured.
-  EXPECT_EQ(show(vm, "((gradient (lambda (x) ((caller (lambda (y) (* x y y)) 1) x))) 3)"), "27");
+  EXPECT_EQ(show("((gradient (lambda (x) ((caller (lambda (y) (* x y y)) 1) x))) 3)"), "27");
 }
 
 }  // namespace
