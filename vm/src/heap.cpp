@@ -50,9 +50,8 @@ uint64_t vectorBytes(const std::vector<T>& v) {
 }
 
 // The sizes of the objects whose size varies, as allocated by the make* functions below
-// and counted again, from the marks, by objectBytes.
+// and counted again, from the marks, by objectBytes (closureSize: object.h).
 size_t stringSize(size_t length) { return offsetof(String, chars) + length + 1; }
-size_t closureSize(uint32_t nupvals) { return offsetof(Closure, upvals) + sizeof(Value) * std::max<uint32_t>(nupvals, 1); }
 size_t vectorSize(uint32_t n) { return offsetof(Vector, items) + sizeof(double) * std::max<uint32_t>(n, 1); }
 
 // The bytes an object is counted for: the footprint allocate() charged for it, and a
@@ -181,15 +180,6 @@ Symbol* VM::intern(std::string_view name) {
   return sym;
 }
 
-Closure* VM::makeClosure(Proto* proto, uint32_t nupvals) {
-  auto* c = static_cast<Closure*>(allocate(ObjType::Closure, closureSize(nupvals)));
-  c->proto = proto;
-  c->memo = Value::nil();
-  c->aux = nupvals;
-  for (uint32_t i = 0; i < nupvals; ++i) c->upvals[i] = Value::undefined();
-  return c;
-}
-
 Proto* VM::makeProto() {
   void* mem = allocate(ObjType::Proto, sizeof(Proto));
   Obj header = *static_cast<Obj*>(mem);
@@ -220,12 +210,6 @@ Native* VM::defineNative(const char* name, NativeFn fn, int minArgs, int maxArgs
   Native* n = makeNative(name, fn, minArgs, maxArgs, id);
   setGlobal(intern(name), Value::object(n));
   return n;
-}
-
-Rev* VM::makeRev(Value primal) {
-  auto* r = static_cast<Rev*>(allocate(ObjType::Rev, sizeof(Rev)));
-  r->primal = primal;
-  return r;
 }
 
 Attached* VM::makeAttached(Value primal, Value rep) {

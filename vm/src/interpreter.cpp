@@ -450,8 +450,9 @@ op_CLOSURE: {
   uint32_t idx = instr::bx(ins);
   Proto* child = p->protos[idx];
   const std::vector<uint16_t>& caps = p->captures[idx];
-  Closure* c = makeClosure(child, static_cast<uint32_t>(caps.size()));
-  for (size_t i = 0; i < caps.size(); ++i) c->upvals[i] = R[caps[i]];
+  auto n = static_cast<uint32_t>(caps.size());
+  Closure* c = newClosure(child, n);
+  for (uint32_t i = 0; i < n; ++i) c->upvals[i] = R[caps[i]];
   RA = Value::object(c);
   DISPATCH();
 }
@@ -755,7 +756,7 @@ arith_slow: {
 op_CONS: {
   SAVE_PC();
   Value x = RB, y = RC;
-  RA = cons(x, y);
+  RA = Value::object(newPair(x, y));
   DISPATCH();
 }
 op_CAR: {

@@ -88,6 +88,10 @@ struct Closure : Obj {
   Value upvals[1];
   uint32_t count() const { return aux; }
 };
+// The bytes of a closure with `nupvals` captured values (one slot at least).
+inline size_t closureSize(uint32_t nupvals) {
+  return offsetof(Closure, upvals) + sizeof(Value) * (nupvals ? nupvals : 1);
+}
 
 using Instr = uint64_t;
 

@@ -122,10 +122,30 @@ class VM {
   Value makeString(std::string_view s);
   Symbol* intern(std::string_view name);
   Value symbol(std::string_view name) { return Value::object(intern(name)); }
-  Closure* makeClosure(Proto* proto, uint32_t nupvals);
+  // A closure whose captured values are undefined until the caller stores them.
+  Closure* makeClosure(Proto* proto, uint32_t nupvals) {
+    Closure* c = newClosure(proto, nupvals);
+    for (uint32_t i = 0; i < nupvals; ++i) c->upvals[i] = Value::undefined();
+    return c;
+  }
+  // makeClosure for a caller that stores all `nupvals` captured values before anything
+  // else allocates (inline, as are makeRev and newPair: the interpreter makes these in
+  // its loops).
+  Closure* newClosure(Proto* proto, uint32_t nupvals) {
+    auto* c = static_cast<Closure*>(allocate(ObjType::Closure, closureSize(nupvals)));
+    c->proto = proto;
+    c->memo = Value::nil();
+    c->aux = nupvals;
+    c->upvals[0] = Value::undefined();  // the one slot of a closure that captures nothing
+    return c;
+  }
   Proto* makeProto();
   Native* makeNative(const char* name, NativeFn fn, int minArgs, int maxArgs, uint16_t id = 0);
-  Rev* makeRev(Value primal);
+  Rev* makeRev(Value primal) {
+    auto* r = static_cast<Rev*>(allocate(ObjType::Rev, sizeof(Rev)));
+    r->primal = primal;
+    return r;
+  }
   Attached* makeAttached(Value primal, Value rep);
   Vector* makeVector(uint32_t n);
   // Allocates an object of `bytes` bytes with the given type; used by the helpers
