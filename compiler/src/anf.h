@@ -72,6 +72,21 @@ struct Lambda {
   const Lambda* primalOf = nullptr;  // set by the reverse transform: the lambda this one transforms
 };
 
+// The `if` that ends block b and gives its value, if there is one: b continues a chain.
+inline const Bind* tailIf(const Block* b) {
+  if (b->binds.empty() || b->result.kind != Atom::Local) return nullptr;
+  const Bind& last = b->binds.back();
+  return last.kind == Bind::If && last.dst == b->result.var ? &last : nullptr;
+}
+
+// The branch of the `if` bd through which its chain goes on: the else branch if it
+// continues a chain (cond, case, or), else the then branch if that does (and), else null.
+inline const Block* chainBranch(const Bind& bd) {
+  if (tailIf(bd.elseB)) return bd.elseB;
+  if (tailIf(bd.thenB)) return bd.thenB;
+  return nullptr;
+}
+
 // Owns all IR nodes of one compilation unit (a top-level form, or a transform).
 struct Module {
   std::deque<Var> vars;

@@ -6,15 +6,19 @@
 // internal defines) into the core (bindings, calls, closures, conditionals, letrec
 // groups), and names every intermediate value. Recursion here follows the nesting
 // of the source text (never the length of a list) and is bounded by kMaxDepth and
-// the compiler's stack budget, reported as a clean error.
+// the compiler's stack budget, reported as a clean error. The chains of
+// conditionals that cond, case, and, or and else-if chains of `if` become (see
+// anf::tailIf) are built by one loop, chain(), however long they are.
 #include "expand.h"
 
 #include "stack_guard.h"
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
+#include <variant>
 
 namespace dlam {
 
@@ -238,9 +242,8 @@ class Expander {
         if (x->items.size() == 1) return constAtom(Value::voidValue(), x->loc);
         return sequence(x->items, 1);
       }
-      if (k == "cond") return condExpr(x, 1);
-      if (k == "and") return andExpr(x, 1);
-      if (k == "or") return orExpr(x, 1);
+      if (k == "cond") return condExpr(x);
+      if (k == "and" || k == "or") return andOrExpr(x, k == "and");
       if (k == "when" || k == "unless") return whenExpr(x, k == "unless");
       if (k == "case") return caseExpr(x);
       if (k == "do") return doExpr(x);
@@ -269,7 +272,7 @@ class Expander {
   // Expands `(if c t e)` where the branches are given as expanders.
   template <class Then, class Else>
   Atom branch(Atom cond, SrcLoc loc, Then thenF, Else elseF) {
-    DepthGuard guard(*this, loc);  // cond/and/or chains nest blocks without nesting expr()
+    DepthGuard guard(*this, loc);
     Bind b;
     b.kind = Bind::If;
     b.loc = loc;
@@ -285,55 +288,110 @@ class Expander {
     return localAtom(emit(std::move(b)), loc);
   }
 
+  // One link of a chain of conditionals: its test, and the branch where the chain
+  // stops, as an expander; the chain goes on in the other branch.
+  struct Link {
+    Atom test;
+    SrcLoc loc;
+    bool onInThen;              // the chain goes on in the then branch (and), else in the else branch
+    std::function<Atom()> stop;  // expands the branch where it stops
+  };
+  using Step = std::variant<Link, Atom>;
+
+  // Expands a chain of conditionals with a loop: step(i) expands part i of the form
+  // into the current block and gives its link, or, for the last part, the value of
+  // the innermost branch. Each link's `if` ends the block of the branch before it and
+  // gives its value (anf::tailIf). Only the chain's own nesting is looped over: what
+  // each part holds is expanded by expr() as usual, under the depth guard.
+  template <class StepF>
+  Atom chain(StepF step) {
+    Block* saved = cur_;
+    Atom value;
+    for (size_t i = 0;; ++i) {
+      Step part = step(i);
+      Atom* last = std::get_if<Atom>(&part);
+      Atom r = last ? *last : Atom();
+      Block* stop = nullptr;
+      Block* next = nullptr;
+      Link* link = std::get_if<Link>(&part);
+      if (link) {
+        Bind b;
+        b.kind = Bind::If;
+        b.loc = link->loc;
+        b.atom = link->test;
+        b.thenB = mod_.newBlock();
+        b.elseB = mod_.newBlock();
+        stop = link->onInThen ? b.elseB : b.thenB;
+        next = link->onInThen ? b.thenB : b.elseB;
+        r = localAtom(emit(std::move(b)), link->loc);
+      }
+      if (i == 0)
+        value = r;
+      else
+        cur_->result = r;
+      if (!link) break;
+      cur_ = stop;
+      stop->result = link->stop();
+      cur_ = next;
+    }
+    cur_ = saved;
+    return value;
+  }
+
+  // (if c t e), and an else-if chain (if c1 t1 (if c2 t2 ...)) as one chain.
   Atom ifExpr(Sx* x) {
-    size_t n = x->items.size();
-    if (n != 3 && n != 4) fail(x->loc, "if: expected (if test then [else])");
-    Atom c = expr(x->items[1]);
-    return branch(
-        c, x->loc, [&] { return expr(x->items[2]); },
-        [&] { return n == 4 ? expr(x->items[3]) : constAtom(Value::voidValue(), x->loc); });
+    Sx* form = x;
+    bool done = false;
+    return chain([&](size_t) -> Step {
+      size_t n = form->items.size();
+      if (done) return n == 4 ? expr(form->items[3]) : constAtom(Value::voidValue(), form->loc);
+      if (n != 3 && n != 4) fail(form->loc, "if: expected (if test then [else])");
+      Atom c = expr(form->items[1]);
+      Link link{c, form->loc, false, [this, t = form->items[2]] { return expr(t); }};
+      if (n == 4 && isForm(form->items[3], "if") && !form->items[3]->tail)
+        form = form->items[3];
+      else
+        done = true;
+      return link;
+    });
   }
 
-  Atom condExpr(Sx* x, size_t i) {
-    if (i >= x->items.size()) return constAtom(Value::voidValue(), x->loc);
-    Sx* clause = x->items[i];
-    if (clause->kind != Sx::List || clause->items.empty() || clause->tail)
-      fail(clause->loc, "cond: each clause must be a non-empty list");
-    if (clause->items[0]->isSymbol("else") && !lookup("else")) {
-      if (i + 1 != x->items.size()) fail(clause->loc, "cond: else must be the last clause");
-      if (clause->items.size() < 2) fail(clause->loc, "cond: else clause needs a body");
-      return sequence(clause->items, 1);
-    }
-    Atom test = expr(clause->items[0]);
-    if (clause->items.size() == 1) {
+  Atom condExpr(Sx* x) {
+    return chain([&](size_t k) -> Step {
+      size_t i = k + 1;
+      if (i >= x->items.size()) return constAtom(Value::voidValue(), x->loc);
+      Sx* clause = x->items[i];
+      if (clause->kind != Sx::List || clause->items.empty() || clause->tail)
+        fail(clause->loc, "cond: each clause must be a non-empty list");
+      if (clause->items[0]->isSymbol("else") && !lookup("else")) {
+        if (i + 1 != x->items.size()) fail(clause->loc, "cond: else must be the last clause");
+        if (clause->items.size() < 2) fail(clause->loc, "cond: else clause needs a body");
+        return sequence(clause->items, 1);
+      }
+      Atom test = expr(clause->items[0]);
       // (cond (test) ...) yields the test's value when true.
-      return branch(test, clause->loc, [&] { return test; }, [&] { return condExpr(x, i + 1); });
-    }
-    if (clause->items[1]->isSymbol("=>") && !lookup("=>")) {
-      if (clause->items.size() != 3) fail(clause->loc, "cond: expected (test => receiver)");
-      return branch(
-          test, clause->loc,
-          [&] {
-            Atom f = expr(clause->items[2]);
-            return call({f, test}, clause->loc);
-          },
-          [&] { return condExpr(x, i + 1); });
-    }
-    return branch(test, clause->loc, [&] { return sequence(clause->items, 1); }, [&] { return condExpr(x, i + 1); });
+      if (clause->items.size() == 1) return Link{test, clause->loc, false, [test] { return test; }};
+      if (clause->items[1]->isSymbol("=>") && !lookup("=>")) {
+        if (clause->items.size() != 3) fail(clause->loc, "cond: expected (test => receiver)");
+        return Link{test, clause->loc, false, [this, clause, test] {
+                      Atom f = expr(clause->items[2]);
+                      return call({f, test}, clause->loc);
+                    }};
+      }
+      return Link{test, clause->loc, false, [this, clause] { return sequence(clause->items, 1); }};
+    });
   }
 
-  Atom andExpr(Sx* x, size_t i) {
-    if (x->items.size() == 1) return constAtom(Value::boolean(true), x->loc);
-    Atom a = expr(x->items[i]);
-    if (i + 1 == x->items.size()) return a;
-    return branch(a, x->items[i]->loc, [&] { return andExpr(x, i + 1); }, [&] { return a; });
-  }
-
-  Atom orExpr(Sx* x, size_t i) {
-    if (x->items.size() == 1) return constAtom(Value::boolean(false), x->loc);
-    Atom a = expr(x->items[i]);
-    if (i + 1 == x->items.size()) return a;
-    return branch(a, x->items[i]->loc, [&] { return a; }, [&] { return orExpr(x, i + 1); });
+  // (and a b ...) goes on in the then branches, (or a b ...) in the else branches;
+  // where it stops, the value is the operand's.
+  Atom andOrExpr(Sx* x, bool isAnd) {
+    if (x->items.size() == 1) return constAtom(Value::boolean(isAnd), x->loc);
+    return chain([&](size_t k) -> Step {
+      size_t i = k + 1;
+      Atom a = expr(x->items[i]);
+      if (i + 1 == x->items.size()) return a;
+      return Link{a, x->items[i]->loc, isAnd, [a] { return a; }};
+    });
   }
 
   Atom whenExpr(Sx* x, bool unless) {
@@ -358,32 +416,30 @@ class Expander {
       b.atom = key;
       key = localAtom(emit(std::move(b)), key.loc);
     }
-    return caseClauses(x, key, 2);
-  }
-
-  Atom caseClauses(Sx* x, const Atom& key, size_t i) {
-    if (i >= x->items.size()) return constAtom(Value::voidValue(), x->loc);
-    Sx* clause = x->items[i];
-    if (clause->kind != Sx::List || clause->tail || clause->items.empty())
-      fail(clause->loc, "case: each clause must be ((datum...) expr...) or (else expr...)");
-    Sx* data = clause->items[0];
-    bool isElse = data->isSymbol("else") && !lookup("else");
-    if (isElse && i + 1 != x->items.size()) fail(clause->loc, "case: else must be the last clause");
-    if (!isElse && (data->kind != Sx::List || data->tail))
-      fail(data->loc, "case: a clause must start with a list of data, as in ((1 2) expr), or else");
-    if (clause->items.size() < 2)
-      fail(clause->loc, isElse ? "case: else clause needs a body" : "case: clause needs a body");
-    auto consequent = [&] {
-      if (clause->items[1]->isSymbol("=>") && !lookup("=>")) {
-        if (clause->items.size() != 3) fail(clause->loc, "case: expected (data => receiver)");
-        Atom f = expr(clause->items[2]);
-        return call({f, key}, clause->loc);
-      }
-      return sequence(clause->items, 1);
-    };
-    if (isElse) return consequent();
-    Atom match = caseMatch(key, data->items, data->loc);
-    return branch(match, clause->loc, consequent, [&] { return caseClauses(x, key, i + 1); });
+    return chain([&](size_t k) -> Step {
+      size_t i = k + 2;
+      if (i >= x->items.size()) return constAtom(Value::voidValue(), x->loc);
+      Sx* clause = x->items[i];
+      if (clause->kind != Sx::List || clause->tail || clause->items.empty())
+        fail(clause->loc, "case: each clause must be ((datum...) expr...) or (else expr...)");
+      Sx* data = clause->items[0];
+      bool isElse = data->isSymbol("else") && !lookup("else");
+      if (isElse && i + 1 != x->items.size()) fail(clause->loc, "case: else must be the last clause");
+      if (!isElse && (data->kind != Sx::List || data->tail))
+        fail(data->loc, "case: a clause must start with a list of data, as in ((1 2) expr), or else");
+      if (clause->items.size() < 2)
+        fail(clause->loc, isElse ? "case: else clause needs a body" : "case: clause needs a body");
+      auto consequent = [this, clause, key] {
+        if (clause->items[1]->isSymbol("=>") && !lookup("=>")) {
+          if (clause->items.size() != 3) fail(clause->loc, "case: expected (data => receiver)");
+          Atom f = expr(clause->items[2]);
+          return call({f, key}, clause->loc);
+        }
+        return sequence(clause->items, 1);
+      };
+      if (isElse) return consequent();
+      return Link{caseMatch(key, data->items, data->loc), clause->loc, false, consequent};
+    });
   }
 
   // Whether key is eqv? to one of the data: a flat run of conditionals (each takes
