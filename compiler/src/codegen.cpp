@@ -536,7 +536,18 @@ class FnCompiler {
     reg_[b->binds[i].dst] = base + slot;
   }
 
-  void compileBlock(const Block* b, const Target& t) {
+  // A link of a chain of conditionals: the `if`, and the comparison fused into its
+  // test (none: a plain test of its atom).
+  struct IfLink {
+    const Bind* bd = nullptr;
+    const Bind* cmp = nullptr;
+    NativeId cmpId = NativeId::None;
+  };
+
+  // Compiles block b into target t. With `chain`, a block that ends with an `if`
+  // giving its value (anf::tailIf) is compiled up to that `if` only, which is left
+  // in *chain for the caller's loop (compileIf); else *chain is left empty.
+  void compileBlock(const Block* b, const Target& t, IfLink* chain = nullptr) {
     if (stack_.exceeded()) fail("expression nested too deeply to compile");
     size_t n = b->binds.size();
     bool delivered = false;
@@ -577,13 +588,19 @@ class FnCompiler {
             bd.args.size() == 3 && uses(bd.dst) == 1) {
           bool nextLast = i + 2 == n && b->result.kind == Atom::Local && b->result.var == next.dst;
           reserveSlot(b, i + 1, across);
-          compileIf(next, nextLast ? &t : nullptr, &bd, id);
+          if (nextLast && chain)
+            *chain = {&next, &bd, id};
+          else
+            compileIf(next, nextLast ? &t : nullptr, &bd, id);
           if (nextLast) delivered = true;
           ++i;
           continue;
         }
       }
-      compileBind(bd, last ? &t : nullptr);
+      if (last && chain && bd.kind == Bind::If)
+        *chain = {&bd};
+      else
+        compileBind(bd, last ? &t : nullptr);
       if (last) delivered = true;
     }
     if (!delivered) {
@@ -921,64 +938,133 @@ class FnCompiler {
     uint32_t top;
   };
 
-  // Compiles an `if` binding. With `cmp`, the condition is that comparison call,
-  // fused into one compare-and-jump (falling back to a plain test if the jump
-  // offset does not fit in 16 bits).
-  void compileIf(const Bind& bd, const Target* t, const Bind* cmp, NativeId cmpId) {
-    Target target = t ? *t : Target{Target::Reg, dstReg(bd), !bd.dst->rec};
-    Checkpoint cp{proto_->code.size(), proto_->protos.size(), groupClosures_.size(), top_};
-    size_t jumpElse;
-    bool fused = false;
-    if (cmp) {
-      loc_ = cmp->loc;
-      const Atom& x = cmp->args[1];
-      const Atom& y = cmp->args[2];
-      uint32_t saved = top_;
+  // Compiles an `if` binding and the chain of conditionals it starts (anf::chainBranch)
+  // with a loop over the links: each link's test and jump, the branch where the chain
+  // stops, and the bindings of the other branch up to its `if`, the next link. A
+  // chain going on in its else branches (cond, case, or) finishes each link on the
+  // way; one going on in its then branches (and) leaves each link's jump to the end
+  // and else branch pending, compiled innermost first once the chain ends. Every end
+  // is the end of the whole chain, where all the jumps to an end go. A link's test
+  // may be a comparison (`cmp`), fused into one compare-and-jump; if the jump turns
+  // out too far for its 16-bit offset, the chain is compiled again from that link
+  // with the comparison computed and tested (for a pending link, from the first
+  // pending fused link: the jumps of those before it are longer still).
+  void compileIf(const Bind& first, const Target* t, const Bind* firstCmp, NativeId firstCmpId) {
+    Target target = t ? *t : Target{Target::Reg, dstReg(first), !first.dst->rec};
+    bool needEnd = target.kind != Target::Tail;
+    uint32_t chainTop = top_;
+    struct Pending {
+      IfLink link;
+      Checkpoint cp;
+      size_t jumpElse;
+      uint32_t branchTop;
+    };
+    std::vector<Pending> pending;           // links going on in their then branch, outermost first
+    std::vector<size_t> jumpsEnd;           // JMPs to the end of the chain, to patch
+    std::unordered_set<const Bind*> plain;  // links whose comparison is computed, not fused
+    auto restore = [&](const Checkpoint& cp, const Block* compiled) {
+      proto_->code.resize(cp.code);
+      proto_->locs.resize(cp.code);
+      proto_->protos.resize(cp.protos);
+      proto_->captures.resize(cp.protos);
+      groupClosures_.resize(cp.closures);
+      top_ = cp.top;
+      forgetBlock(compiled);
+      while (!jumpsEnd.empty() && jumpsEnd.back() >= cp.code) jumpsEnd.pop_back();
+    };
+    auto jumpEnd = [&] {
+      if (needEnd) jumpsEnd.push_back(emit(instr::makeBx(Op::JMP, 0, 0)));
+    };
+    IfLink link{&first, firstCmp, firstCmpId};
+    for (;;) {
+      const Bind& bd = *link.bd;
+      Checkpoint cp{proto_->code.size(), proto_->protos.size(), groupClosures_.size(), top_};
+      if (link.cmp && plain.count(&bd)) {
+        compileBind(*link.cmp, nullptr);
+        link.cmp = nullptr;
+      }
+      size_t jumpElse = emitTest(bd, link);
+      loc_ = bd.loc;
+      uint32_t branchTop = top_;
+      const Block* on = chainBranch(bd);
+      IfLink next;
+      if (on == bd.thenB) {
+        compileBlock(bd.thenB, target, &next);
+        pending.push_back({link, cp, jumpElse, branchTop});
+      } else {
+        compileBlock(bd.thenB, target);
+        top_ = branchTop;
+        jumpEnd();
+        if (!patchJump(jumpElse)) {
+          restore(cp, bd.thenB);
+          plain.insert(&bd);
+          continue;
+        }
+        compileBlock(bd.elseB, target, on ? &next : nullptr);
+      }
+      if (next.bd) {
+        link = next;
+        continue;
+      }
+      // The chain has ended: the pending links, innermost first.
+      while (!pending.empty()) {
+        Pending& p = pending.back();
+        top_ = p.branchTop;
+        jumpEnd();
+        if (!patchJump(p.jumpElse)) break;
+        compileBlock(p.link.bd->elseB, target);
+        pending.pop_back();
+      }
+      if (pending.empty()) break;
+      size_t from = pending.size();
+      for (size_t k = pending.size(); k-- > 0;)
+        if (pending[k].link.cmp) {
+          plain.insert(pending[k].link.bd);
+          from = k;
+        }
+      link = pending[from].link;
+      restore(pending[from].cp, link.bd->thenB);
+      pending.resize(from);
+    }
+    top_ = chainTop;
+    for (size_t j : jumpsEnd) patchJump(j);
+  }
+
+  // Emits the test of an `if` and its jump to the else branch (offset left to patch):
+  // the fused compare-and-jump of link.cmp, or JMPIFNOT on the if's atom.
+  size_t emitTest(const Bind& bd, const IfLink& link) {
+    uint32_t saved = top_;
+    size_t at;
+    if (link.cmp) {
+      loc_ = link.cmp->loc;
+      const Atom& x = link.cmp->args[1];
+      const Atom& y = link.cmp->args[2];
       if (isNumberConst(y) && constant(y.value) <= 0xffff) {
-        jumpElse = emit(instr::make(jumpOp(cmpId, true), atomReg(x), constant(y.value)));
+        at = emit(instr::make(jumpOp(link.cmpId, true), atomReg(x), constant(y.value)));
       } else {
         uint32_t a = atomReg(x), b = atomReg(y);
-        jumpElse = emit(instr::make(jumpOp(cmpId, false), a, b));
+        at = emit(instr::make(jumpOp(link.cmpId, false), a, b));
       }
-      top_ = saved;
-      fused = true;
     } else {
-      uint32_t saved = top_;
-      jumpElse = emit(instr::makeBx(Op::JMPIFNOT, atomReg(bd.atom), 0));
-      top_ = saved;
+      at = emit(instr::makeBx(Op::JMPIFNOT, atomReg(bd.atom), 0));
     }
-    loc_ = bd.loc;
-    uint32_t branchTop = top_;
-    compileBlock(bd.thenB, target);
-    top_ = branchTop;
-    size_t jumpEnd = 0;
-    bool needEnd = target.kind != Target::Tail;
-    if (needEnd) jumpEnd = emit(instr::makeBx(Op::JMP, 0, 0));
-    int64_t elseOff = static_cast<int64_t>(proto_->code.size()) - static_cast<int64_t>(jumpElse) - 1;
-    if (fused) {
-      if (elseOff > 32767) {
-        // Too far for a 16-bit offset: redo this `if` without fusion.
-        proto_->code.resize(cp.code);
-        proto_->locs.resize(cp.code);
-        proto_->protos.resize(cp.protos);
-        proto_->captures.resize(cp.protos);
-        groupClosures_.resize(cp.closures);
-        top_ = cp.top;
-        forgetBlock(bd.thenB);
-        compileBind(*cmp, nullptr);
-        compileIf(bd, t, nullptr, NativeId::None);
-        return;
-      }
-      proto_->code[jumpElse] = instr::withSC(proto_->code[jumpElse], static_cast<int32_t>(elseOff));
-    } else {
-      proto_->code[jumpElse] = instr::withSBx(proto_->code[jumpElse], static_cast<int32_t>(elseOff));
+    top_ = saved;
+    return at;
+  }
+
+  // Points the jump at `at` to the next instruction; false for a compare-and-jump
+  // whose 16-bit offset cannot reach it.
+  bool patchJump(size_t at) {
+    int64_t off = static_cast<int64_t>(proto_->code.size()) - static_cast<int64_t>(at) - 1;
+    Instr& ins = proto_->code[at];
+    Op op = instr::op(ins);
+    if (op == Op::JMP || op == Op::JMPIFNOT) {
+      ins = instr::withSBx(ins, static_cast<int32_t>(off));
+      return true;
     }
-    compileBlock(bd.elseB, target);
-    top_ = branchTop;
-    if (needEnd) {
-      int64_t endOff = static_cast<int64_t>(proto_->code.size()) - static_cast<int64_t>(jumpEnd) - 1;
-      proto_->code[jumpEnd] = instr::withSBx(proto_->code[jumpEnd], static_cast<int32_t>(endOff));
-    }
+    if (off > 32767) return false;
+    ins = instr::withSC(ins, static_cast<int32_t>(off));
+    return true;
   }
 
   // Undoes what compiling `b` decided about its variables (their registers, the
