@@ -12,10 +12,14 @@
 // the list of their free variables' sensitivities; recursive closure groups
 // distribute theirs with the prelude's %rec-fix. Because the output is ordinary ANF
 // that keeps its IR, the transform applies again to its own output: nested
-// derivatives of any order take the same path.
+// derivatives of any order take the same path. The forward sweep goes over the
+// blocks of a function with a loop over pending blocks (runTasks), so a chain of
+// conditionals (anf::chainBranch) costs no C++ stack, and the variables each `if`
+// of a chain needs from outside are found for the whole chain in one pass (outerOf).
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -153,7 +157,7 @@ class Transformer {
     loc_ = L->loc;
     // The primal values and uses are the function's own: a nested lambda recovers
     // the primals of its free variables itself (its closure captures their images).
-    auto savedPrimals = P_;
+    auto savedPrimals = std::move(P_);
     Uses savedUses = std::move(uses_);
     P_.clear();
     uses_ = classify(L->body);
@@ -190,7 +194,8 @@ class Transformer {
     VarSet inputs(L->params.begin(), L->params.end());
     inputs.insert(L->freeVars.begin(), L->freeVars.end());
     if (L->rest) inputs.insert(L->rest);
-    T->body->result = phiTail(L->body, T->body, finish, inputs, L->loc, L->name);
+    runTasks({L->body, T->body, true, std::make_shared<const FinishFn>(std::move(finish)),
+              std::make_shared<const VarSet>(std::move(inputs)), L->loc, L->name, {}, flatSelf_});
     P_ = std::move(savedPrimals);
     uses_ = std::move(savedUses);
     return T;
@@ -287,10 +292,6 @@ class Transformer {
   // The primal bindings of a block as processed (n-ary arithmetic expanded into
   // binary chains), in order; ρ walks it backwards.
   using Tape = std::vector<const Bind*>;
-
-  struct BranchInfo {
-    std::vector<Var*> outer;  // variables from outside the if that its branches use
-  };
 
   Atom phiBlock(const Block* b, Block* out, Tape& tape) {
     if (stack_.exceeded()) fail(loc_, file_, "*j: expression nested too deeply to transform");
@@ -451,72 +452,103 @@ class Transformer {
     bp_[bd.dst] = call(out, {prim(NativeId::Cdr), t}).var;
   }
 
-  // Variables bound outside `blocks` that they (or lambdas inside them) use.
-  std::vector<Var*> outerVars(std::initializer_list<const Block*> blocks) {
-    std::set<Var*, bool (*)(Var*, Var*)> used([](Var* a, Var* b) { return a->id < b->id; });
+  // The variables a part of a function uses (by it or by lambdas inside it), in order
+  // of id, and those it binds.
+  struct VarsSeen {
+    std::set<Var*, bool (*)(Var*, Var*)> used{[](Var* a, Var* b) { return a->id < b->id; }};
     std::unordered_set<const Var*> bound;
-    std::vector<const Block*> work(blocks);
+  };
+
+  // Adds block b to `seen`, with everything nested in it; without its last binding
+  // when `butLast`.
+  static void varsOf(const Block* top, bool butLast, VarsSeen& seen) {
+    std::vector<const Block*> work{top};
+    auto use = [&](const Atom& a) {
+      if (a.kind == Atom::Local) seen.used.insert(a.var);
+    };
     while (!work.empty()) {
       const Block* b = work.back();
       work.pop_back();
-      auto use = [&](const Atom& a) {
-        if (a.kind == Atom::Local) used.insert(a.var);
-      };
-      for (const Bind& bd : b->binds) {
-        if (bd.dst) bound.insert(bd.dst);
-        for (Var* v : bd.recVars) bound.insert(v);
+      size_t n = b->binds.size() - (b == top && butLast ? 1 : 0);
+      for (size_t i = 0; i < n; ++i) {
+        const Bind& bd = b->binds[i];
+        if (bd.dst) seen.bound.insert(bd.dst);
+        for (Var* v : bd.recVars) seen.bound.insert(v);
         use(bd.atom);
         for (const Atom& a : bd.args) use(a);
         if (bd.lambda)
-          for (Var* v : bd.lambda->freeVars) used.insert(v);
+          for (Var* v : bd.lambda->freeVars) seen.used.insert(v);
         if (bd.thenB) work.push_back(bd.thenB);
         if (bd.elseB) work.push_back(bd.elseB);
       }
       use(b->result);
     }
-    std::vector<Var*> out;
-    for (Var* v : used)
-      if (!bound.count(v)) out.push_back(v);
-    return out;
   }
 
+  // The variables bound outside the `if` ifb that its branches use, in order of id.
+  // Found for the rest of its chain of conditionals at once, innermost link first:
+  // a link's are those of the next link and of its own parts (the branch where the
+  // chain stops, the bindings before the next link), less those its parts bind.
+  std::unordered_map<const Bind*, std::vector<Var*>> outer_;
+  const std::vector<Var*>& outerOf(const Bind& ifb) {
+    if (auto it = outer_.find(&ifb); it != outer_.end()) return it->second;
+    std::vector<const Bind*> links{&ifb};
+    while (const Block* on = chainBranch(*links.back())) {
+      const Bind* next = tailIf(on);
+      if (outer_.count(next)) break;
+      links.push_back(next);
+    }
+    for (size_t k = links.size(); k-- > 0;) {
+      const Bind& bd = *links[k];
+      const Block* on = chainBranch(bd);
+      VarsSeen seen;
+      if (!on) {
+        varsOf(bd.thenB, false, seen);
+        varsOf(bd.elseB, false, seen);
+      } else {
+        varsOf(on == bd.thenB ? bd.elseB : bd.thenB, false, seen);
+        varsOf(on, true, seen);
+        const Bind* next = tailIf(on);
+        if (next->atom.kind == Atom::Local) seen.used.insert(next->atom.var);
+        seen.bound.insert(next->dst);
+        for (Var* v : outer_.at(next)) seen.used.insert(v);
+      }
+      std::vector<Var*>& out = outer_[&bd];
+      for (Var* v : seen.used)
+        if (!seen.bound.count(v)) out.push_back(v);
+    }
+    return outer_.at(&ifb);
+  }
+
+  // An `if` that is not in tail position: its branches are transformed later, by the
+  // loop running this block (runTasks), each returning (cons value backprop) where
+  // the branches use variables from outside, their value where they use none.
   void phiIf(const Bind& bd, Block* out) {
     Atom c = testAtom(out, bd.atom);
-    BranchInfo info;
-    info.outer = outerVars({bd.thenB, bd.elseB});
-    bool needBp = !info.outer.empty();
+    const std::vector<Var*>& outer = outerOf(bd);
+    bool needBp = !outer.empty();
     Bind ifb;
     ifb.kind = Bind::If;
     ifb.atom = c;
     ifb.loc = bd.loc;
-    std::vector<Var*> outer = info.outer;
-    FinishFn finish = [this, outer](Block* o, Sens& st) {
-      std::vector<Atom> items;
-      for (Var* u : outer) items.push_back(st.get(u));
-      return listOf(o, items);
-    };
-    VarSet inputs(outer.begin(), outer.end());
-    auto branch = [&](const Block* primal) {
-      Block* nb = M.newBlock();
-      if (!needBp) {
-        Tape tape;
-        nb->result = phiBlock(primal, nb, tape);
-        return nb;
-      }
-      nb->result = phiTail(primal, nb, finish, inputs, bd.loc, "");
-      return nb;
-    };
+    ifb.thenB = M.newBlock();
+    ifb.elseB = M.newBlock();
+    std::shared_ptr<const FinishFn> finish;
+    std::shared_ptr<const VarSet> inputs;
+    if (needBp) {
+      finish = std::make_shared<const FinishFn>([this, outer](Block* o, Sens& st) {
+        std::vector<Atom> items;
+        for (Var* u : outer) items.push_back(st.get(u));
+        return listOf(o, items);
+      });
+      inputs = std::make_shared<const VarSet>(outer.begin(), outer.end());
+    }
     // A branch's backpropagator reports only the sensitivities of the variables the
     // branch uses: one of a self-recursive closure is handed on where the function's
     // own backpropagator receives it (flatSelf_), not inside the branch.
-    const Var* savedSelf = flatSelf_;
-    flatSelf_ = nullptr;
+    tasks_->push_back({bd.elseB, ifb.elseB, needBp, finish, inputs, bd.loc, "", {}, nullptr});
+    tasks_->push_back({bd.thenB, ifb.thenB, needBp, finish, inputs, bd.loc, "", {}, nullptr});
     loc_ = bd.loc;
-    ifb.thenB = branch(bd.thenB);
-    loc_ = bd.loc;
-    ifb.elseB = branch(bd.elseB);
-    loc_ = bd.loc;
-    flatSelf_ = savedSelf;
     Var* dst = jDst(bd.dst);
     if (!needBp) {
       ifb.dst = dst;
@@ -526,7 +558,7 @@ class Transformer {
     Atom p = emitTo(out, std::move(ifb));
     call(out, {prim(NativeId::Car), p}, 0, dst);
     bp_[bd.dst] = call(out, {prim(NativeId::Cdr), p}).var;
-    branchOuter_[&bd] = info.outer;
+    branchOuter_[&bd] = outer;
   }
 
   // ---- the backward sweep ρ -----------------------------------------------------
@@ -723,6 +755,48 @@ class Transformer {
   using FinishFn = std::function<Atom(Block*, Sens&)>;
   using VarSet = std::unordered_set<const Var*>;
 
+  static constexpr size_t kMaxPrefix = 256;
+
+  // A block for the forward sweep to transform into `out`: in tail position (phiTail,
+  // the block's value returned with its backpropagator, finishing with `finish`) or
+  // not (phiBlock, the image of its value).
+  struct Task {
+    const Block* b;
+    Block* out;
+    bool tail;
+    std::shared_ptr<const FinishFn> finish;
+    std::shared_ptr<const VarSet> inputs;
+    SrcLoc loc;
+    std::string name;
+    Tape prefix;
+    const Var* flatSelf;  // flatSelf_ there
+  };
+  std::vector<Task>* tasks_ = nullptr;  // the blocks still to transform, of the function being transformed
+
+  // Transforms `first` and the blocks its transformation leaves to do (branches of
+  // conditionals), last left first: a branch is done before the blocks after it.
+  void runTasks(Task first) {
+    std::vector<Task> tasks;
+    tasks.push_back(std::move(first));
+    std::vector<Task>* savedTasks = tasks_;
+    const Var* savedSelf = flatSelf_;
+    tasks_ = &tasks;
+    while (!tasks.empty()) {
+      Task task = std::move(tasks.back());
+      tasks.pop_back();
+      flatSelf_ = task.flatSelf;
+      loc_ = task.loc;
+      if (task.tail) {
+        phiTail(task);
+      } else {
+        Tape tape;
+        task.out->result = phiBlock(task.b, task.out, tape);
+      }
+    }
+    tasks_ = savedTasks;
+    flatSelf_ = savedSelf;
+  }
+
   // φ of a block whose value is returned with its backpropagator, as
   // (cons value backprop), backprop ending with `finish` (which reads the
   // sensitivities of the variables in `inputs`). A conditional that ends the block
@@ -732,17 +806,16 @@ class Transformer {
   // such an if run once, before it; if the branches use what they compute, their
   // reverse steps (`prefix`, the tape so far) are repeated in each branch's
   // backpropagator, up to kMaxPrefix of them (beyond, the if joins as any other).
-  // If the bindings feed only the test, no sensitivity reaches them.
-  static constexpr size_t kMaxPrefix = 256;
-  Atom phiTail(const Block* b, Block* out, const FinishFn& finish, const VarSet& inputs, SrcLoc loc,
-               const std::string& name, const Tape& prefix = {}) {
-    if (stack_.exceeded()) fail(loc_, file_, "*j: expression nested too deeply to transform");
-    const Bind* last = b->binds.empty() ? nullptr : &b->binds.back();
-    if (last && last->kind == Bind::If && b->result.kind == Atom::Local && b->result.var == last->dst) {
-      std::vector<Var*> outer = outerVars({last->thenB, last->elseB});
-      bool testOnly = std::all_of(outer.begin(), outer.end(), [&](Var* v) { return inputs.count(v) > 0; });
-      if (testOnly || prefix.size() + b->binds.size() <= kMaxPrefix) {
-        Tape tape = prefix;
+  // If the bindings feed only the test, no sensitivity reaches them. The branches
+  // of the if are left to runTasks.
+  void phiTail(Task& task) {
+    const Block* b = task.b;
+    Block* out = task.out;
+    if (const Bind* last = tailIf(b)) {
+      const std::vector<Var*>& outer = outerOf(*last);
+      bool testOnly = std::all_of(outer.begin(), outer.end(), [&](Var* v) { return task.inputs->count(v) > 0; });
+      if (testOnly || task.prefix.size() + b->binds.size() <= kMaxPrefix) {
+        Tape tape = std::move(task.prefix);
         for (size_t i = 0; i + 1 < b->binds.size(); ++i) {
           loc_ = b->binds[i].loc;
           for (const Bind* e : expand(b->binds[i])) {
@@ -758,22 +831,22 @@ class Transformer {
         ifb.atom = testAtom(out, last->atom);
         ifb.loc = last->loc;
         ifb.thenB = M.newBlock();
-        ifb.thenB->result = phiTail(last->thenB, ifb.thenB, finish, inputs, last->loc, name, tape);
-        loc_ = last->loc;
         ifb.elseB = M.newBlock();
-        ifb.elseB->result = phiTail(last->elseB, ifb.elseB, finish, inputs, last->loc, name, tape);
-        loc_ = last->loc;
-        return emitTo(out, std::move(ifb));
+        tasks_->push_back({last->elseB, ifb.elseB, true, task.finish, task.inputs, last->loc, task.name, tape, task.flatSelf});
+        tasks_->push_back({last->thenB, ifb.thenB, true, task.finish, task.inputs, last->loc, task.name, std::move(tape),
+                           task.flatSelf});
+        out->result = emitTo(out, std::move(ifb));
+        return;
       }
     }
-    Tape tape = prefix;
+    Tape tape = std::move(task.prefix);
     Atom r = phiBlock(b, out, tape);
-    Lambda* bp = backprop(b, tape, loc, name, finish);
+    Lambda* bp = backprop(b, tape, task.loc, task.name, *task.finish);
     Bind mk;
     mk.kind = Bind::MakeLambda;
     mk.lambda = bp;
     Atom bpAtom = emitTo(out, std::move(mk));
-    return call(out, {prim(NativeId::Cons), r, bpAtom});
+    out->result = call(out, {prim(NativeId::Cons), r, bpAtom});
   }
 
   template <class Finish>
