@@ -979,11 +979,13 @@ class FnCompiler {
     for (;;) {
       const Bind& bd = *link.bd;
       Checkpoint cp{proto_->code.size(), proto_->protos.size(), groupClosures_.size(), top_};
-      if (link.cmp && plain.count(&bd)) {
+      bool computed = link.cmp && plain.count(&bd);
+      if (computed) {
         compileBind(*link.cmp, nullptr);
         link.cmp = nullptr;
       }
       size_t jumpElse = emitTest(bd, link);
+      if (computed) top_ = cp.top;  // (the test was the comparison's only use)
       loc_ = bd.loc;
       uint32_t branchTop = top_;
       const Block* on = chainBranch(bd);

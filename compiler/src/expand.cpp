@@ -383,14 +383,16 @@ class Expander {
   }
 
   // (and a b ...) goes on in the then branches, (or a b ...) in the else branches;
-  // where it stops, the value is the operand's.
+  // where it stops, the value is the operand's: #f for and (the only false value),
+  // so that an operand used only as the test (a comparison) is a compare-and-jump.
   Atom andOrExpr(Sx* x, bool isAnd) {
     if (x->items.size() == 1) return constAtom(Value::boolean(isAnd), x->loc);
     return chain([&](size_t k) -> Step {
       size_t i = k + 1;
       Atom a = expr(x->items[i]);
       if (i + 1 == x->items.size()) return a;
-      return Link{a, x->items[i]->loc, isAnd, [a] { return a; }};
+      Atom stop = isAnd ? constAtom(Value::boolean(false), x->items[i]->loc) : a;
+      return Link{a, x->items[i]->loc, isAnd, [stop] { return stop; }};
     });
   }
 
