@@ -49,14 +49,16 @@ bool intact(const Made& m) {
   return true;
 }
 
-void mark(const Made& m) { static_cast<Obj*>(static_cast<void*>(m.p))->marked = 1; }
+Obj* obj(const Made& m) { return static_cast<Obj*>(static_cast<void*>(m.p)); }
+// Marks as the collector does: with the arena's epoch.
+void mark(const Arena& a, const Made& m) { obj(m)->marked = a.epoch(); }
 
 // Marks the objects made[i] for which keep(i) holds, adding them to `survivors`.
 template <class Keep>
-void markSurvivors(const std::vector<Made>& made, std::set<char*>& survivors, Keep keep) {
+void markSurvivors(const Arena& a, const std::vector<Made>& made, std::set<char*>& survivors, Keep keep) {
   for (size_t i = 0; i < made.size(); ++i)
     if (keep(i)) {
-      mark(made[i]);
+      mark(a, made[i]);
       survivors.insert(made[i].p);
     }
 }
@@ -80,19 +82,19 @@ TEST(Arena, EverySizeIsAlignedDistinctAndCountedByItsFootprint) {
   EXPECT_GE(a.pages(), Arena::kClasses);  // every size class has its page
 
   // All marked: nothing freed, marks kept.
-  for (const Made& m : made) mark(m);
+  for (const Made& m : made) mark(a, m);
   Arena::Freed none = a.sweep();
   EXPECT_EQ(none.objects, 0u);
   EXPECT_EQ(none.bytes, 0u);
   for (const Made& m : made) {
     EXPECT_TRUE(intact(m)) << m.bytes;
-    EXPECT_EQ(static_cast<Obj*>(static_cast<void*>(m.p))->marked, 1);
+    EXPECT_TRUE(a.isMarked(obj(m)));
   }
   // Again: still nothing.
   EXPECT_EQ(a.sweep().objects, 0u);
   // None marked: everything freed, counted by footprint.
   a.unmarkAll();
-  for (const Made& m : made) EXPECT_EQ(static_cast<Obj*>(static_cast<void*>(m.p))->marked, 0);
+  for (const Made& m : made) EXPECT_FALSE(a.isMarked(obj(m)));
   Arena::Freed all = a.sweep();
   EXPECT_EQ(all.objects, made.size());
   EXPECT_EQ(all.bytes, footprints);
@@ -109,7 +111,7 @@ TEST(Arena, FreedSlotsAreReused) {
   uint64_t pages = a.pages();
   // Every hundredth survives (so every page keeps an object).
   std::set<char*> survivors;
-  markSurvivors(made, survivors, [](size_t i) { return i % 100 == 0; });
+  markSurvivors(a, made, survivors, [](size_t i) { return i % 100 == 0; });
   EXPECT_EQ(a.sweep().objects, 5000u - survivors.size());
   // The freed slots take the new objects: no new page.
   for (size_t i = 0; i < 5000 - survivors.size(); ++i) EXPECT_FALSE(survivors.count(make(a, 32, 2).p));
@@ -130,7 +132,7 @@ TEST(Arena, SurvivorsKeepTheirContentsWhileNewObjectsFillTheGaps) {
     for (size_t i = 0; i < all.size(); ++i)
       if ((i * 2654435761u >> 7) % 3 == 0) live.push_back(all[i]);
     a.unmarkAll();
-    for (const Made& m : live) mark(m);
+    for (const Made& m : live) mark(a, m);
     Arena::Freed f = a.sweep();
     EXPECT_EQ(f.objects, all.size() - live.size());
     for (const Made& m : live) ASSERT_TRUE(intact(m)) << "round " << round << ", " << m.bytes << " bytes";
@@ -144,7 +146,7 @@ TEST(Arena, EmptiedPagesGoBackToTheAllocator) {
   uint64_t full = a.pages();
   EXPECT_GE(full, 100000 * 32 / Arena::kPageBytes);
   // One object in ten thousand survives: its pages stay, the others go (one kept spare).
-  for (size_t i = 0; i < made.size(); i += 10000) mark(made[i]);
+  for (size_t i = 0; i < made.size(); i += 10000) mark(a, made[i]);
   a.sweep();
   EXPECT_LE(a.pages(), 10u + 1u);
   EXPECT_GE(a.pages(), 10u);
@@ -170,7 +172,7 @@ TEST(Arena, PagesUntouchedSinceTheLastSweepAreSkippedAndTheirFreeSlotsKept) {
   ASSERT_GE(pages, 10u);
   // Every third survives: every page walked, two thirds of the slots free.
   std::set<char*> survivors;
-  markSurvivors(made, survivors, [](size_t i) { return i % 3 == 0; });
+  markSurvivors(a, made, survivors, [](size_t i) { return i % 3 == 0; });
   Arena::Freed f1 = a.sweep();
   EXPECT_EQ(f1.objects, made.size() - survivors.size());
   EXPECT_EQ(f1.pagesSkipped, 0u);
@@ -189,7 +191,7 @@ TEST(Arena, PagesUntouchedSinceTheLastSweepAreSkippedAndTheirFreeSlotsKept) {
   // Some new objects survive this time (marked, like the old ones).
   std::vector<Made> young;
   for (int i = 0; i < 3000; ++i) young.push_back(make(a, 48, 9));
-  markSurvivors(young, survivors, [](size_t i) { return i % 2 == 0; });
+  markSurvivors(a, young, survivors, [](size_t i) { return i % 2 == 0; });
   Arena::Freed f4 = a.sweep();
   EXPECT_EQ(f4.objects, young.size() / 2);
   freeSlots -= (young.size() + 1) / 2;
@@ -226,7 +228,7 @@ TEST(Arena, ALazySweepFreesPageByPageAsTheAllocatorNeedsSlots) {
   // Every fourth survives, and the first 500 made (at the start of the oldest page,
   // which the lazy sweep reaches last: it goes from the newest page to the oldest).
   std::set<char*> survivors;
-  markSurvivors(made, survivors, [](size_t i) { return i % 4 == 0 || i < 500; });
+  markSurvivors(a, made, survivors, [](size_t i) { return i % 4 == 0 || i < 500; });
   Arena::Freed large = a.sweepLazily();
   EXPECT_EQ(large.objects, 0u);
   // Nothing is freed yet: the dead keep their contents until their page is swept.
@@ -289,7 +291,7 @@ TEST(Arena, LargeObjectsAreFreedOneByOne) {
   uint64_t freedBytes = 0;
   for (int i = 0; i < 10; ++i) {
     if (i % 3 == 0)
-      mark(made[i]);
+      mark(a, made[i]);
     else
       freedBytes += Arena::footprint(made[i].bytes);
   }
@@ -298,6 +300,33 @@ TEST(Arena, LargeObjectsAreFreedOneByOne) {
   EXPECT_EQ(f.bytes, freedBytes);
   EXPECT_EQ(a.largeObjects(), 4u);
   for (int i = 0; i < 10; i += 3) EXPECT_TRUE(intact(made[i]));
+}
+
+// unmarkAll moves the epoch on instead of clearing marks; after 255 epochs they start
+// over, and a mark left from the first time round must not count as a mark again.
+TEST(Arena, AMarkFromAnEarlierRoundOfEpochsIsNoMark) {
+  Arena a;
+  Made stale = make(a, 48, 1), kept = make(a, 48, 2);
+  mark(a, stale);
+  mark(a, kept);
+  uint8_t first = a.epoch();
+  std::set<uint8_t> seen;
+  // No sweep in between (as after collections that failed): stale keeps its first mark.
+  for (int i = 0; i < 3 * dlam::kMaxEpoch; ++i) {
+    a.unmarkAll();
+    mark(a, kept);
+    EXPECT_FALSE(a.isMarked(obj(stale))) << i << " epoch " << int(a.epoch());
+    EXPECT_TRUE(a.isMarked(obj(kept))) << i;
+    seen.insert(a.epoch());
+  }
+  EXPECT_EQ(seen.size(), size_t(dlam::kMaxEpoch));  // every epoch was used, the first one again
+  EXPECT_TRUE(seen.count(first));
+  a.sweep();
+  EXPECT_NE(obj(stale)->type, ObjType::Vector);  // freed
+  EXPECT_TRUE(intact(kept));
+  a.unmarkAll();
+  a.sweep();
+  EXPECT_NE(obj(kept)->type, ObjType::Vector);
 }
 
 TEST(Arena, AnImpossibleSizeIsNull) {
@@ -315,7 +344,7 @@ TEST(Arena, FreedSlotsArePoisonedUnderAsan) {
   Made live = make(a, 64, 5);
   Made dead = make(a, 64, 6);
   EXPECT_EQ(__asan_region_is_poisoned(dead.p, 64), nullptr);
-  mark(live);
+  mark(a, live);
   a.sweep();
   EXPECT_NE(__asan_region_is_poisoned(dead.p, 64), nullptr);
   EXPECT_EQ(__asan_region_is_poisoned(live.p, 64), nullptr);

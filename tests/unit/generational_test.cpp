@@ -183,6 +183,29 @@ TEST_F(Generational, TheAllocationThresholdGivesMinorAndFullCollections) {
   EXPECT_EQ(eval("(list (length keep) (apply + (map length keep)))"), "(2000 200000)");
 }
 
+// A full collection moves the arena's epoch on rather than clearing every mark, and the
+// epochs start over after 255: across 300 full collections with minor ones in between,
+// old objects that point at young ones (remembered, then not) keep them, and the garbage
+// of each round is freed.
+TEST_F(Generational, MarksStayRightAcrossManyRoundsOfEpochs) {
+  eval("(define g 0)");
+  eval("(define old (iota 1000))");
+  vm.collectGarbage();
+  uint64_t base = vm.gcStats().liveBytes;
+  for (int round = 0; round < 300; ++round) {
+    std::string n = std::to_string(round);
+    // The old symbol g given a young list: remembered until the next minor collection.
+    eval("(define g (list " + n + " \"young\"))");
+    eval("(iota 2000)");  // garbage
+    minor();
+    churn();
+    EXPECT_EQ(eval("g"), "(" + n + " \"young\")");
+    vm.collectGarbage();
+    EXPECT_EQ(eval("(list g (length old) (list-ref old 999))"), "((" + n + " \"young\") 1000 999)");
+    EXPECT_LT(vm.gcStats().liveBytes, base + 64 * 1024) << round;
+  }
+}
+
 // ---- write barriers, one per mutation point ------------------------------------------------
 
 // SETGLOBAL: a top-level define over an old symbol.

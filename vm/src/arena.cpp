@@ -174,22 +174,25 @@ inline bool Arena::unchanged(const Page* p) {
 // objects (freed, counted in `freed`) on the list `head`, so that the page's slots run
 // forwards on it; the page's last free slot links to the old head. Returns the number
 // of live objects.
-uint32_t Arena::sweepPage(Page* p, char*& head, Freed& freed) {
+uint32_t Arena::sweepPage(Page* p, char*& headRef, Freed& freed) {
+  // Everything the loop updates is a local: its stores into the slots (char*) could
+  // alias the references and the members, which would then be reloaded every slot.
+  char* head = headRef;
   char* lastFree = nullptr;
   size_t size = p->slotSize;
   char* first = reinterpret_cast<char*>(p) + kPageHeader;
-  uint32_t live = 0;
+  uint32_t live = 0, dead = 0;
+  const uint8_t epoch = epoch_;
   for (char* s = first + size_t(p->carved) * size; s != first;) {
     s -= size;
     // The type and mark bytes, read as bytes (a slot is an object or a free slot).
     auto type = static_cast<ObjType>(static_cast<uint8_t>(s[offsetof(Obj, type)]));
     if (type != kFreeType) {
-      if (s[offsetof(Obj, marked)]) {
+      if (static_cast<uint8_t>(s[offsetof(Obj, marked)]) == epoch) {
         ++live;
         continue;
       }
-      freed.bytes += size;
-      ++freed.objects;
+      ++dead;
       setFree(s, head);
       poisonBody(s, size);
     } else {
@@ -198,6 +201,9 @@ uint32_t Arena::sweepPage(Page* p, char*& head, Freed& freed) {
     if (!lastFree) lastFree = s;
     head = s;
   }
+  freed.bytes += uint64_t(dead) * size;
+  freed.objects += dead;
+  headRef = head;
   p->lastFree = lastFree;
   return live;
 }
@@ -216,7 +222,7 @@ Arena::Freed Arena::sweepLarge() {
   Freed freed;
   for (Large** link = &large_; Large* l = *link;) {
     char* o = reinterpret_cast<char*>(l) + kLargeHeader;
-    if (o[offsetof(Obj, marked)]) {
+    if (markedAt(o)) {
       link = &l->next;
       continue;
     }
@@ -288,11 +294,18 @@ void Arena::unmarkAll() {
   // A page left to sweep would now take its old objects for dead: it waits for the
   // next full sweep instead.
   for (Page*& p : unswept_) p = nullptr;
-  // A free slot's mark byte is 0 already (its header is kFreeType and zeros): every
-  // slot's is written, without reading its type first.
+  for (size_t c = 0; c < kClasses; ++c)
+    for (Page* p = pages_[c]; p; p = p->next) p->settled = false;
+  if (epoch_ < kMaxEpoch) {
+    ++epoch_;
+    return;
+  }
+  // The epochs start over at 1: no mark byte may hold one of them from before. A free
+  // slot's mark byte is 0 already (its header is kFreeType and zeros): every slot's is
+  // written, without reading its type first.
+  epoch_ = 1;
   for (size_t c = 0; c < kClasses; ++c)
     for (Page* p = pages_[c]; p; p = p->next) {
-      p->settled = false;
       char* s = reinterpret_cast<char*>(p) + kPageHeader;
       for (uint32_t i = 0; i < p->carved; ++i, s += p->slotSize) s[offsetof(Obj, marked)] = 0;
     }

@@ -17,8 +17,8 @@
 // drop at the collection, not when the sweep gets round to the dead. For all this to be
 // right, every old object that may point at a young one must be in the remembered set:
 // the write barrier (VM::writeBarrier) puts it there when a store into an old object
-// makes such a pointer. A full (major) collection clears every mark first and marks
-// everything live, so it also frees the old dead.
+// makes such a pointer. A full (major) collection clears every mark first (in O(pages):
+// the arena's epoch moves on) and marks everything live, so it also frees the old dead.
 // Collections at the allocation threshold are minor, and full when the old bytes have
 // doubled since the last full one, when the heap is past half its limit, and when asked
 // for ((collect-garbage), collectGarbage(), recover()): see the end of collectGarbage.
@@ -305,7 +305,7 @@ void VM::markRoots(std::vector<Obj*>& work) {
 
 // The slow path of the write barrier: `holder` is old and now points at a young object.
 void VM::remember(Obj* holder) {
-  if (holder->marked & kRemembered) return;
+  if (holder->flags & kRemembered) return;
   try {
     remembered_.push_back(holder);
   } catch (const std::bad_alloc&) {
@@ -313,7 +313,12 @@ void VM::remember(Obj* holder) {
     majorRequested_ = true;
     return;
   }
-  holder->marked |= kRemembered;
+  holder->flags |= kRemembered;
+}
+
+void VM::forgetRemembered() {
+  for (Obj* o : remembered_) o->flags &= static_cast<uint16_t>(~kRemembered);
+  remembered_.clear();
 }
 
 // The write barriers' contract, checked before every minor collection of the GC-stress
@@ -323,11 +328,11 @@ void VM::remember(Obj* holder) {
 void VM::checkRememberedSet() {
   std::vector<Obj*> children;
   arena_.forEachObject([&](Obj* o) {
-    if (o->marked != kMarked) return;
+    if (!arena_.isMarked(o) || (o->flags & kRemembered)) return;
     children.clear();
     traceChildren(o, children);
     for (Obj* child : children) {
-      if (child->marked) continue;
+      if (arena_.isMarked(child)) continue;
       fprintf(stderr, "dlam: GC check failed: an old object of type %d points at a young one of type %d "
               "and is not in the remembered set (a missing write barrier)\n",
               static_cast<int>(o->type), static_cast<int>(child->type));
@@ -365,14 +370,14 @@ void VM::collectGarbage(GcKind kind) {
     ~UnmarkOnFailure() {
       if (done) return;
       vm.arena_.unmarkAll();
-      vm.remembered_.clear();
+      vm.forgetRemembered();
       vm.majorRequested_ = true;
     }
   } unmarkOnFailure{*this};
   if (major) {
-    // Everything is young again (remembered flags included): the marking finds all that lives.
+    // Everything is young again (the remembered set too): the marking finds all that lives.
     arena_.unmarkAll();
-    remembered_.clear();
+    forgetRemembered();
   }
 #ifdef DLAM_GC_STRESS
   if (!major) checkRememberedSet();
@@ -381,8 +386,9 @@ void VM::collectGarbage(GcKind kind) {
   markRoots(work);
   // The old objects that may point at young ones: their children are traced (they
   // themselves stay marked and are not traced through the work list).
+  uint8_t epoch = arena_.epoch();
   for (Obj* o : remembered_) {
-    o->marked = kMarked;
+    o->flags &= static_cast<uint16_t>(~kRemembered);
     traceChildren(o, work);
   }
   remembered_.clear();
@@ -412,8 +418,8 @@ void VM::collectGarbage(GcKind kind) {
     } else {
       break;
     }
-    if (o->marked) continue;  // traced by this collection, or old (minor collections)
-    o->marked = kMarked;
+    if (o->marked == epoch) continue;  // traced by this collection, or old (minor collections)
+    o->marked = epoch;
     ++marked;
     markedBytes += objectBytes(o);
     traceChildren(o, work);
@@ -422,7 +428,7 @@ void VM::collectGarbage(GcKind kind) {
   // Objects owning C++ members are finalised here, before their blocks are freed.
   size_t kept = 0;
   for (Obj* o : finalizable_) {
-    if (o->marked) {
+    if (arena_.isMarked(o)) {
       finalizable_[kept++] = o;
     } else {
       finalize(o);

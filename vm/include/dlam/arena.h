@@ -12,7 +12,10 @@
 // links them. Nothing moves. The arena knows only the Obj header and its mark byte:
 // finalising objects that own C++ members is the VM's job (heap.cpp), before a sweep.
 // Marks are sticky (the VM's collector is generational): a sweep frees the unmarked
-// and leaves the marks, which only unmarkAll clears. So a page in which nothing was
+// and leaves the marks, which only unmarkAll clears. A mark is an epoch (ObjMark): an
+// object is marked if its mark byte holds the arena's epoch, so unmarkAll clears all
+// marks by moving the epoch on, without writing to any object (every 255th time it
+// does write a 0 into every mark byte, as the epochs start over). So a page in which nothing was
 // allocated since the last sweep has nothing to free until unmarkAll runs: the next
 // sweeps do not walk it (after a minor collection, most pages hold only old objects).
 // A minor collection's sweep is lazy (sweepLazily): each page is swept when the
@@ -97,6 +100,9 @@ class Arena {
   // Clears every object's mark, freeing nothing (before a full collection, and after
   // a collection that failed). Pages left to sweep lazily wait for the next sweep.
   void unmarkAll();
+  // The epoch that marks objects now: the collector marks an object by storing it.
+  uint8_t epoch() const { return epoch_; }
+  bool isMarked(const Obj* o) const { return o->marked == epoch_; }
 
   // Calls f(Obj*) for every object (for checks; the order is unspecified).
   template <class F>
@@ -144,6 +150,7 @@ class Arena {
   }
   void* refill(size_t c);
   uint32_t sweepPage(Page* p, char*& head, Freed& freed);
+  bool markedAt(const char* slot) const { return static_cast<uint8_t>(slot[offsetof(Obj, marked)]) == epoch_; }
   static void settle(Page* p, uint32_t live, char* firstFree);
   Freed sweepLarge();
   void* allocateLarge(size_t bytes);
@@ -154,6 +161,7 @@ class Arena {
   Page* pages_[kClasses] = {};  // per class: every page, newest first
   Page* unswept_[kClasses] = {};  // per class: the next page to sweep lazily (a suffix of pages_)
   Freed lazyFreed_;
+  uint8_t epoch_ = 1;  // 1 to kMaxEpoch
   Large* large_ = nullptr;
   uint64_t pageCount_ = 0;
   uint64_t largeCount_ = 0;

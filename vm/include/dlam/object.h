@@ -5,7 +5,8 @@
 // arena (dlam/arena.h), whose pages the sweeper walks, and never move. The mark
 // byte is the collector's (heap.cpp): marks are sticky, so a marked object is one
 // that survived a collection ("old"), and an old object that was given a pointer to
-// a young one is also flagged as remembered (ObjMark).
+// a young one is also flagged as remembered (kRemembered). A mark is the arena's epoch,
+// so that all are cleared at once by moving the epoch on (Arena::unmarkAll).
 // Pairs and closures carry a memo slot for the AD operators: the value *j made of
 // them, or the value *j-inverse made of them (flags say which; both: a record).
 #pragma once
@@ -45,18 +46,18 @@ enum ObjFlag : uint16_t {
   kLazyJInv = 1 << 4,    // closure: upvals still need *j-inverse applied
   kNoDerivative = 1 << 5,  // native: using it in differentiated code is an error naming it
   kHasVjp = 1 << 6,        // native: differentiable (first order only) through Native::vjp
+  kRemembered = 1 << 7,    // old, and in the VM's remembered set (it may point at young objects)
 };
 
-// Obj::marked bits. A new object has none (it is young); kRemembered is only ever set
-// on a marked object.
-enum ObjMark : uint8_t {
-  kMarked = 1,      // survived a collection (old), or reached by the one running
-  kRemembered = 2,  // old, and in the VM's remembered set (it may point at young objects)
-};
+// Obj::marked: the arena's epoch when the object was last marked (1 to kMaxEpoch), 0
+// if never. The object is marked (it survived a collection: old; or the running one
+// reached it) if that is the arena's epoch now (Arena::isMarked). A new object has 0
+// (it is young). The flag kRemembered is only ever set on a marked object.
+constexpr uint8_t kMaxEpoch = 0xff;
 
 struct Obj {
   ObjType type;
-  uint8_t marked;  // ObjMark bits
+  uint8_t marked;  // the epoch of its mark (see kMaxEpoch)
   uint16_t flags;
   uint32_t aux;  // small per-type payload (lengths, counts)
 };

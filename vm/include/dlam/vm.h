@@ -279,7 +279,7 @@ class VM {
   // object given a pointer to a young one goes into the remembered set, which the next
   // minor collection traces from (it would not trace the old object otherwise).
   void writeBarrier(Obj* holder, Value v) {
-    if (holder->marked == kMarked && v.isObject() && !v.asObject()->marked) [[unlikely]]
+    if (arena_.isMarked(holder) && v.isObject() && !arena_.isMarked(v.asObject())) [[unlikely]]
       remember(holder);
   }
   GcStats gcStats() const;
@@ -317,6 +317,7 @@ class VM {
   bool majorDue() const;
   void remember(Obj* holder);
   void checkRememberedSet();
+  void forgetRemembered();  // empties the remembered set
 
   Config config_;
   uint64_t bytesAllocated_ = 0;
