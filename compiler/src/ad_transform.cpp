@@ -153,6 +153,7 @@ class Transformer {
     if (L->rest) T->rest = J_[L->rest] = fresh(L->rest, "`");
     for (Var* f : L->freeVars) T->freeVars.push_back(J_.at(f));
     T->body = M.newBlock();
+    std::string savedFile = std::move(file_);
     file_ = L->file;
     loc_ = L->loc;
     // The primal values and uses are the function's own: a nested lambda recovers
@@ -198,6 +199,7 @@ class Transformer {
               std::make_shared<const VarSet>(std::move(inputs)), L->loc, L->name, {}, flatSelf_});
     P_ = std::move(savedPrimals);
     uses_ = std::move(savedUses);
+    file_ = std::move(savedFile);
     return T;
   }
 
@@ -379,7 +381,6 @@ class Transformer {
         Lambda* t = transformLambda(bd.lambda);
         flatSelf_ = savedSelf;
         flatFree_ = savedFree;
-        file_ = bd.lambda->file;
         Bind m;
         m.kind = Bind::MakeLambda;
         m.lambda = t;
