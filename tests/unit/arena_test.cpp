@@ -49,6 +49,13 @@ bool intact(const Made& m) {
   return true;
 }
 
+// n objects of `bytes` bytes filled with `fill`, made one after another.
+std::vector<Made> makeMany(Arena& a, int n, size_t bytes, uint8_t fill) {
+  std::vector<Made> made;
+  for (int i = 0; i < n; ++i) made.push_back(make(a, bytes, fill));
+  return made;
+}
+
 Obj* obj(const Made& m) { return static_cast<Obj*>(static_cast<void*>(m.p)); }
 // Marks as the collector does: with the arena's epoch.
 void mark(const Arena& a, const Made& m) { obj(m)->marked = a.epoch(); }
@@ -106,8 +113,7 @@ TEST(Arena, EverySizeIsAlignedDistinctAndCountedByItsFootprint) {
 
 TEST(Arena, FreedSlotsAreReused) {
   Arena a;
-  std::vector<Made> made;
-  for (int i = 0; i < 5000; ++i) made.push_back(make(a, 32, 1));
+  std::vector<Made> made = makeMany(a, 5000, 32, 1);
   uint64_t pages = a.pages();
   // Every hundredth survives (so every page keeps an object).
   std::set<char*> survivors;
@@ -141,8 +147,7 @@ TEST(Arena, SurvivorsKeepTheirContentsWhileNewObjectsFillTheGaps) {
 
 TEST(Arena, EmptiedPagesGoBackToTheAllocator) {
   Arena a;
-  std::vector<Made> made;
-  for (int i = 0; i < 100000; ++i) made.push_back(make(a, 32, 3));
+  std::vector<Made> made = makeMany(a, 100000, 32, 3);
   uint64_t full = a.pages();
   EXPECT_GE(full, 100000 * 32 / Arena::kPageBytes);
   // One object in ten thousand survives: its pages stay, the others go (one kept spare).
@@ -166,8 +171,7 @@ TEST(Arena, EmptiedPagesGoBackToTheAllocator) {
 // on the free list as they were. The free list must come out whole all the same.
 TEST(Arena, PagesUntouchedSinceTheLastSweepAreSkippedAndTheirFreeSlotsKept) {
   Arena a;
-  std::vector<Made> made;
-  for (int i = 0; i < 20000; ++i) made.push_back(make(a, 48, 7));
+  std::vector<Made> made = makeMany(a, 20000, 48, 7);
   uint64_t pages = a.pages();
   ASSERT_GE(pages, 10u);
   // Every third survives: every page walked, two thirds of the slots free.
@@ -189,8 +193,7 @@ TEST(Arena, PagesUntouchedSinceTheLastSweepAreSkippedAndTheirFreeSlotsKept) {
   EXPECT_GE(f3.pagesSkipped, pages - 2);
   EXPECT_LT(f3.pagesSkipped, pages);
   // Some new objects survive this time (marked, like the old ones).
-  std::vector<Made> young;
-  for (int i = 0; i < 3000; ++i) young.push_back(make(a, 48, 9));
+  std::vector<Made> young = makeMany(a, 3000, 48, 9);
   markSurvivors(a, young, survivors, [](size_t i) { return i % 2 == 0; });
   Arena::Freed f4 = a.sweep();
   EXPECT_EQ(f4.objects, young.size() / 2);
@@ -221,8 +224,7 @@ TEST(Arena, PagesUntouchedSinceTheLastSweepAreSkippedAndTheirFreeSlotsKept) {
 // out once, and no survivor is.
 TEST(Arena, ALazySweepFreesPageByPageAsTheAllocatorNeedsSlots) {
   Arena a;
-  std::vector<Made> made;
-  for (int i = 0; i < 20000; ++i) made.push_back(make(a, 32, 5));
+  std::vector<Made> made = makeMany(a, 20000, 32, 5);
   uint64_t pages = a.pages();
   ASSERT_GE(pages, 9u);
   // Every fourth survives, and the first 500 made (at the start of the oldest page,

@@ -222,7 +222,7 @@ Arena::Freed Arena::sweepLarge() {
   Freed freed;
   for (Large** link = &large_; Large* l = *link;) {
     char* o = reinterpret_cast<char*>(l) + kLargeHeader;
-    if (markedAt(o)) {
+    if (isMarked(reinterpret_cast<const Obj*>(o))) {
       link = &l->next;
       continue;
     }

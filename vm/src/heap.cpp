@@ -386,12 +386,8 @@ void VM::collectGarbage(GcKind kind) {
   markRoots(work);
   // The old objects that may point at young ones: their children are traced (they
   // themselves stay marked and are not traced through the work list).
-  uint8_t epoch = arena_.epoch();
-  for (Obj* o : remembered_) {
-    o->flags &= static_cast<uint16_t>(~kRemembered);
-    traceChildren(o, work);
-  }
-  remembered_.clear();
+  for (Obj* o : remembered_) traceChildren(o, work);
+  forgetRemembered();
   // Marking is bound by cache misses on object headers. Objects popped from the
   // work list wait in a small ring while their prefetches complete; the oldest is
   // then checked, marked and scanned.
@@ -399,6 +395,7 @@ void VM::collectGarbage(GcKind kind) {
   Obj* ring[kRing];
   size_t ringHead = 0, ringCount = 0;
   uint64_t marked = 0, markedBytes = 0;
+  const uint8_t epoch = arena_.epoch();
   for (;;) {
     Obj* o;
     if (!work.empty()) {

@@ -12,12 +12,13 @@
 // links them. Nothing moves. The arena knows only the Obj header and its mark byte:
 // finalising objects that own C++ members is the VM's job (heap.cpp), before a sweep.
 // Marks are sticky (the VM's collector is generational): a sweep frees the unmarked
-// and leaves the marks, which only unmarkAll clears. A mark is an epoch (ObjMark): an
-// object is marked if its mark byte holds the arena's epoch, so unmarkAll clears all
-// marks by moving the epoch on, without writing to any object (every 255th time it
-// does write a 0 into every mark byte, as the epochs start over). So a page in which nothing was
-// allocated since the last sweep has nothing to free until unmarkAll runs: the next
-// sweeps do not walk it (after a minor collection, most pages hold only old objects).
+// and leaves the marks, which only unmarkAll clears. A mark is an epoch (kMaxEpoch):
+// an object is marked if its mark byte holds the arena's epoch, so unmarkAll clears
+// all marks by moving the epoch on, without writing to any object (every 255th time
+// it does write a 0 into every mark byte, as the epochs start over). So a page in
+// which nothing was allocated since the last sweep has nothing to free until unmarkAll
+// runs: the next sweeps do not walk it (after a minor collection, most pages hold only
+// old objects).
 // A minor collection's sweep is lazy (sweepLazily): each page is swept when the
 // allocator next needs slots of its class, so the slots it frees are handed out while
 // the sweep has them in the cache, instead of the whole nursery being walked at once
@@ -150,7 +151,6 @@ class Arena {
   }
   void* refill(size_t c);
   uint32_t sweepPage(Page* p, char*& head, Freed& freed);
-  bool markedAt(const char* slot) const { return static_cast<uint8_t>(slot[offsetof(Obj, marked)]) == epoch_; }
   static void settle(Page* p, uint32_t live, char* firstFree);
   Freed sweepLarge();
   void* allocateLarge(size_t bytes);
