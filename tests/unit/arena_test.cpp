@@ -57,12 +57,23 @@ std::vector<Made> makeMany(Arena& a, int n, size_t bytes, uint8_t fill) {
 }
 
 Obj* obj(const Made& m) { return static_cast<Obj*>(static_cast<void*>(m.p)); }
-// Marks as the collector does: with the arena's epoch.
-void mark(const Arena& a, const Made& m) { obj(m)->marked = a.epoch(); }
+// Marks as the collector does.
+void mark(Arena& a, const Made& m) { a.mark(obj(m), Arena::footprint(m.bytes)); }
+
+// The objects in the arena. (A page with nothing marked is emptied without a walk, so
+// what a sweep freed is counted from what is left.)
+uint64_t objects(Arena& a) {
+  uint64_t n = 0;
+  a.forEachObject([&](Obj*) { ++n; });
+  return n;
+}
+
+// The page of a small object: pages are aligned to their size.
+uintptr_t pageOf(const Made& m) { return reinterpret_cast<uintptr_t>(m.p) & ~uintptr_t(Arena::kPageBytes - 1); }
 
 // Marks the objects made[i] for which keep(i) holds, adding them to `survivors`.
 template <class Keep>
-void markSurvivors(const Arena& a, const std::vector<Made>& made, std::set<char*>& survivors, Keep keep) {
+void markSurvivors(Arena& a, const std::vector<Made>& made, std::set<char*>& survivors, Keep keep) {
   for (size_t i = 0; i < made.size(); ++i)
     if (keep(i)) {
       mark(a, made[i]);
@@ -70,13 +81,23 @@ void markSurvivors(const Arena& a, const std::vector<Made>& made, std::set<char*
     }
 }
 
+// Makes n objects of `bytes` bytes, adding their slots to `taken`: none may be a survivor
+// or a slot taken before.
+void takeSlots(Arena& a, uint64_t n, size_t bytes, const std::set<char*>& survivors, std::set<char*>& taken) {
+  for (uint64_t i = 0; i < n; ++i) {
+    char* p = make(a, bytes, 10).p;
+    EXPECT_FALSE(survivors.count(p));
+    EXPECT_TRUE(taken.insert(p).second);
+  }
+}
+
 TEST(Arena, EverySizeIsAlignedDistinctAndCountedByItsFootprint) {
   Arena a;
   std::vector<Made> made;
-  uint64_t footprints = 0;
+  uint64_t largeFootprints = 0, large = 0;
   for (size_t bytes = 9; bytes <= 3000; bytes += 7) {
     made.push_back(make(a, bytes, static_cast<uint8_t>(bytes)));
-    footprints += Arena::footprint(bytes);
+    if (bytes > Arena::kMaxSmall) largeFootprints += Arena::footprint(bytes), ++large;
     EXPECT_EQ(reinterpret_cast<uintptr_t>(made.back().p) % 16, 0u) << bytes;
   }
   EXPECT_EQ(Arena::footprint(9), 16u);
@@ -99,12 +120,18 @@ TEST(Arena, EverySizeIsAlignedDistinctAndCountedByItsFootprint) {
   }
   // Again: still nothing.
   EXPECT_EQ(a.sweep().objects, 0u);
-  // None marked: everything freed, counted by footprint.
+  // None marked: everything freed; the pages are emptied without a walk, the large
+  // blocks counted by footprint.
   a.unmarkAll();
   for (const Made& m : made) EXPECT_FALSE(a.isMarked(obj(m)));
+  EXPECT_EQ(objects(a), made.size());
+  uint64_t pages = a.pages();
   Arena::Freed all = a.sweep();
-  EXPECT_EQ(all.objects, made.size());
-  EXPECT_EQ(all.bytes, footprints);
+  EXPECT_EQ(objects(a), 0u);
+  EXPECT_EQ(all.objects, large);
+  EXPECT_EQ(all.bytes, largeFootprints);
+  EXPECT_EQ(all.pagesEmptied, pages);
+  EXPECT_EQ(a.pages(), Arena::kClasses);  // one kept per class
   EXPECT_EQ(a.largeObjects(), 0u);
   EXPECT_EQ(a.heldBytes(), a.pages() * Arena::kPageBytes);
   // A second sweep finds nothing more.
@@ -139,8 +166,9 @@ TEST(Arena, SurvivorsKeepTheirContentsWhileNewObjectsFillTheGaps) {
       if ((i * 2654435761u >> 7) % 3 == 0) live.push_back(all[i]);
     a.unmarkAll();
     for (const Made& m : live) mark(a, m);
-    Arena::Freed f = a.sweep();
-    EXPECT_EQ(f.objects, all.size() - live.size());
+    EXPECT_EQ(objects(a), all.size());
+    a.sweep();
+    EXPECT_EQ(objects(a), live.size());
     for (const Made& m : live) ASSERT_TRUE(intact(m)) << "round " << round << ", " << m.bytes << " bytes";
   }
 }
@@ -201,22 +229,21 @@ TEST(Arena, PagesUntouchedSinceTheLastSweepAreSkippedAndTheirFreeSlotsKept) {
   // The free list holds every free slot exactly once, and no survivor: taking them all
   // needs no new page and never returns a live object or the same slot twice.
   std::set<char*> taken;
-  for (uint64_t i = 0; i < freeSlots; ++i) {
-    char* p = make(a, 48, 10).p;
-    EXPECT_FALSE(survivors.count(p));
-    EXPECT_TRUE(taken.insert(p).second);
-  }
+  takeSlots(a, freeSlots, 48, survivors, taken);
   EXPECT_EQ(a.pages(), pages);
   // The next one comes from slots never used (the newest page's rest, or a new page).
   char* next = make(a, 48, 11).p;
   EXPECT_FALSE(survivors.count(next) || taken.count(next));
   for (size_t i = 0; i < made.size(); i += 3) ASSERT_TRUE(intact(made[i]));
   for (size_t i = 0; i < young.size(); i += 2) ASSERT_TRUE(intact(young[i]));
-  // After unmarkAll every page is walked again, and the unmarked are freed.
+  // After unmarkAll no page is skipped, and the unmarked are freed (here all: their
+  // pages are emptied).
   a.unmarkAll();
+  EXPECT_EQ(objects(a), survivors.size() + taken.size() + 1);
   Arena::Freed f5 = a.sweep();
   EXPECT_EQ(f5.pagesSkipped, 0u);
-  EXPECT_EQ(f5.objects, survivors.size() + taken.size() + 1);
+  EXPECT_GE(f5.pagesEmptied, pages);
+  EXPECT_EQ(objects(a), 0u);
 }
 
 // A minor collection's sweep is lazy: the dead are freed only when the allocator needs
@@ -248,11 +275,7 @@ TEST(Arena, ALazySweepFreesPageByPageAsTheAllocatorNeedsSlots) {
   // survivor or a slot twice.
   uint64_t dead = made.size() - survivors.size();
   std::set<char*> taken{first};
-  for (uint64_t i = 1; i < dead; ++i) {
-    char* p = make(a, 32, 7).p;
-    EXPECT_FALSE(survivors.count(p));
-    EXPECT_TRUE(taken.insert(p).second);
-  }
+  takeSlots(a, dead - 1, 32, survivors, taken);
   EXPECT_EQ(one.objects + a.takeLazilyFreed().objects, dead);
   EXPECT_EQ(a.pages(), pages);
   for (size_t i = 0; i < made.size(); ++i) {
@@ -275,13 +298,20 @@ TEST(Arena, ALazySweepFreesPageByPageAsTheAllocatorNeedsSlots) {
       ASSERT_TRUE(intact(made[i])) << i;
     }
   }
-  // And a full sweep after a lazy one frees what the lazy one had not reached.
+  // Nothing is marked now: a lazy sweep empties every page, without walking one.
+  EXPECT_EQ(objects(a), survivors.size() + taken.size() + fresh.size());
+  uint64_t held = a.pages();
   a.sweepLazily();
-  make(a, 32, 9);  // sweeps one page, whose objects are all dead now
-  uint64_t firstPage = a.takeLazilyFreed().objects;
-  EXPECT_GT(firstPage, 0u);
-  Arena::Freed rest = a.sweep();
-  EXPECT_EQ(firstPage + rest.objects, survivors.size() + taken.size() + fresh.size() + 1);
+  Made last = make(a, 32, 9);
+  Arena::Freed emptied = a.takeLazilyFreed();
+  EXPECT_EQ(emptied.pagesEmptied, held);
+  EXPECT_EQ(emptied.objects, 0u);
+  EXPECT_EQ(objects(a), 1u);
+  EXPECT_EQ(a.pages(), held);
+  // And a full sweep then frees the one made since.
+  a.sweep();
+  EXPECT_EQ(objects(a), 0u);
+  EXPECT_NE(last.p, nullptr);
 }
 
 TEST(Arena, LargeObjectsAreFreedOneByOne) {
@@ -326,9 +356,57 @@ TEST(Arena, AMarkFromAnEarlierRoundOfEpochsIsNoMark) {
   a.sweep();
   EXPECT_NE(obj(stale)->type, ObjType::Vector);  // freed
   EXPECT_TRUE(intact(kept));
+  EXPECT_EQ(objects(a), 1u);
   a.unmarkAll();
   a.sweep();
-  EXPECT_NE(obj(kept)->type, ObjType::Vector);
+  EXPECT_EQ(objects(a), 0u);
+}
+
+// A page in which nothing is marked holds only the dead: the sweeps empty it without
+// walking it (its slots are carved anew), the lazy sweep as the allocator reaches it and
+// the full one at once (keeping one empty page per size class, giving the others back).
+// Pages with a survivor are walked as before. Each page finds its count of marks from
+// an object's address, so this also checks that pages are aligned to their size.
+TEST(Arena, PagesWithNothingMarkedAreEmptiedWithoutAWalk) {
+  Arena a;
+  std::vector<Made> made = makeMany(a, 20000, 32, 1);
+  uint64_t pages = a.pages();
+  ASSERT_GE(pages, 9u);
+  // Survivors only among the first 4000 made: in the first pages.
+  std::set<char*> survivors;
+  markSurvivors(a, made, survivors, [](size_t i) { return i < 4000 && i % 7 == 0; });
+  std::set<uintptr_t> livePages;
+  for (const Made& m : made)
+    if (survivors.count(m.p)) livePages.insert(pageOf(m));
+  uint64_t deadInLivePages = 0;
+  for (const Made& m : made) deadInLivePages += livePages.count(pageOf(m)) && !survivors.count(m.p);
+  ASSERT_LT(livePages.size() + 3, pages);
+  // The lazy sweep: taking every dead slot needs no new page, never hands out a survivor
+  // or a slot twice, and walks only the pages with survivors.
+  a.sweepLazily();
+  std::set<char*> taken;
+  takeSlots(a, made.size() - survivors.size(), 32, survivors, taken);
+  EXPECT_EQ(a.pages(), pages);
+  Arena::Freed lazy = a.takeLazilyFreed();
+  EXPECT_EQ(lazy.pagesEmptied, pages - livePages.size());
+  EXPECT_EQ(lazy.objects, deadInLivePages);
+  for (const Made& m : made)
+    if (survivors.count(m.p)) ASSERT_TRUE(intact(m));
+  // The full sweep: only the survivors marked again; the pages without one are emptied,
+  // all but one given back.
+  a.unmarkAll();
+  for (const Made& m : made)
+    if (survivors.count(m.p)) mark(a, m);
+  Arena::Freed full = a.sweep();
+  EXPECT_EQ(full.pagesEmptied, pages - livePages.size());
+  EXPECT_EQ(a.pages(), livePages.size() + 1);
+  EXPECT_EQ(objects(a), survivors.size());
+  for (const Made& m : made)
+    if (survivors.count(m.p)) ASSERT_TRUE(intact(m));
+  // The kept page is carved next, before any new page.
+  makeMany(a, 1000, 32, 3);
+  EXPECT_EQ(objects(a), survivors.size() + 1000);
+  EXPECT_LE(a.pages(), livePages.size() + 1);
 }
 
 TEST(Arena, AnImpossibleSizeIsNull) {

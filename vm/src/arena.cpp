@@ -1,15 +1,17 @@
 // arena.cpp — the slow paths of the arena (arena.h): new pages, large blocks, the sweep.
 //
-// A page is kPageBytes from mi_malloc: a Page header, then slots of one size. Its first
-// `carved` slots have been handed out, each now an object or a free slot (header
-// kFreeType, next free slot at offset 8); the others have never been touched. The sweep
-// walks each page's carved slots backwards, pushing the free and the dead ones on the
-// class's free list, so the list runs forwards through memory, page after page; a page
-// found empty is unlinked and its slots taken off the list again. Marks stay set (the
-// collector is generational), so a page in which nothing was allocated since the last
-// sweep holds the same marked objects and free slots as then: the sweep links its free
-// slots in again without walking it, unless unmarkAll ran in between. Under AddressSanitizer
-// the body of every free slot (past its header and link) is poisoned, so a use of a
+// A page is kPageBytes from mi_malloc, aligned to its size: a Page header, then slots of
+// one size. Its first `carved` slots have been handed out, each now an object or a free
+// slot (header kFreeType, next free slot at offset 8); the others have never been
+// touched. The sweep walks each page's carved slots backwards, pushing the free and the
+// dead ones on the class's free list, so the list runs forwards through memory, page
+// after page. A page with no marked object (Page::marks, counted by Arena::mark) is not
+// walked: it is emptied (no slot carved), to be carved again or, beyond one per class
+// at a full sweep, given back. Marks stay set (the collector is generational), so a page
+// in which nothing was allocated since the last sweep holds the same marked objects and
+// free slots as then: the sweep links its free slots in again without walking it,
+// unless unmarkAll ran in between. Under AddressSanitizer the body of every free slot
+// (past its header and link) and of every emptied page is poisoned, so a use of a
 // collected object is reported.
 #include "dlam/arena.h"
 
@@ -41,6 +43,21 @@ inline void* systemAllocate(size_t bytes) {
 #endif
 }
 
+// A page, aligned to its size so that an object's page is its address rounded down.
+// mimalloc gives 64 KiB blocks at that alignment already; mi_malloc_aligned is the
+// fallback.
+inline void* allocatePage() {
+  constexpr size_t kBytes = Arena::kPageBytes;
+#ifdef DLAM_ARENA_TSAN
+  return std::aligned_alloc(kBytes, kBytes);
+#else
+  void* p = mi_malloc(kBytes);
+  if (p && (reinterpret_cast<uintptr_t>(p) & (kBytes - 1)) == 0) return p;
+  mi_free(p);
+  return mi_malloc_aligned(kBytes, kBytes);
+#endif
+}
+
 inline void systemFree(void* p) {
 #ifdef DLAM_ARENA_TSAN
   std::free(p);
@@ -62,6 +79,15 @@ inline void poisonBody(char* slot, size_t size) {
   if (size > kLinkEnd) ASAN_POISON_MEMORY_REGION(slot + kLinkEnd, size - kLinkEnd);
 #else
   (void)slot;
+  (void)size;
+#endif
+}
+
+inline void poison(void* p, size_t size) {
+#ifdef DLAM_ARENA_ASAN
+  ASAN_POISON_MEMORY_REGION(p, size);
+#else
+  (void)p;
   (void)size;
 #endif
 }
@@ -98,10 +124,20 @@ void Arena::releasePage(Page* p) {
 void* Arena::refill(size_t c) {
   // The free list is empty. Pages the last collection left to sweep come first, one at
   // a time: a page is swept just before its slots are handed out, so the allocation
-  // finds them in the cache the sweep brought them into.
+  // finds them in the cache the sweep brought them into. A page in which nothing lives
+  // is not walked: it is emptied, to be carved anew.
   while (Page* p = unswept_[c]) {
     unswept_[c] = p->next;
     char* head = nullptr;
+    if (p->marks == 0) {
+      empty(p);
+      ++lazyFreed_.pagesEmptied;
+      if (p != carving_[c]) {
+        p->nextEmpty = empties_[c];
+        empties_[c] = p;
+      }
+      continue;
+    }
     if (unchanged(p)) {
       if (!p->lastFree) continue;  // full of old objects
       char* end = nullptr;
@@ -116,27 +152,36 @@ void* Arena::refill(size_t c) {
     std::memcpy(&free_[c], head + sizeof(uint64_t), sizeof(char*));
     return head;
   }
-  // Carve the next slots of the newest page, or of a new one.
-  Page* p = pages_[c];
+  // Carve the next slots of the carving page, else of an empty page, else of a new one.
+  // (Only now: a page waiting for its lazy sweep must not get new objects first.)
+  Page* p = carving_[c];
   size_t size = (c + 1) * kGranule;
   if (!p || p->carved == p->slots) {
-    p = static_cast<Page*>(systemAllocate(kPageBytes));
-    if (!p) return nullptr;
-    p->slotSize = static_cast<uint32_t>(size);
-    p->slots = static_cast<uint32_t>((kPageBytes - kPageHeader) / size);
-    p->carved = 0;
-    p->settled = false;
-    p->next = pages_[c];
-    pages_[c] = p;
-    ++pageCount_;
+    if ((p = empties_[c])) {
+      empties_[c] = p->nextEmpty;
+    } else {
+      p = static_cast<Page*>(allocatePage());
+      if (!p) return nullptr;
+      p->slotSize = static_cast<uint32_t>(size);
+      p->slots = static_cast<uint32_t>((kPageBytes - kPageHeader) / size);
+      p->carved = 0;
+      p->marks = 0;
+      p->settled = false;
+      p->next = pages_[c];
+      pages_[c] = p;
+      ++pageCount_;
+    }
+    carving_[c] = p;
   }
   uint32_t n = std::min<uint32_t>(p->slots - p->carved, std::max<uint32_t>(1, kCarveBytes / size));
   char* first = reinterpret_cast<char*>(p) + kPageHeader + size_t(p->carved) * size;
   p->carved += n;
   // The first slot is the result; the others make the free list, in address order.
   char* next = nullptr;
+  unpoison(first, size);
   for (uint32_t i = n; i-- > 1;) {
     char* s = first + size_t(i) * size;
+    unpoison(s, kLinkEnd);
     setFree(s, next);
     poisonBody(s, size);
     next = s;
@@ -208,6 +253,15 @@ uint32_t Arena::sweepPage(Page* p, char*& headRef, Freed& freed) {
   return live;
 }
 
+// A page in which nothing lives (marks 0) becomes as new: no slot carved, the whole body
+// poisoned under AddressSanitizer.
+void Arena::empty(Page* p) {
+  char* first = reinterpret_cast<char*>(p) + kPageHeader;
+  poison(first, size_t(p->carved) * p->slotSize);
+  p->carved = 0;
+  settle(p, 0, nullptr);
+}
+
 // Records what a sweep of p left (see unchanged()): firstFree is the page's first slot
 // on the free list, nullptr if it has none.
 void Arena::settle(Page* p, uint32_t live, char* firstFree) {
@@ -240,6 +294,7 @@ Arena::Freed Arena::sweepLazily() {
   for (size_t c = 0; c < kClasses; ++c) {
     free_[c] = nullptr;
     unswept_[c] = pages_[c];
+    empties_[c] = nullptr;  // found again by the lazy sweep
   }
   return sweepLarge();
 }
@@ -255,8 +310,29 @@ Arena::Freed Arena::sweep() {
   for (size_t c = 0; c < kClasses; ++c) {
     char* head = nullptr;
     bool keptEmpty = false;
+    empties_[c] = nullptr;  // found again below
     Page** link = &pages_[c];
     while (Page* p = *link) {
+      if (p->marks == 0) {
+        // Nothing in it lives: one such page per class is kept (emptied, to carve),
+        // the others go back, without a walk.
+        ++freed.pagesEmptied;
+        if (keptEmpty) {
+          *link = p->next;
+          if (carving_[c] == p) carving_[c] = nullptr;
+          releasePage(p);
+          --pageCount_;
+          continue;
+        }
+        keptEmpty = true;
+        empty(p);
+        if (p != carving_[c]) {
+          p->nextEmpty = empties_[c];
+          empties_[c] = p;
+        }
+        link = &p->next;
+        continue;
+      }
       if (unchanged(p)) {
         // Its free slots go on the list as they are, a run in address order.
         if (p->lastFree) {
@@ -269,15 +345,6 @@ Arena::Freed Arena::sweep() {
       }
       char* before = head;
       uint32_t live = sweepPage(p, head, freed);
-      if (live == 0 && keptEmpty) {
-        // Its slots leave the free list with it.
-        head = before;
-        *link = p->next;
-        releasePage(p);
-        --pageCount_;
-        continue;
-      }
-      keptEmpty |= live == 0;
       settle(p, live, head == before ? nullptr : head);
       link = &p->next;
     }
@@ -295,7 +362,10 @@ void Arena::unmarkAll() {
   // next full sweep instead.
   for (Page*& p : unswept_) p = nullptr;
   for (size_t c = 0; c < kClasses; ++c)
-    for (Page* p = pages_[c]; p; p = p->next) p->settled = false;
+    for (Page* p = pages_[c]; p; p = p->next) {
+      p->settled = false;
+      p->marks = 0;
+    }
   if (epoch_ < kMaxEpoch) {
     ++epoch_;
     return;

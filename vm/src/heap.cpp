@@ -50,19 +50,18 @@ uint64_t vectorBytes(const std::vector<T>& v) {
 }
 
 // The sizes of the objects whose size varies, as allocated by the make* functions below
-// and counted again, from the marks, by objectBytes (closureSize: object.h).
+// and counted again, from the marks, by objectFootprint (closureSize: object.h).
 size_t stringSize(size_t length) { return offsetof(String, chars) + length + 1; }
 size_t vectorSize(uint32_t n) { return offsetof(Vector, items) + sizeof(double) * std::max<uint32_t>(n, 1); }
 
-// The bytes an object is counted for: the footprint allocate() charged for it, and a
-// proto's C++ memory.
-uint64_t objectBytes(const Obj* o) {
+// The footprint allocate() charged for an object.
+uint64_t objectFootprint(const Obj* o) {
   switch (o->type) {
     case ObjType::String: return Arena::footprint(stringSize(o->aux));
     case ObjType::Symbol: return Arena::footprint(sizeof(Symbol));
     case ObjType::Pair: return Arena::footprint(sizeof(Pair));
     case ObjType::Closure: return Arena::footprint(closureSize(o->aux));
-    case ObjType::Proto: return Arena::footprint(sizeof(Proto)) + static_cast<const Proto*>(o)->ownedBytes;
+    case ObjType::Proto: return Arena::footprint(sizeof(Proto));
     case ObjType::Native:
     case ObjType::Foreign: return Arena::footprint(sizeof(Native));
     case ObjType::Rev: return Arena::footprint(sizeof(Rev));
@@ -416,9 +415,10 @@ void VM::collectGarbage(GcKind kind) {
       break;
     }
     if (o->marked == epoch) continue;  // traced by this collection, or old (minor collections)
-    o->marked = epoch;
+    uint64_t footprint = objectFootprint(o);
+    arena_.mark(o, footprint);
     ++marked;
-    markedBytes += objectBytes(o);
+    markedBytes += footprint + (o->type == ObjType::Proto ? static_cast<const Proto*>(o)->ownedBytes : 0);
     traceChildren(o, work);
   }
   unmarkOnFailure.done = true;

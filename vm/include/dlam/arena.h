@@ -5,9 +5,11 @@
 // back with mi_free, so a VM may move from thread to thread. Objects of up to kMaxSmall
 // bytes are rounded up to a multiple of 16 and take a slot in a page of that size class;
 // each class threads a free list through its free slots, so allocating is popping a list
-// (no locks, no atomics). When it is empty, the newest page of the class gives the next
-// few KiB of its never-used slots (so memory is touched as it is needed), or a new page. A free slot's header has the type kFreeType, which no object
-// has, so the sweeper, which walks every page, can tell free slots from objects: objects
+// (no locks, no atomics). When it is empty, the class's carving page gives the next
+// few KiB of its never-used slots (so memory is touched as it is needed); when that page
+// is used up, a page a sweep emptied, or a new one, becomes the carving page. A free
+// slot's header has the type kFreeType, which no object has, so the sweeper, which walks
+// pages, can tell free slots from objects: objects
 // need no link field. Larger objects are mi_malloc'ed one by one behind a header that
 // links them. Nothing moves. The arena knows only the Obj header and its mark byte:
 // finalising objects that own C++ members is the VM's job (heap.cpp), before a sweep.
@@ -23,6 +25,10 @@
 // allocator next needs slots of its class, so the slots it frees are handed out while
 // the sweep has them in the cache, instead of the whole nursery being walked at once
 // and touched again, cold, when allocated.
+// Pages are aligned to their size, so an object's page is its address rounded down: the
+// collector marks through mark(), which counts the marked objects of each page, and a
+// sweep that meets a page with none marked empties it without walking its slots (after
+// a collection, most of the nursery's pages hold only the dead).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -79,11 +85,14 @@ class Arena {
     return allocateLarge(bytes);
   }
 
-  // What a sweep freed: the bytes (footprints) and the number of objects.
+  // What a sweep freed in the pages it walked and in large blocks: the bytes (footprints)
+  // and the number of objects. A page with nothing marked is emptied without a walk, so
+  // its dead are not counted here (the collector counts from the marks).
   struct Freed {
     uint64_t bytes = 0;
     uint64_t objects = 0;
     uint64_t pagesSkipped = 0;  // pages left as they were (nothing allocated in them since)
+    uint64_t pagesEmptied = 0;  // pages with nothing marked, emptied (or given back) unwalked
   };
   // Frees every object whose mark byte is 0; the marks of the others stay. Pages left
   // with no object go back to mimalloc, except one per size class, kept for reuse.
@@ -104,6 +113,11 @@ class Arena {
   // The epoch that marks objects now: the collector marks an object by storing it.
   uint8_t epoch() const { return epoch_; }
   bool isMarked(const Obj* o) const { return o->marked == epoch_; }
+  // Marks an unmarked object whose footprint is `footprint`, counting it in its page.
+  void mark(Obj* o, uint64_t footprint) {
+    o->marked = epoch_;
+    if (footprint <= kMaxSmall) ++pageOf(o)->marks;
+  }
 
   // Calls f(Obj*) for every object (for checks; the order is unspecified).
   template <class F>
@@ -133,9 +147,11 @@ class Arena {
     // first and last of the page's free slots (a run on the free list, in address order).
     uint32_t sweptCarved;
     uint32_t live;
+    uint32_t marks;  // its objects marked with the epoch now (by mark()): 0 if all are dead
     bool settled;  // swept, and unmarkAll has not run since
     char* firstFree;
     char* lastFree;
+    Page* nextEmpty;  // on empties_
   };
   struct Large {
     Large* next;
@@ -155,11 +171,17 @@ class Arena {
   Freed sweepLarge();
   void* allocateLarge(size_t bytes);
   static void releasePage(Page* p);
+  static Page* pageOf(const Obj* o) {
+    return reinterpret_cast<Page*>(reinterpret_cast<uintptr_t>(o) & ~uintptr_t(kPageBytes - 1));
+  }
+  void empty(Page* p);
   static bool unchanged(const Page* p);
 
   char* free_[kClasses] = {};   // per class: the first free slot (its next at offset 8)
   Page* pages_[kClasses] = {};  // per class: every page, newest first
   Page* unswept_[kClasses] = {};  // per class: the next page to sweep lazily (a suffix of pages_)
+  Page* carving_[kClasses] = {};  // per class: the page whose never-used slots refill hands out
+  Page* empties_[kClasses] = {};  // per class: pages emptied by a sweep, to carve next (via nextEmpty)
   Freed lazyFreed_;
   uint8_t epoch_ = 1;  // 1 to kMaxEpoch
   Large* large_ = nullptr;
