@@ -390,8 +390,11 @@ TEST(Arena, PagesWithNothingMarkedAreEmptiedWithoutAWalk) {
   Arena::Freed lazy = a.takeLazilyFreed();
   EXPECT_EQ(lazy.pagesEmptied, pages - livePages.size());
   EXPECT_EQ(lazy.objects, deadInLivePages);
-  for (const Made& m : made)
-    if (survivors.count(m.p)) ASSERT_TRUE(intact(m));
+  for (const Made& m : made) {
+    if (survivors.count(m.p)) {
+      ASSERT_TRUE(intact(m));
+    }
+  }
   // The full sweep: only the survivors marked again; the pages without one are emptied,
   // all but one given back.
   a.unmarkAll();
@@ -401,8 +404,11 @@ TEST(Arena, PagesWithNothingMarkedAreEmptiedWithoutAWalk) {
   EXPECT_EQ(full.pagesEmptied, pages - livePages.size());
   EXPECT_EQ(a.pages(), livePages.size() + 1);
   EXPECT_EQ(objects(a), survivors.size());
-  for (const Made& m : made)
-    if (survivors.count(m.p)) ASSERT_TRUE(intact(m));
+  for (const Made& m : made) {
+    if (survivors.count(m.p)) {
+      ASSERT_TRUE(intact(m));
+    }
+  }
   // The kept page is carved next, before any new page.
   makeMany(a, 1000, 32, 3);
   EXPECT_EQ(objects(a), survivors.size() + 1000);

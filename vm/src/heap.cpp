@@ -272,7 +272,9 @@ void VM::markRoots(std::vector<Obj*>& work) {
     }
     case ObjType::Closure: {
       auto* c = static_cast<Closure*>(o);
-      markValue(Value::object(c->proto), work);
+      // Protos are few and their headers in the cache: one already marked (at a minor
+      // collection, almost always) does not go through the work list.
+      if (!arena_.isMarked(c->proto)) markValue(Value::object(c->proto), work);
       markValue(c->memo, work);
       for (uint32_t i = 0; i < c->aux; ++i) markValue(c->upvals[i], work);
       break;
