@@ -81,6 +81,13 @@ void markSurvivors(Arena& a, const std::vector<Made>& made, std::set<char*>& sur
     }
 }
 
+// Whether every object of `made` that is a survivor still has its contents.
+bool survivorsIntact(const std::vector<Made>& made, const std::set<char*>& survivors) {
+  for (const Made& m : made)
+    if (survivors.count(m.p) && !intact(m)) return false;
+  return true;
+}
+
 // Makes n objects of `bytes` bytes, adding their slots to `taken`: none may be a survivor
 // or a slot taken before.
 void takeSlots(Arena& a, uint64_t n, size_t bytes, const std::set<char*>& survivors, std::set<char*>& taken) {
@@ -278,11 +285,7 @@ TEST(Arena, ALazySweepFreesPageByPageAsTheAllocatorNeedsSlots) {
   takeSlots(a, dead - 1, 32, survivors, taken);
   EXPECT_EQ(one.objects + a.takeLazilyFreed().objects, dead);
   EXPECT_EQ(a.pages(), pages);
-  for (size_t i = 0; i < made.size(); ++i) {
-    if (survivors.count(made[i].p)) {
-      ASSERT_TRUE(intact(made[i])) << i;
-    }
-  }
+  EXPECT_TRUE(survivorsIntact(made, survivors));
   // unmarkAll (a full collection begins) cancels what is left of a lazy sweep: the
   // survivors, unmarked now, are not taken for dead by the allocator.
   a.sweepLazily();
@@ -293,11 +296,7 @@ TEST(Arena, ALazySweepFreesPageByPageAsTheAllocatorNeedsSlots) {
     EXPECT_FALSE(survivors.count(p) || taken.count(p));
     fresh.insert(p);
   }
-  for (size_t i = 0; i < made.size(); ++i) {
-    if (survivors.count(made[i].p)) {
-      ASSERT_TRUE(intact(made[i])) << i;
-    }
-  }
+  EXPECT_TRUE(survivorsIntact(made, survivors));
   // Nothing is marked now: a lazy sweep empties every page, without walking one.
   EXPECT_EQ(objects(a), survivors.size() + taken.size() + fresh.size());
   uint64_t held = a.pages();
@@ -390,11 +389,7 @@ TEST(Arena, PagesWithNothingMarkedAreEmptiedWithoutAWalk) {
   Arena::Freed lazy = a.takeLazilyFreed();
   EXPECT_EQ(lazy.pagesEmptied, pages - livePages.size());
   EXPECT_EQ(lazy.objects, deadInLivePages);
-  for (const Made& m : made) {
-    if (survivors.count(m.p)) {
-      ASSERT_TRUE(intact(m));
-    }
-  }
+  EXPECT_TRUE(survivorsIntact(made, survivors));
   // The full sweep: only the survivors marked again; the pages without one are emptied,
   // all but one given back.
   a.unmarkAll();
@@ -404,11 +399,7 @@ TEST(Arena, PagesWithNothingMarkedAreEmptiedWithoutAWalk) {
   EXPECT_EQ(full.pagesEmptied, pages - livePages.size());
   EXPECT_EQ(a.pages(), livePages.size() + 1);
   EXPECT_EQ(objects(a), survivors.size());
-  for (const Made& m : made) {
-    if (survivors.count(m.p)) {
-      ASSERT_TRUE(intact(m));
-    }
-  }
+  EXPECT_TRUE(survivorsIntact(made, survivors));
   // The kept page is carved next, before any new page.
   makeMany(a, 1000, 32, 3);
   EXPECT_EQ(objects(a), survivors.size() + 1000);

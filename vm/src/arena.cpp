@@ -74,15 +74,6 @@ inline void setFree(char* slot, char* next) {
   std::memcpy(slot + sizeof(uint64_t), &next, sizeof next);
 }
 
-inline void poisonBody(char* slot, size_t size) {
-#ifdef DLAM_ARENA_ASAN
-  if (size > kLinkEnd) ASAN_POISON_MEMORY_REGION(slot + kLinkEnd, size - kLinkEnd);
-#else
-  (void)slot;
-  (void)size;
-#endif
-}
-
 inline void poison(void* p, size_t size) {
 #ifdef DLAM_ARENA_ASAN
   ASAN_POISON_MEMORY_REGION(p, size);
@@ -90,6 +81,10 @@ inline void poison(void* p, size_t size) {
   (void)p;
   (void)size;
 #endif
+}
+
+inline void poisonBody(char* slot, size_t size) {
+  if (size > kLinkEnd) poison(slot + kLinkEnd, size - kLinkEnd);
 }
 
 inline void unpoison(void* p, size_t size) {
@@ -130,12 +125,8 @@ void* Arena::refill(size_t c) {
     unswept_[c] = p->next;
     char* head = nullptr;
     if (p->marks == 0) {
-      empty(p);
+      empty(p, c);
       ++lazyFreed_.pagesEmptied;
-      if (p != carving_[c]) {
-        p->nextEmpty = empties_[c];
-        empties_[c] = p;
-      }
       continue;
     }
     if (unchanged(p)) {
@@ -144,8 +135,8 @@ void* Arena::refill(size_t c) {
       std::memcpy(p->lastFree + sizeof(uint64_t), &end, sizeof end);
       head = p->firstFree;
     } else {
-      uint32_t live = sweepPage(p, head, lazyFreed_);
-      settle(p, live, head);
+      sweepPage(p, head, lazyFreed_);
+      settle(p, head);
       if (!head) continue;
     }
     unpoison(head, p->slotSize);
@@ -208,35 +199,33 @@ void* Arena::allocateLarge(size_t bytes) {
 // no new object that could be dead). Allocation pops the free list from its head and
 // nothing is pushed on it between sweeps, so what was allocated is a prefix of the list
 // the last sweep made: if the page's first slot on that list is still free, none of its
-// slots was taken. Slots are carved only when the list is empty, in the newest page.
+// slots was taken. Slots are carved only when the list is empty. (A page with nothing
+// marked never gets here: it is emptied instead.)
 inline bool Arena::unchanged(const Page* p) {
-  if (!p->settled || p->carved != p->sweptCarved || p->live == 0) return false;
+  if (!p->settled || p->carved != p->sweptCarved) return false;
   return !p->firstFree ||
          static_cast<ObjType>(static_cast<uint8_t>(p->firstFree[offsetof(Obj, type)])) == kFreeType;
 }
 
 // Walks the carved slots of page p backwards, pushing its free slots and the unmarked
 // objects (freed, counted in `freed`) on the list `head`, so that the page's slots run
-// forwards on it; the page's last free slot links to the old head. Returns the number
-// of live objects.
-uint32_t Arena::sweepPage(Page* p, char*& headRef, Freed& freed) {
+// forwards on it; the page's last free slot links to the old head. (Its marked objects,
+// the live ones, are p->marks.)
+void Arena::sweepPage(Page* p, char*& headRef, Freed& freed) {
   // Everything the loop updates is a local: its stores into the slots (char*) could
   // alias the references and the members, which would then be reloaded every slot.
   char* head = headRef;
   char* lastFree = nullptr;
   size_t size = p->slotSize;
   char* first = reinterpret_cast<char*>(p) + kPageHeader;
-  uint32_t live = 0, dead = 0;
+  uint32_t dead = 0;
   const uint8_t epoch = epoch_;
   for (char* s = first + size_t(p->carved) * size; s != first;) {
     s -= size;
     // The type and mark bytes, read as bytes (a slot is an object or a free slot).
     auto type = static_cast<ObjType>(static_cast<uint8_t>(s[offsetof(Obj, type)]));
     if (type != kFreeType) {
-      if (static_cast<uint8_t>(s[offsetof(Obj, marked)]) == epoch) {
-        ++live;
-        continue;
-      }
+      if (static_cast<uint8_t>(s[offsetof(Obj, marked)]) == epoch) continue;
       ++dead;
       setFree(s, head);
       poisonBody(s, size);
@@ -250,24 +239,27 @@ uint32_t Arena::sweepPage(Page* p, char*& headRef, Freed& freed) {
   freed.objects += dead;
   headRef = head;
   p->lastFree = lastFree;
-  return live;
 }
 
-// A page in which nothing lives (marks 0) becomes as new: no slot carved, the whole body
-// poisoned under AddressSanitizer.
-void Arena::empty(Page* p) {
+// A page of class c in which nothing lives (marks 0) becomes as new: no slot carved, the
+// whole body poisoned under AddressSanitizer. Unless it is the carving page already, it
+// goes on the class's empty pages, to be carved when that one is used up.
+void Arena::empty(Page* p, size_t c) {
   char* first = reinterpret_cast<char*>(p) + kPageHeader;
   poison(first, size_t(p->carved) * p->slotSize);
   p->carved = 0;
-  settle(p, 0, nullptr);
+  settle(p, nullptr);
+  if (p != carving_[c]) {
+    p->nextEmpty = empties_[c];
+    empties_[c] = p;
+  }
 }
 
 // Records what a sweep of p left (see unchanged()): firstFree is the page's first slot
 // on the free list, nullptr if it has none.
-void Arena::settle(Page* p, uint32_t live, char* firstFree) {
+void Arena::settle(Page* p, char* firstFree) {
   p->settled = true;
   p->sweptCarved = p->carved;
-  p->live = live;
   p->firstFree = firstFree;
   if (!firstFree) p->lastFree = nullptr;
 }
@@ -325,11 +317,7 @@ Arena::Freed Arena::sweep() {
           continue;
         }
         keptEmpty = true;
-        empty(p);
-        if (p != carving_[c]) {
-          p->nextEmpty = empties_[c];
-          empties_[c] = p;
-        }
+        empty(p, c);
         link = &p->next;
         continue;
       }
@@ -344,8 +332,8 @@ Arena::Freed Arena::sweep() {
         continue;
       }
       char* before = head;
-      uint32_t live = sweepPage(p, head, freed);
-      settle(p, live, head == before ? nullptr : head);
+      sweepPage(p, head, freed);
+      settle(p, head == before ? nullptr : head);
       link = &p->next;
     }
     free_[c] = head;

@@ -142,11 +142,10 @@ class Arena {
     Page* next;
     uint32_t slotSize;
     uint32_t slots;
-    uint32_t carved;  // slots handed out so far (the first ones); only the newest page has more
-    // What the last sweep left (see unchanged()): the carved slots, the live objects, the
-    // first and last of the page's free slots (a run on the free list, in address order).
+    uint32_t carved;  // slots handed out so far (the first ones); only the carving page has more
+    // What the last sweep left (see unchanged()): the carved slots, the first and last of
+    // the page's free slots (a run on the free list, in address order).
     uint32_t sweptCarved;
-    uint32_t live;
     uint32_t marks;  // its objects marked with the epoch now (by mark()): 0 if all are dead
     bool settled;  // swept, and unmarkAll has not run since
     char* firstFree;
@@ -166,15 +165,15 @@ class Arena {
     return (static_cast<uint64_t>(bytes) + kGranule - 1) & ~uint64_t(kGranule - 1);
   }
   void* refill(size_t c);
-  uint32_t sweepPage(Page* p, char*& head, Freed& freed);
-  static void settle(Page* p, uint32_t live, char* firstFree);
+  void sweepPage(Page* p, char*& head, Freed& freed);
+  static void settle(Page* p, char* firstFree);
   Freed sweepLarge();
   void* allocateLarge(size_t bytes);
   static void releasePage(Page* p);
   static Page* pageOf(const Obj* o) {
     return reinterpret_cast<Page*>(reinterpret_cast<uintptr_t>(o) & ~uintptr_t(kPageBytes - 1));
   }
-  void empty(Page* p);
+  void empty(Page* p, size_t c);
   static bool unchanged(const Page* p);
 
   char* free_[kClasses] = {};   // per class: the first free slot (its next at offset 8)
