@@ -159,6 +159,37 @@ TEST(Arena, FreedSlotsAreReused) {
   for (size_t i = 0; i < made.size(); i += 100) EXPECT_TRUE(intact(made[i]));
 }
 
+// A refill carves a few KiB of a page and hands out its slots by bumping a pointer, so
+// a slot is written once, by its object. The carved slots not handed out yet become
+// free slots only when a walk of the pages comes first (forEachObject, a sweep).
+TEST(Arena, CarvedSlotsNotHandedOutYetAreFreeSlotsToAWalk) {
+  Arena a;
+  std::vector<Made> made = makeMany(a, 3, 48, 1);
+  EXPECT_EQ(made[1].p, made[0].p + 48);
+  EXPECT_EQ(made[2].p, made[1].p + 48);
+#ifdef DLAM_ARENA_ASAN
+  EXPECT_NE(__asan_region_is_poisoned(made[2].p + 48, 48), nullptr);
+#endif
+  EXPECT_EQ(objects(a), 3u);
+  for (const Made& m : made) mark(a, m);
+  EXPECT_EQ(a.sweep().objects, 0u);
+  EXPECT_EQ(objects(a), 3u);
+  // The slots after the third are free, first on the list (in address order), and the
+  // rest of the page fills before another page is taken.
+  Made next = make(a, 48, 2);
+  EXPECT_EQ(next.p, made[2].p + 48);
+  Made last = next;
+  for (;;) {
+    Made m = make(a, 48, 3);
+    if (a.pages() > 1) break;
+    EXPECT_EQ(m.p, last.p + 48);
+    last = m;
+  }
+  EXPECT_LT(pageOf(last) + Arena::kPageBytes - reinterpret_cast<uintptr_t>(last.p + 48), 48u);
+  for (const Made& m : made) EXPECT_TRUE(intact(m));
+  EXPECT_TRUE(intact(next));
+}
+
 TEST(Arena, SurvivorsKeepTheirContentsWhileNewObjectsFillTheGaps) {
   Arena a;
   std::vector<Made> live;

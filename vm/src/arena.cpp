@@ -1,9 +1,10 @@
 // arena.cpp — the slow paths of the arena (arena.h): new pages, large blocks, the sweep.
 //
 // A page is kPageBytes from mi_malloc, aligned to its size: a Page header, then slots of
-// one size. Its first `carved` slots have been handed out, each now an object or a free
-// slot (header kFreeType, next free slot at offset 8); the others have never been
-// touched. The sweep walks each page's carved slots backwards, pushing the free and the
+// one size. Its first `carved` slots have been carved, each now an object or a free
+// slot (header kFreeType, next free slot at offset 8), except in the carving page those
+// the allocator has not bumped through yet, which every walk of the pages first makes
+// free slots (retireBumps); the others have never been touched. The sweep walks each page's carved slots backwards, pushing the free and the
 // dead ones on the class's free list, so the list runs forwards through memory, page
 // after page. A page with no marked object (Page::marks, counted by Arena::mark) is not
 // walked: it is emptied (no slot carved), to be carved again or, beyond one per class
@@ -167,18 +168,30 @@ void* Arena::refill(size_t c) {
   uint32_t n = std::min<uint32_t>(p->slots - p->carved, std::max<uint32_t>(1, kCarveBytes / size));
   char* first = reinterpret_cast<char*>(p) + kPageHeader + size_t(p->carved) * size;
   p->carved += n;
-  // The first slot is the result; the others make the free list, in address order.
-  char* next = nullptr;
+  // The first slot is the result; the others are handed out by bumping a pointer, so
+  // a slot is written once, by its object (a free list would be written through first).
   unpoison(first, size);
-  for (uint32_t i = n; i-- > 1;) {
-    char* s = first + size_t(i) * size;
-    unpoison(s, kLinkEnd);
-    setFree(s, next);
-    poisonBody(s, size);
-    next = s;
-  }
-  free_[c] = next;
+  bump_[c] = first + size;
+  bumpEnd_[c] = first + size_t(n) * size;
+  poison(bump_[c], size_t(n - 1) * size);
   return first;
+}
+
+// The carved slots not handed out yet become free slots, on the free list, so that a
+// walk of the pages (a sweep, forEachObject) finds a header in every carved slot.
+void Arena::retireBumps() {
+  for (size_t c = 0; c < kClasses; ++c) {
+    size_t size = (c + 1) * kGranule;
+    char* s = bumpEnd_[c];
+    while (s != bump_[c]) {
+      s -= size;
+      unpoison(s, kLinkEnd);
+      setFree(s, free_[c]);
+      poisonBody(s, size);
+      free_[c] = s;
+    }
+    bump_[c] = bumpEnd_[c] = nullptr;
+  }
 }
 
 void* Arena::allocateLarge(size_t bytes) {
@@ -283,6 +296,7 @@ Arena::Freed Arena::sweepLarge() {
 }
 
 Arena::Freed Arena::sweepLazily() {
+  retireBumps();
   for (size_t c = 0; c < kClasses; ++c) {
     free_[c] = nullptr;
     unswept_[c] = pages_[c];
@@ -298,6 +312,7 @@ Arena::Freed Arena::takeLazilyFreed() {
 }
 
 Arena::Freed Arena::sweep() {
+  retireBumps();
   Freed freed;
   for (size_t c = 0; c < kClasses; ++c) {
     char* head = nullptr;
@@ -346,6 +361,7 @@ Arena::Freed Arena::sweep() {
 }
 
 void Arena::unmarkAll() {
+  retireBumps();  // (the loop below writes into every carved slot)
   // A page left to sweep would now take its old objects for dead: it waits for the
   // next full sweep instead.
   for (Page*& p : unswept_) p = nullptr;

@@ -6,11 +6,13 @@
 // bytes are rounded up to a multiple of 16 and take a slot in a page of that size class;
 // each class threads a free list through its free slots, so allocating is popping a list
 // (no locks, no atomics). When it is empty, the class's carving page gives the next
-// few KiB of its never-used slots (so memory is touched as it is needed); when that page
-// is used up, a page a sweep emptied, or a new one, becomes the carving page. A free
-// slot's header has the type kFreeType, which no object has, so the sweeper, which walks
-// pages, can tell free slots from objects: objects
-// need no link field. Larger objects are mi_malloc'ed one by one behind a header that
+// few KiB of its never-used slots (so memory is touched as it is needed), handed out by
+// bumping a pointer, so that each is written once, by its object; a walk of the pages
+// (a sweep, forEachObject, unmarkAll) first makes the ones not handed out yet free
+// slots. When that page is used up, a page a sweep emptied, or a new one, becomes the
+// carving page. A free slot's header has the type kFreeType, which no object has, so
+// the sweeper, which walks pages, can tell free slots from objects: objects need no
+// link field. Larger objects are mi_malloc'ed one by one behind a header that
 // links them. Nothing moves. The arena knows only the Obj header and its mark byte:
 // finalising objects that own C++ members is the VM's job (heap.cpp), before a sweep.
 // Marks are sticky (the VM's collector is generational): a sweep frees the unmarked
@@ -80,6 +82,13 @@ class Arena {
         std::memcpy(&free_[c], s + sizeof(uint64_t), sizeof(char*));
         return s;
       }
+      if (char* s = bump_[c]; s != bumpEnd_[c]) [[likely]] {
+        bump_[c] = s + (c + 1) * kGranule;
+#ifdef DLAM_ARENA_ASAN
+        ASAN_UNPOISON_MEMORY_REGION(s, (c + 1) * kGranule);
+#endif
+        return s;
+      }
       return refill(c);
     }
     return allocateLarge(bytes);
@@ -122,6 +131,7 @@ class Arena {
   // Calls f(Obj*) for every object (for checks; the order is unspecified).
   template <class F>
   void forEachObject(F f) {
+    retireBumps();
     for (Page* head : pages_)
       for (Page* p = head; p; p = p->next) {
         char* s = reinterpret_cast<char*>(p) + kPageHeader;
@@ -142,7 +152,7 @@ class Arena {
     Page* next;
     uint32_t slotSize;
     uint32_t slots;
-    uint32_t carved;  // slots handed out so far (the first ones); only the carving page has more
+    uint32_t carved;  // slots carved so far (the first ones); only the carving page has more
     // What the last sweep left (see unchanged()): the carved slots, the first and last of
     // the page's free slots (a run on the free list, in address order).
     uint32_t sweptCarved;
@@ -158,13 +168,14 @@ class Arena {
   };
   static constexpr size_t kPageHeader = sizeof(Page);
   static constexpr size_t kLargeHeader = sizeof(Large);
-  static constexpr size_t kCarveBytes = 4096;  // the slots a refill adds to the free list
+  static constexpr size_t kCarveBytes = 4096;  // the slots a refill carves (then bumped through)
   static_assert(kPageHeader % kGranule == 0 && kLargeHeader % kGranule == 0);
 
   static constexpr uint64_t roundUp(size_t bytes) {
     return (static_cast<uint64_t>(bytes) + kGranule - 1) & ~uint64_t(kGranule - 1);
   }
   void* refill(size_t c);
+  void retireBumps();
   void sweepPage(Page* p, char*& head, Freed& freed);
   static void settle(Page* p, char* firstFree);
   Freed sweepLarge();
@@ -181,6 +192,9 @@ class Arena {
   Page* unswept_[kClasses] = {};  // per class: the next page to sweep lazily (a suffix of pages_)
   Page* carving_[kClasses] = {};  // per class: the page whose never-used slots refill hands out
   Page* empties_[kClasses] = {};  // per class: pages emptied by a sweep, to carve next (via nextEmpty)
+  // Per class: the carved slots of the carving page not handed out yet, [bump_, bumpEnd_).
+  char* bump_[kClasses] = {};
+  char* bumpEnd_[kClasses] = {};
   Freed lazyFreed_;
   uint8_t epoch_ = 1;  // 1 to kMaxEpoch
   Large* large_ = nullptr;
