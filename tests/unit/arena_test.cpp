@@ -105,11 +105,14 @@ TEST(Arena, EverySizeIsAlignedDistinctAndCountedByItsFootprint) {
   for (size_t bytes = 9; bytes <= 3000; bytes += 7) {
     made.push_back(make(a, bytes, static_cast<uint8_t>(bytes)));
     if (bytes > Arena::kMaxSmall) largeFootprints += Arena::footprint(bytes), ++large;
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(made.back().p) % 16, 0u) << bytes;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(made.back().p) % 8, 0u) << bytes;
   }
+  // Slots are 16 bytes at least, then every multiple of 8.
   EXPECT_EQ(Arena::footprint(9), 16u);
+  EXPECT_EQ(Arena::footprint(17), 24u);
+  EXPECT_EQ(Arena::footprint(24), 24u);
   EXPECT_EQ(Arena::footprint(32), 32u);
-  EXPECT_EQ(Arena::footprint(33), 48u);
+  EXPECT_EQ(Arena::footprint(33), 40u);
   EXPECT_EQ(Arena::footprint(512), 512u);
   EXPECT_GT(Arena::footprint(513), 528u);  // a large block: its header too
   for (const Made& m : made) EXPECT_TRUE(intact(m)) << m.bytes;

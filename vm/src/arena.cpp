@@ -147,7 +147,7 @@ void* Arena::refill(size_t c) {
   // Carve the next slots of the carving page, else of an empty page, else of a new one.
   // (Only now: a page waiting for its lazy sweep must not get new objects first.)
   Page* p = carving_[c];
-  size_t size = (c + 1) * kGranule;
+  size_t size = slotSize(c);
   if (!p || p->carved == p->slots) {
     if ((p = empties_[c])) {
       empties_[c] = p->nextEmpty;
@@ -181,7 +181,7 @@ void* Arena::refill(size_t c) {
 // walk of the pages (a sweep, forEachObject) finds a header in every carved slot.
 void Arena::retireBumps() {
   for (size_t c = 0; c < kClasses; ++c) {
-    size_t size = (c + 1) * kGranule;
+    size_t size = slotSize(c);
     char* s = bumpEnd_[c];
     while (s != bump_[c]) {
       s -= size;

@@ -3,7 +3,8 @@
 // The arena is bound to no thread (a mimalloc heap is bound to the thread that made
 // it): its pages and large blocks come from mimalloc's thread-safe mi_malloc and go
 // back with mi_free, so a VM may move from thread to thread. Objects of up to kMaxSmall
-// bytes are rounded up to a multiple of 16 and take a slot in a page of that size class;
+// bytes are rounded up to a multiple of 8 (16 at least) and take a slot in a page of that
+// size class;
 // each class threads a free list through its free slots, so allocating is popping a list
 // (no locks, no atomics). When it is empty, the class's carving page gives the next
 // few KiB of its never-used slots (so memory is touched as it is needed), handed out by
@@ -53,9 +54,15 @@ namespace dlam {
 
 class Arena {
  public:
-  static constexpr size_t kGranule = 16;
+  static constexpr size_t kGranule = 8;
+  static constexpr size_t kMinSlot = 16;  // a free slot holds its header and a link
   static constexpr size_t kMaxSmall = 512;
-  static constexpr size_t kClasses = kMaxSmall / kGranule;  // class i: slots of (i + 1) * 16 bytes
+  // Class c has slots of slotSize(c) = 16 + 8 c bytes.
+  static constexpr size_t kClasses = (kMaxSmall - kMinSlot) / kGranule + 1;
+  static constexpr size_t classOf(size_t bytes) {
+    return ((bytes > kMinSlot ? bytes : kMinSlot) - kMinSlot + kGranule - 1) / kGranule;
+  }
+  static constexpr size_t slotSize(size_t c) { return kMinSlot + c * kGranule; }
   static constexpr size_t kPageBytes = size_t(64) << 10;
   // The type in the header of a free slot (no ObjType has this value).
   static constexpr ObjType kFreeType = static_cast<ObjType>(0xff);
@@ -68,24 +75,24 @@ class Arena {
 
   // The bytes an object of `bytes` bytes takes: its slot, or its block and block header.
   static constexpr uint64_t footprint(size_t bytes) {
-    return bytes <= kMaxSmall ? roundUp(bytes) : roundUp(bytes) + kLargeHeader;
+    return bytes <= kMaxSmall ? slotSize(classOf(bytes)) : roundUp(bytes) + kLargeHeader;
   }
 
-  // Memory for an object of `bytes` (> 0) bytes, 16-aligned; nullptr if mimalloc has none.
+  // Memory for an object of `bytes` (> 0) bytes, 8-aligned; nullptr if mimalloc has none.
   void* allocate(size_t bytes) {
     if (bytes <= kMaxSmall) [[likely]] {
-      size_t c = (bytes - 1) / kGranule;
+      size_t c = classOf(bytes);
       if (char* s = free_[c]) [[likely]] {
 #ifdef DLAM_ARENA_ASAN
-        ASAN_UNPOISON_MEMORY_REGION(s, (c + 1) * kGranule);
+        ASAN_UNPOISON_MEMORY_REGION(s, slotSize(c));
 #endif
         std::memcpy(&free_[c], s + sizeof(uint64_t), sizeof(char*));
         return s;
       }
       if (char* s = bump_[c]; s != bumpEnd_[c]) [[likely]] {
-        bump_[c] = s + (c + 1) * kGranule;
+        bump_[c] = s + slotSize(c);
 #ifdef DLAM_ARENA_ASAN
-        ASAN_UNPOISON_MEMORY_REGION(s, (c + 1) * kGranule);
+        ASAN_UNPOISON_MEMORY_REGION(s, slotSize(c));
 #endif
         return s;
       }
