@@ -135,7 +135,8 @@ class Arena {
     if (footprint <= kMaxSmall) ++pageOf(o)->marks;
   }
 
-  // Calls f(Obj*) for every object (for checks; the order is unspecified).
+  // Calls f(Obj*) for every object (for checks; the order is unspecified). The carved
+  // slots not handed out yet become free slots first (see retireBumps).
   template <class F>
   void forEachObject(F f) {
     retireBumps();
