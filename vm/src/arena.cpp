@@ -1,19 +1,20 @@
 // arena.cpp — the slow paths of the arena (arena.h): new pages, large blocks, the sweep.
 //
 // A page is kPageBytes from mi_malloc, aligned to its size: a Page header, then slots of
-// one size. Its first `carved` slots have been carved, each now an object or a free
-// slot (header kFreeType, next free slot at offset 8), except in the carving page those
-// the allocator has not bumped through yet, which every walk of the pages first makes
-// free slots (retireBumps); the others have never been touched. The sweep walks each page's carved slots backwards, pushing the free and the
-// dead ones on the class's free list, so the list runs forwards through memory, page
-// after page. A page with no marked object (Page::marks, counted by Arena::mark) is not
-// walked: it is emptied (no slot carved), to be carved again or, beyond one per class
-// at a full sweep, given back. Marks stay set (the collector is generational), so a page
-// in which nothing was allocated since the last sweep holds the same marked objects and
-// free slots as then: the sweep links its free slots in again without walking it,
-// unless unmarkAll ran in between. Under AddressSanitizer the body of every free slot
-// (past its header and link) and of every emptied page is poisoned, so a use of a
-// collected object is reported.
+// one size. Its first `carved` slots are each an object or a free slot (header
+// kFreeType, next free slot at offset 8), except, in the carving page, those the
+// allocator has not bumped through yet, which every walk of the pages first makes free
+// slots (retireBumps); the other slots have never been touched. The sweep walks each
+// page's carved slots backwards, pushing the free and the dead ones on the class's free
+// list, so the list runs forwards through memory, page after page. A page with no
+// marked object (Page::marks, counted by Arena::mark) is not walked: it is emptied (no
+// slot carved), to be carved again or, beyond one per class at a full sweep, given
+// back. Marks stay set (the collector is generational), so a page in which nothing was
+// allocated since the last sweep holds the same marked objects and free slots as then:
+// the sweep links its free slots in again without walking it, unless unmarkAll ran in
+// between. Under AddressSanitizer the body of every free slot (past its header and
+// link), of every emptied page and of the slots not bumped through yet is poisoned, so
+// a use of a collected object is reported.
 #include "dlam/arena.h"
 
 #include <mimalloc.h>

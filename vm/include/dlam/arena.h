@@ -3,19 +3,19 @@
 // The arena is bound to no thread (a mimalloc heap is bound to the thread that made
 // it): its pages and large blocks come from mimalloc's thread-safe mi_malloc and go
 // back with mi_free, so a VM may move from thread to thread. Objects of up to kMaxSmall
-// bytes are rounded up to a multiple of 8 (16 at least) and take a slot in a page of that
-// size class;
-// each class threads a free list through its free slots, so allocating is popping a list
-// (no locks, no atomics). When it is empty, the class's carving page gives the next
-// few KiB of its never-used slots (so memory is touched as it is needed), handed out by
-// bumping a pointer, so that each is written once, by its object; a walk of the pages
-// (a sweep, forEachObject, unmarkAll) first makes the ones not handed out yet free
-// slots. When that page is used up, a page a sweep emptied, or a new one, becomes the
-// carving page. A free slot's header has the type kFreeType, which no object has, so
-// the sweeper, which walks pages, can tell free slots from objects: objects need no
-// link field. Larger objects are mi_malloc'ed one by one behind a header that
-// links them. Nothing moves. The arena knows only the Obj header and its mark byte:
-// finalising objects that own C++ members is the VM's job (heap.cpp), before a sweep.
+// bytes are rounded up to a multiple of 8 (16 at least) and take a slot in a page of
+// that size class; each class threads a free list through its free slots, so
+// allocating is popping a list (no locks, no atomics). When it is empty, the class's
+// carving page gives the next few KiB of its never-used slots (so memory is touched as
+// it is needed), handed out by bumping a pointer, so that each is written once, by its
+// object; a walk of the pages (a sweep, forEachObject, unmarkAll) first makes the ones
+// not handed out yet free slots. When that page is used up, a page a sweep emptied, or
+// a new one, becomes the carving page. A free slot's header has the type kFreeType,
+// which no object has, so the sweeper, which walks pages, can tell free slots from
+// objects: objects need no link field. Larger objects are mi_malloc'ed one by one
+// behind a header that links them. Nothing moves. The arena knows only the Obj header
+// and its mark byte: finalising objects that own C++ members is the VM's job
+// (heap.cpp), before a sweep.
 // Marks are sticky (the VM's collector is generational): a sweep frees the unmarked
 // and leaves the marks, which only unmarkAll clears. A mark is an epoch (kMaxEpoch):
 // an object is marked if its mark byte holds the arena's epoch, so unmarkAll clears
