@@ -193,6 +193,26 @@ TEST(Arena, CarvedSlotsNotHandedOutYetAreFreeSlotsToAWalk) {
   EXPECT_TRUE(intact(next));
 }
 
+// A slot is written once, by its object: carving a page does not write into the slots
+// it has not handed out yet. (An emptied page keeps the bytes of its dead until then.)
+TEST(Arena, CarvingWritesNoSlotBeforeHandingItOut) {
+  Arena a;
+  std::vector<Made> made = makeMany(a, 3, 48, 1);
+  a.unmarkAll();
+  a.sweep();  // nothing marked: the page is emptied without a walk, and carved again
+  ASSERT_EQ(a.pages(), 1u);
+  Made again = make(a, 48, 2);
+  EXPECT_EQ(again.p, made[0].p);
+#ifdef DLAM_ARENA_ASAN
+  EXPECT_NE(__asan_region_is_poisoned(made[1].p, 48), nullptr);
+#else
+  EXPECT_TRUE(intact(made[1]));  // carved, not handed out: untouched
+  EXPECT_TRUE(intact(made[2]));
+#endif
+  EXPECT_EQ(make(a, 48, 3).p, made[1].p);
+  EXPECT_EQ(objects(a), 2u);
+}
+
 TEST(Arena, SurvivorsKeepTheirContentsWhileNewObjectsFillTheGaps) {
   Arena a;
   std::vector<Made> live;

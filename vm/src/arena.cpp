@@ -362,7 +362,6 @@ Arena::Freed Arena::sweep() {
 }
 
 void Arena::unmarkAll() {
-  retireBumps();  // (the loop below writes into every carved slot)
   // A page left to sweep would now take its old objects for dead: it waits for the
   // next full sweep instead.
   for (Page*& p : unswept_) p = nullptr;
@@ -377,7 +376,9 @@ void Arena::unmarkAll() {
   }
   // The epochs start over at 1: no mark byte may hold one of them from before. A free
   // slot's mark byte is 0 already (its header is kFreeType and zeros): every slot's is
-  // written, without reading its type first.
+  // written, without reading its type first (so the slots not bumped through yet are
+  // made free slots first).
+  retireBumps();
   epoch_ = 1;
   for (size_t c = 0; c < kClasses; ++c)
     for (Page* p = pages_[c]; p; p = p->next) {

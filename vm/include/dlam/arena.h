@@ -8,7 +8,7 @@
 // allocating is popping a list (no locks, no atomics). When it is empty, the class's
 // carving page gives the next few KiB of its never-used slots (so memory is touched as
 // it is needed), handed out by bumping a pointer, so that each is written once, by its
-// object; a walk of the pages (a sweep, forEachObject, unmarkAll) first makes the ones
+// object; a walk of the pages (a sweep, forEachObject, unmarkAll's) first makes the ones
 // not handed out yet free slots. When that page is used up, a page a sweep emptied, or
 // a new one, becomes the carving page. A free slot's header has the type kFreeType,
 // which no object has, so the sweeper, which walks pages, can tell free slots from
