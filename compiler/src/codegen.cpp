@@ -13,9 +13,10 @@
 // into their registers first and patch closures that captured a variable before it
 // was initialised (SETUPVAL). For transformed code: a call whose result is checked
 // (%rep-result, %bp-result) and only taken apart receives the parts in registers
-// (CALL with a split mode, compileSplitCall), and a function ending in (cons a b) or
-// in a chain of conses returns with RETURN2 or RETURNN, which make the pairs only for
-// a caller that takes the value whole.
+// (CALL with a split mode, compileSplitCall), through a second check of the value
+// (code transformed twice), and a function ending in (cons a b), in a chain of
+// conses, or in (cons chain closure) returns with RETURN2, RETURNN or RETURNR, which
+// make the pairs only for a caller that takes the value whole.
 #include "codegen.h"
 
 #include <algorithm>
@@ -552,7 +553,8 @@ class FnCompiler {
     size_t n = b->binds.size();
     bool delivered = false;
     std::vector<const Bind*> returned;
-    if (t.kind == Target::Tail) returned = returnedList(b);
+    bool returnedRep = false;
+    if (t.kind == Target::Tail) returned = returnedList(b, returnedRep);
     for (const Bind* c : returned) compiledAhead_.insert(c);
     std::vector<size_t> across;  // liveAcross(b), when a window is first reserved
     for (size_t i = 0; i < n; ++i) {
@@ -563,7 +565,7 @@ class FnCompiler {
                   (bd.kind == Bind::Call || bd.kind == Bind::If);
       if (compiledAhead_.count(&bd)) {
         if (!returned.empty() && &bd == returned[0]) {
-          emitReturnList(returned);
+          emitReturnList(returned, returnedRep);
           delivered = true;
         }
         continue;
@@ -611,16 +613,71 @@ class FnCompiler {
 
   // A call whose result is checked as a rep result or a backpropagator's result
   // (%rep-result, %bp-result: transformed code) and then only taken apart with car
-  // and cdr: CALL with C = 1 or 2 + k puts the parts in the window's registers (a
-  // callee ending in RETURN2 or RETURNN makes no pair at all). For a backpropagator's
-  // (cons fbar (x1 ... xk . tail)) the sensitivities taken with %scar and %scdr along
-  // the list are k of the parts (CallFrame::split). The interpreter checks the result
-  // against the callee of the CALL: the check reads no register.
+  // and cdr: CALL with C = the split mode (CallFrame::split) puts the parts in the
+  // window's registers (a callee ending in RETURN2, RETURNN or RETURNR makes no pair
+  // at all). For a backpropagator's (cons fbar (x1 ... xk . tail)) the sensitivities
+  // taken with %scar and %scdr along the list are k of the parts. A rep result whose
+  // value is checked in turn (the same callee named) and only taken apart, as code
+  // transformed twice does with what a transformed backpropagator or a function
+  // transformed twice returns, is split through: the value's parts, then the
+  // backpropagator (mode kSplitRepOf + the value's mode). The interpreter checks the
+  // result against the callee of the CALL: the checks read no register.
   struct SplitPlan {
-    bool bp;
-    std::vector<std::vector<const Bind*>> parts;  // [0]: fbar (or the value); [1 .. k]: the list's elements; [k + 1]: its tail
-    std::vector<const Bind*> spine;               // the cdrs taken on the way, which need no register
+    uint8_t mode;
+    std::vector<std::vector<const Bind*>> parts;  // the takes that become each register of the split
+    std::vector<const Bind*> spine;               // the takes and checks on the way, which need no register
   };
+
+  // A check (%rep-result v callee, or %bp-result) of the call result or part v.
+  NativeId checkOf(const Bind& bd, const Var* v) {
+    NativeId cid = bd.kind == Bind::Call ? primitiveOf(bd.args[0]) : NativeId::None;
+    if ((cid != NativeId::RepResult && cid != NativeId::BpResult) || bd.args.size() != 3 ||
+        bd.args[1].kind != Atom::Local || bd.args[1].var != v || !bd.dst || bd.dst->rec || bd.level != 0)
+      return NativeId::None;
+    return cid;
+  }
+
+  // Every use of `v` after binding `from`: a car or a cdr taken later in this block
+  // (sensitivity parts only if sensOnly); nullopt if not.
+  using Takes = std::array<std::vector<const Bind*>, 2>;
+  std::optional<Takes> takesOf(const Block* b, size_t from, const Var* v, bool sensOnly) {
+    Takes takes;
+    size_t taken = 0;
+    for (size_t j = from + 1; j < b->binds.size(); ++j) {
+      const Bind& take = b->binds[j];
+      if (take.kind != Bind::Call) continue;
+      NativeId tid = primitiveOf(take.args[0]);
+      int part = tid == NativeId::SCar || (!sensOnly && tid == NativeId::Car)   ? 0
+                 : tid == NativeId::SCdr || (!sensOnly && tid == NativeId::Cdr) ? 1
+                                                                                : -1;
+      if (part < 0 || take.level != 0 || take.args.size() != 2 || take.args[1].kind != Atom::Local ||
+          take.args[1].var != v || !take.dst || take.dst->rec)
+        continue;
+      takes[part].push_back(&take);
+      ++taken;
+    }
+    if (taken == 0 || static_cast<size_t>(uses(v)) != taken) return std::nullopt;
+    return takes;
+  }
+
+  // The parts of the value checked at binding `at` (a %rep-result or %bp-result).
+  std::optional<SplitPlan> checkedParts(const Block* b, size_t at, bool bp) {
+    auto first = takesOf(b, at, b->binds[at].dst, false);
+    if (!first) return std::nullopt;
+    SplitPlan plan{static_cast<uint8_t>(bp ? 2 : 1), {(*first)[0], (*first)[1]}, {}};
+    if (bp) {
+      // Follow the list while its pairs are only taken apart.
+      while (plan.parts.size() - 2 < kMaxSplitElements && plan.parts.back().size() == 1) {
+        auto next = takesOf(b, at, plan.parts.back()[0]->dst, true);
+        if (!next) break;
+        plan.spine.push_back(plan.parts.back()[0]);
+        plan.parts.back() = (*next)[0];
+        plan.parts.push_back((*next)[1]);
+      }
+      plan.mode = static_cast<uint8_t>(plan.parts.size());
+    }
+    return plan;
+  }
 
   // The split of the call at binding i, if the pattern applies.
   std::optional<SplitPlan> splitPlan(const Block* b, size_t i) {
@@ -628,48 +685,39 @@ class FnCompiler {
     if (call.kind != Bind::Call || call.level != 0 || !call.dst || call.dst->rec || i + 1 >= b->binds.size())
       return std::nullopt;
     const Bind& check = b->binds[i + 1];
-    NativeId cid = check.kind == Bind::Call ? primitiveOf(check.args[0]) : NativeId::None;
-    if ((cid != NativeId::RepResult && cid != NativeId::BpResult) || check.args.size() != 3 ||
-        check.args[1].kind != Atom::Local || check.args[1].var != call.dst || !check.dst || check.dst->rec ||
-        primitiveOf(call.args[0]) != NativeId::None || uses(call.dst) != 1)
+    NativeId cid = checkOf(check, call.dst);
+    if (cid == NativeId::None || primitiveOf(call.args[0]) != NativeId::None || uses(call.dst) != 1)
       return std::nullopt;
-    bool bp = cid == NativeId::BpResult;
-    // Every use of `v`: a car or a cdr taken later in this block (sensitivity parts
-    // only, after the first pair of a backpropagator's result); nullopt if not.
-    using Takes = std::array<std::vector<const Bind*>, 2>;
-    auto takesOf = [&](const Var* v, bool sensOnly) -> std::optional<Takes> {
-      Takes takes;
-      size_t taken = 0;
-      for (size_t j = i + 2; j < b->binds.size(); ++j) {
-        const Bind& take = b->binds[j];
-        if (take.kind != Bind::Call) continue;
-        NativeId tid = primitiveOf(take.args[0]);
-        int part = tid == NativeId::SCar || (!sensOnly && tid == NativeId::Car)   ? 0
-                   : tid == NativeId::SCdr || (!sensOnly && tid == NativeId::Cdr) ? 1
-                                                                                  : -1;
-        if (part < 0 || take.level != 0 || take.args.size() != 2 || take.args[1].kind != Atom::Local ||
-            take.args[1].var != v || !take.dst || take.dst->rec)
-          continue;
-        takes[part].push_back(&take);
-        ++taken;
-      }
-      if (taken == 0 || static_cast<size_t>(uses(v)) != taken) return std::nullopt;
-      return takes;
+    auto plan = checkedParts(b, i + 1, cid == NativeId::BpResult);
+    if (!plan || cid != NativeId::RepResult || plan->parts[0].size() != 1) return plan;
+    // A rep result whose value is checked right after it is taken apart: split through.
+    const Bind* value = plan->parts[0][0];
+    if (uses(value->dst) != 1) return plan;
+    auto isTake = [&](const Bind* bd) {
+      return std::find(plan->parts[0].begin(), plan->parts[0].end(), bd) != plan->parts[0].end() ||
+             std::find(plan->parts[1].begin(), plan->parts[1].end(), bd) != plan->parts[1].end();
     };
-    auto first = takesOf(check.dst, false);
-    if (!first) return std::nullopt;
-    SplitPlan plan{bp, {(*first)[0], (*first)[1]}, {}};
-    if (bp) {
-      // Follow the list while its pairs are only taken apart.
-      while (plan.parts.size() - 2 < kMaxSplitElements && plan.parts.back().size() == 1) {
-        auto next = takesOf(plan.parts.back()[0]->dst, true);
-        if (!next) break;
-        plan.spine.push_back(plan.parts.back()[0]);
-        plan.parts.back() = (*next)[0];
-        plan.parts.push_back((*next)[1]);
-      }
+    for (size_t j = i + 2; j < b->binds.size(); ++j) {
+      const Bind& inner = b->binds[j];
+      if (isTake(&inner)) continue;
+      NativeId iid = checkOf(inner, value->dst);
+      if (iid == NativeId::None || !sameAtom(inner.args[2], check.args[2])) return plan;
+      auto parts = checkedParts(b, j, iid == NativeId::BpResult);
+      if (!parts || parts->mode + kSplitRepOf > 255) return plan;
+      parts->mode = static_cast<uint8_t>(parts->mode + kSplitRepOf);
+      parts->parts.push_back(plan->parts[1]);
+      parts->spine.push_back(value);
+      parts->spine.push_back(&inner);
+      return parts;
     }
     return plan;
+  }
+
+  static bool sameAtom(const Atom& x, const Atom& y) {
+    if (x.kind != y.kind) return false;
+    if (x.kind == Atom::Local) return x.var == y.var;
+    if (x.kind == Atom::Global) return x.sym == y.sym;
+    return false;
   }
 
   // Finds the split calls of the function (splits_). The callee a split call's check
@@ -686,14 +734,19 @@ class FnCompiler {
           const Atom& callee = bd.args[0];
           const Atom& named = b->binds[i + 1].args[2];
           if (callee.kind == Atom::Local && named.kind == Atom::Local && named.var == callee.var) {
+            // The checks (the call's, and an inner one of a split through) use it no more.
+            std::vector<size_t> checks{i + 1};
+            if (plan->mode > kSplitRepOf) checks.push_back(static_cast<size_t>(plan->spine.back() - b->binds.data()));
             VarUse& u = vars_[callee.var];
-            if (u.block == b && u.last == i + 1) {
-              --u.count;
-              u.last = i;
-            } else if (!u.block && std::find(lam_->freeVars.begin(), lam_->freeVars.end(), callee.var) != lam_->freeVars.end()) {
-              // (a captured callee: see lazyUpval_)
-              --u.count;
-              --u.argUses;
+            for (size_t c = checks.size(); c-- > 0;) {
+              if (u.block == b && u.last == checks[c]) {
+                --u.count;
+                u.last = c ? checks[c - 1] : i;
+              } else if (!u.block && std::find(lam_->freeVars.begin(), lam_->freeVars.end(), callee.var) != lam_->freeVars.end()) {
+                // (a captured callee: see lazyUpval_)
+                --u.count;
+                --u.argUses;
+              }
             }
           }
           splitParts_.insert(&b->binds[i + 1]);
@@ -715,16 +768,16 @@ class FnCompiler {
     if (found == splits_.end()) return 0;
     const Bind& call = b->binds[i];
     const SplitPlan& plan = found->second;
-    uint32_t k = static_cast<uint32_t>(plan.parts.size() - 2);
+    auto count = static_cast<uint32_t>(plan.parts.size());
     loc_ = call.loc;
     uint32_t nargs = static_cast<uint32_t>(call.args.size() - 1);
     uint32_t base = windowFor(call, std::nullopt);
     // (Registers above the window held values used up by the call, or nothing.)
-    while (top_ < base + k + 2) allocReg();
+    while (top_ < base + count) allocReg();
     for (size_t j = 0; j < call.args.size(); ++j) loadAtom(call.args[j], base + static_cast<uint32_t>(j));
     loc_ = call.loc;
-    emit(instr::make(Op::CALL, base, nargs, plan.bp ? 2 + k : 1));
-    top_ = std::max(base + k + 2, windowsTop());
+    emit(instr::make(Op::CALL, base, nargs, plan.mode));
+    top_ = std::max(base + count, windowsTop());
     // The takes become names of the registers (registers are written once) and
     // compile to nothing where they stand.
     for (size_t j = 0; j < plan.parts.size(); ++j)
@@ -741,9 +794,13 @@ class FnCompiler {
   // the parts, and makes the pairs only for a caller that does not split them. The
   // inner conses are compiled to nothing where they stand (they only allocate, so
   // making them at the return changes nothing). Returns the conses, outermost first
-  // (empty if the pattern does not apply).
-  std::vector<const Bind*> returnedList(const Block* b) {
+  // (empty if the pattern does not apply). With `rep`: a rep result whose value is
+  // such a list made here, (cons (cons v (cons x1 ... tail)) bp) with bp a closure
+  // made here (what a transformed backpropagator or a function transformed twice
+  // returns), for RETURNR; the outer cons first, then the list's.
+  std::vector<const Bind*> returnedList(const Block* b, bool& rep) {
     std::vector<const Bind*> chain;
+    rep = false;
     size_t n = b->binds.size();
     if (n == 0) return chain;
     auto isCons = [&](const Bind& bd) {
@@ -755,29 +812,44 @@ class FnCompiler {
     std::unordered_map<const Var*, const Bind*> def;
     for (size_t j = 0; j + 1 < n; ++j)
       if (b->binds[j].dst) def[b->binds[j].dst] = &b->binds[j];
+    // The cons made here that a local used only once names, if any.
+    auto consOf = [&](const Atom& a) -> const Bind* {
+      if (a.kind != Atom::Local || uses(a.var) != 1) return nullptr;
+      auto it = def.find(a.var);
+      return it != def.end() && isCons(*it->second) ? it->second : nullptr;
+    };
     chain.push_back(&last);
-    for (;;) {
-      const Atom& tail = chain.back()->args[2];
-      if (tail.kind != Atom::Local || uses(tail.var) != 1 || chain.size() > kMaxSplitElements) break;
-      auto it = def.find(tail.var);
-      if (it == def.end() || !isCons(*it->second)) break;
-      chain.push_back(it->second);
+    const Atom& bp = last.args[2];
+    if (const Bind* value = consOf(last.args[1]); value && bp.kind == Atom::Local) {
+      auto it = def.find(bp.var);
+      if (it != def.end() && it->second->kind == Bind::MakeLambda) {
+        rep = true;
+        chain.push_back(value);
+      }
     }
-    if (chain.size() < 2) chain.clear();
+    while (chain.size() <= kMaxSplitElements + (rep ? 1 : 0)) {
+      const Bind* next = consOf(chain.back()->args[2]);
+      if (!next) break;
+      chain.push_back(next);
+    }
+    if (!rep && chain.size() < 2) chain.clear();
     return chain;
   }
 
-  void emitReturnList(const std::vector<const Bind*>& chain) {
+  // Emits the return of returnedList's chain: RETURNN, or RETURNR for a rep.
+  void emitReturnList(const std::vector<const Bind*>& chain, bool rep) {
     loc_ = chain[0]->loc;
-    uint32_t fbar = atomReg(chain[0]->args[1]);
-    std::vector<uint32_t> xs;
-    for (size_t j = 1; j < chain.size(); ++j) xs.push_back(atomReg(chain[j]->args[1]));
+    size_t first = rep ? 1 : 0;  // the cons of the list's first element
+    uint32_t head = atomReg(chain[first]->args[1]);
+    std::vector<uint32_t> regs;  // the words: RETURNR's bp, then x1 ... xk
+    if (rep) regs.push_back(atomReg(chain[0]->args[2]));
+    for (size_t j = first + 1; j < chain.size(); ++j) regs.push_back(atomReg(chain[j]->args[1]));
     uint32_t tail = atomReg(chain.back()->args[2]);
     loc_ = chain[0]->loc;
-    emit(instr::make(Op::RETURNN, fbar, static_cast<uint32_t>(xs.size()), tail));
-    for (size_t j = 0; j < xs.size(); j += 4) {
+    emit(instr::make(rep ? Op::RETURNR : Op::RETURNN, head, static_cast<uint32_t>(regs.size()), tail));
+    for (size_t j = 0; j < regs.size(); j += 4) {
       Instr w = 0;
-      for (size_t m = 0; m < 4 && j + m < xs.size(); ++m) w |= static_cast<Instr>(xs[j + m]) << (16 * m);
+      for (size_t m = 0; m < 4 && j + m < regs.size(); ++m) w |= static_cast<Instr>(regs[j + m]) << (16 * m);
       emit(w);
     }
   }

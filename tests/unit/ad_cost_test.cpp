@@ -143,4 +143,32 @@ TEST(AdCost, AListWalkedByCarAndCadrBuildsOneGradientPairPerElement) {
   EXPECT_EQ(vm.show(dlam::evalSource(vm, "((gradient fn-1) '(7))", "<cost>")), "(0)");
 }
 
+TEST(AdCost, AHessianVectorProductTakesTransformedResultsApartInRegisters) {
+  // Reverse over reverse: the code transformed twice calls functions transformed
+  // twice, which return a rep result whose value is itself a rep result (the loop's),
+  // and transformed backpropagators, which return a backpropagator's result with its
+  // own backpropagator. The callers take the values apart too (CALL split rep of rep,
+  // split rep of bp + k), the callees return the parts (RETURNR): no pair is made for
+  // them. 1152 bytes per element when only the outer pair was split, 1024 now.
+  VM vm;
+  dlam::openStdlib(vm);
+  dlam::evalSource(vm,
+                   "(define (rosen x) (let loop ((x x) (acc 0)) (if (null? (cdr x)) acc"
+                   "  (let* ((a (car x)) (b (cadr x)) (t (- b (* a a))) (u (- 1 a)))"
+                   "    (loop (cdr x) (+ acc (* 100 (* t t)) (* u u)))))))"
+                   "(define (dot a b) (let loop ((a a) (b b) (acc 0))"
+                   "  (if (null? a) acc (loop (cdr a) (cdr b) (+ acc (* (car a) (car b)))))))"
+                   "(define grad-rosen (gradient rosen))"
+                   "(define (hvp x v) ((gradient (lambda (y) (dot (grad-rosen y) v))) x))"
+                   "(define x-1000 (iota 1000)) (define v-1000 (map (lambda (i) 1) x-1000))"
+                   "(define x-2000 (iota 2000)) (define v-2000 (map (lambda (i) 1) x-2000))",
+                   "<cost>");
+  uint64_t perElement =
+      (bytesOfSecondRun(vm, "(hvp x-2000 v-2000)") - bytesOfSecondRun(vm, "(hvp x-1000 v-1000)")) / 1000;
+  EXPECT_LE(perElement, 1056u) << perElement << " bytes per element";
+  // H v for f = sum 100 (x_{i+1} - x_i^2)^2 + (1 - x_i)^2 at x = (0 1 2 3), v = (1 1 1 1):
+  // H_ii = 800 x_i^2 - 400 (x_{i+1} - x_i^2) + 2 (+ 200 past the first), H_i,i+1 = -400 x_i.
+  EXPECT_EQ(vm.show(dlam::evalSource(vm, "(hvp '(0 1 2 3) '(1 1 1 1))", "<cost>")), "(-398 202 2602 -600)");
+}
+
 }  // namespace

@@ -445,6 +445,17 @@ Value plusEnd(VM& vm, Value a, Value b) {
 
 void VM::splitResult(Value r, uint8_t mode, Value callee, Value* parts) {
   if (splitInto(r, mode, parts)) return;
+  if (mode >= kSplitRepOf) {
+    // The outer check's error, or else the inner one's (both name the callee).
+    if (splitsAs(r, 1)) {
+      uint8_t inner = static_cast<uint8_t>(mode - kSplitRepOf);
+      Value bp = asPair(r)->cdr;
+      splitResult(asPair(r)->car, inner, callee, parts);
+      parts[splitCount(inner)] = bp;
+      return;
+    }
+    mode = 1;
+  }
   if (splitsAs(r, mode)) {
     // The list of argument sensitivities ends (or is not a list) before the
     // elements taken: the error of the %scar that would have taken the first missing one.

@@ -7,7 +7,7 @@
 namespace dlam {
 
 namespace {
-enum class Fmt { A, AB, ABC, ABK, ABx, AP, sBx, AsBx, ABsC, AKsC, ABN, ABCu, ABL };
+enum class Fmt { A, AB, ABC, ABK, ABx, AP, sBx, AsBx, ABsC, AKsC, ABN, ABCu, ABL, ABR };
 
 Fmt opFormat(Op op) {
   static const Fmt kFormats[] = {
@@ -16,6 +16,14 @@ Fmt opFormat(Op op) {
 #undef DLAM_OP_FMT
   };
   return kFormats[static_cast<size_t>(op)];
+}
+
+// How a CALL takes its result apart (CallFrame::split).
+std::string splitName(uint8_t mode) {
+  if (mode >= kSplitRepOf) return "rep of " + splitName(static_cast<uint8_t>(mode - kSplitRepOf));
+  if (mode == 1) return "rep";
+  if (mode == 2) return "bp";
+  return "bp + " + std::to_string(mode - 2) + " sensitivities";
 }
 }  // namespace
 
@@ -73,9 +81,7 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
           break;
         case Fmt::ABN:
           operands = "r" + std::to_string(a) + " " + std::to_string(b) + " args";
-          if (c == 1) operands += ", split rep";
-          else if (c == 2) operands += ", split bp";
-          else if (c > 2) operands += ", split bp + " + std::to_string(c - 2) + " sensitivities";
+          if (c) operands += ", split " + splitName(static_cast<uint8_t>(c));
           break;
         case Fmt::ABL: {
           operands = "r" + std::to_string(a) + " (";
@@ -85,6 +91,18 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
             operands += (j ? " r" : "r") + std::to_string(r);
           }
           operands += " . r" + std::to_string(c) + ")";
+          extra = (b + 3) / 4;
+          break;
+        }
+        case Fmt::ABR: {
+          // (cons (cons R[A] (x1 ... xk . R[C])) bp): the words hold bp, then x1 .. xk
+          auto word = [&](uint32_t j) {
+            size_t w = i + 1 + j / 4;
+            return w < f->code.size() ? static_cast<uint32_t>((f->code[w] >> (16 * (j % 4))) & 0xffff) : 0;
+          };
+          operands = "(r" + std::to_string(a);
+          for (uint32_t j = 1; j < b; ++j) operands += " r" + std::to_string(word(j));
+          operands += " . r" + std::to_string(c) + ") r" + std::to_string(b ? word(0) : 0);
           extra = (b + 3) / 4;
           break;
         }

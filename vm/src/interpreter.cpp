@@ -258,6 +258,64 @@ Value VM::call(Value fn, const Value* args, int nargs) {
   }
 }
 
+// RETURNR's usual cases, out of line and a leaf: the caller takes every part, as a rep
+// of a list of at most three elements (or of a rep); false for anything else. A
+// parallel move, as in returnSplit; bp is the register in the low 16 bits of the
+// word after the instruction, then x1 ... xk.
+[[gnu::noinline]] static bool returnRepSplit(Instr ins, const Instr* words, Value* R, uint8_t split) {
+  uint32_t k = instr::b(ins) - 1;
+  uint64_t w = words[0];
+  Value bp = R[w & 0xffff];
+  if (!isProcedure(unwrapAttached(bp))) return false;
+  Value* dst = R - 1;
+  Value f = R[instr::a(ins)], t = R[instr::c(ins)];
+  if (split == kSplitRepOf + 1) {
+    if (k != 0 || !isProcedure(unwrapAttached(t))) return false;
+    dst[0] = f, dst[1] = t, dst[2] = bp;
+    return true;
+  }
+  if (split != kSplitRepOf + 2 + k) return false;
+  switch (k) {
+    case 0: dst[0] = f, dst[1] = t, dst[2] = bp; return true;
+    case 1: {
+      Value x1 = R[(w >> 16) & 0xffff];
+      dst[0] = f, dst[1] = x1, dst[2] = t, dst[3] = bp;
+      return true;
+    }
+    case 2: {
+      Value x1 = R[(w >> 16) & 0xffff], x2 = R[(w >> 32) & 0xffff];
+      dst[0] = f, dst[1] = x1, dst[2] = x2, dst[3] = t, dst[4] = bp;
+      return true;
+    }
+    case 3: {
+      Value x1 = R[(w >> 16) & 0xffff], x2 = R[(w >> 32) & 0xffff], x3 = R[w >> 48];
+      dst[0] = f, dst[1] = x1, dst[2] = x2, dst[3] = x3, dst[4] = t, dst[5] = bp;
+      return true;
+    }
+    default: return false;
+  }
+}
+
+// The parts of a RETURNN or RETURNR, read before any is written (the caller's
+// registers are the callee's first ones); left uninitialised (Value's constructor
+// would fill it).
+union Parts {
+  Parts() {}
+  Value v[kMaxSplitElements + 3];
+};
+
+// R[r] for the registers r listed j .. j + n - 1 in the words after an instruction
+// (16 bits each, lowest first, in little-endian words), into out.
+static void readListed(const Instr* words, const Value* R, uint32_t j, uint32_t n, Value* out) {
+  static_assert(std::endian::native == std::endian::little);
+  const char* regs = reinterpret_cast<const char*>(words);
+  for (uint32_t i = 0; i < n; ++i) {
+    uint16_t r;
+    std::memcpy(&r, regs + 2 * (j + i), sizeof r);
+    out[i] = R[r];
+  }
+}
+
 // RETURNN's work, out of line (its buffer would otherwise weigh on every handler of
 // the interpreter loop): the result (cons R[A] (cons x1 ... (cons xk R[C]))), x1 .. xk
 // the registers listed in the words after the instruction, is a backpropagator's fbar
@@ -268,24 +326,12 @@ Value VM::call(Value fn, const Value* args, int nargs) {
 [[gnu::noinline]] Value VM::returnList(Instr ins, const Instr* words, Value* R, uint8_t split) {
   uint32_t k = instr::b(ins);
   Value* dst = R - 1;
-  // The parts are read before any is written (the caller's registers are the callee's
-  // first ones); the buffer is left uninitialised (Value's constructor would fill it).
-  union Buffer {
-    Buffer() {}
-    Value v[kMaxSplitElements + 2];
-  } buf;
+  Parts buf;
   Value* vals = buf.v;
   vals[0] = R[instr::a(ins)];
-  // The register numbers: 16 bits each, lowest first, in little-endian words.
-  static_assert(std::endian::native == std::endian::little);
-  const char* regs = reinterpret_cast<const char*>(words);
-  for (uint32_t i = 0; i < k; ++i) {
-    uint16_t r;
-    std::memcpy(&r, regs + 2 * i, sizeof r);
-    vals[1 + i] = R[r];
-  }
+  readListed(words, R, 0, k, vals + 1);
   vals[k + 1] = R[instr::c(ins)];
-  if (split >= 2 && split - 2u <= k) {
+  if (split >= 2 && split < kSplitRepOf && split - 2u <= k) {
     uint32_t taken = split - 2u;
     Value tail = vals[k + 1];
     for (uint32_t i = k; i > taken; --i) tail = cons(vals[i], tail);
@@ -295,11 +341,66 @@ Value VM::call(Value fn, const Value* args, int nargs) {
   }
   Value list = vals[k + 1];
   for (uint32_t i = k; i > 0; --i) list = cons(vals[i], list);
-  if (split >= 2 && splitList(vals[0], list, split - 2u, dst)) return Value::undefined();
+  if (split >= 2 && split < kSplitRepOf && splitList(vals[0], list, split - 2u, dst)) return Value::undefined();
   Value result = cons(vals[0], list);
-  if (split) return result;
-  dst[0] = result;
-  return Value::undefined();
+  if (!split) {
+    dst[0] = result;
+    return Value::undefined();
+  }
+  return splitInto(result, split, dst) ? Value::undefined() : result;
+}
+
+// RETURNR's work: the result (cons (cons R[A] (x1 ... xk . R[C])) bp), bp and then
+// x1 .. xk the registers listed in the words after the instruction: what a
+// transformed backpropagator returns ((cons fbar xbar)'s image with its own
+// backpropagator) and a function transformed twice (a rep result's image with its
+// backpropagator). A caller that splits it as a rep of a list (kSplitRepOf + m) gets
+// the parts in its registers R[-1] ..., with pairs made only for what it does not
+// take apart; a caller that splits it as a rep gets the list and bp; any other caller
+// the whole value. Returns the whole value if it does not have the shape the caller
+// splits (the caller's error), undefined otherwise.
+[[gnu::noinline]] Value VM::returnRepList(Instr ins, const Instr* words, Value* R, uint8_t split) {
+  uint32_t k = instr::b(ins) - 1;
+  Value* dst = R - 1;
+  Parts buf;
+  Value* vals = buf.v;
+  Value bp;
+  readListed(words, R, 0, 1, &bp);
+  vals[0] = R[instr::a(ins)];
+  readListed(words, R, 1, k, vals + 1);
+  vals[k + 1] = R[instr::c(ins)];
+  bool bpOk = isProcedure(unwrapAttached(bp));
+  if (split >= kSplitRepOf && bpOk) {
+    uint8_t inner = static_cast<uint8_t>(split - kSplitRepOf);
+    if (inner >= 2 && inner - 2u <= k) {
+      uint32_t taken = inner - 2u;
+      Value tail = vals[k + 1];
+      for (uint32_t i = k; i > taken; --i) tail = cons(vals[i], tail);
+      for (uint32_t i = 0; i <= taken; ++i) dst[i] = vals[i];
+      dst[taken + 1] = tail;
+      dst[taken + 2] = bp;
+      return Value::undefined();
+    }
+    if (inner == 1 && k == 0 && isProcedure(unwrapAttached(vals[1]))) {
+      dst[0] = vals[0];
+      dst[1] = vals[1];
+      dst[2] = bp;
+      return Value::undefined();
+    }
+  }
+  Value list = vals[k + 1];
+  for (uint32_t i = k + 1; i > 0; --i) list = cons(vals[i - 1], list);
+  if (split == 1 && bpOk) {
+    dst[0] = list;
+    dst[1] = bp;
+    return Value::undefined();
+  }
+  Value result = cons(list, bp);
+  if (!split) {
+    dst[0] = result;
+    return Value::undefined();
+  }
+  return splitInto(result, split, dst) ? Value::undefined() : result;
 }
 
 Value VM::execute() {
@@ -603,7 +704,9 @@ op_RETURN2: {
   // (cons R[A] R[B]) in tail position: the pair is made only if the caller takes it whole.
   Value x = RA, y = RB;
   if (uint8_t split = frame->split) {
-    bool ok = split == 1 ? isProcedure(unwrapAttached(y)) : splitList(x, y, split - 2u, R - 1);
+    bool ok = split == 1                ? isProcedure(unwrapAttached(y))
+              : split < kSplitRepOf ? splitList(x, y, split - 2u, R - 1)
+                                        : splitRepOf(x, y, split, R - 1);
     if (!ok) [[unlikely]] {
       SAVE_PC();
       badSplit = cons(cons(x, y), Value::object(closure));
@@ -628,6 +731,17 @@ op_RETURNN: {
   }
   SAVE_PC();
   Value bad = returnList(ins, pc, R, frame->split);
+  if (!bad.isUndefined()) [[unlikely]]
+    badSplit = cons(bad, Value::object(closure));
+  goto leave_frame;
+}
+op_RETURNR: {
+  // (cons (cons R[A] (x1 ... xk . R[C])) bp) in tail position: see returnRepSplit and
+  // returnRepList.
+  if (returnRepSplit(ins, pc, R, frame->split)) [[likely]]
+    goto leave_frame;
+  SAVE_PC();
+  Value bad = returnRepList(ins, pc, R, frame->split);
   if (!bad.isUndefined()) [[unlikely]]
     badSplit = cons(bad, Value::object(closure));
   goto leave_frame;

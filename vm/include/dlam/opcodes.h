@@ -30,6 +30,7 @@ namespace dlam {
 //   ABN    A register, B count   ABCu  A closure register, B upvalue index, C register
 //   ABL    A register, B count, C register, then B registers in ceil(B / 4) more words
 //          (16 bits each, lowest first), which the instruction owns
+//   ABR    as ABL, the first of the B registers apart (RETURNR's backpropagator)
 #define DLAM_OPCODES(X)                                                               \
   X(LOADK, ABx, "R[A] = K[Bx]")                                                       \
   X(MOVE, AB, "R[A] = R[B]")                                                          \
@@ -38,11 +39,12 @@ namespace dlam {
   X(SETGLOBAL, ABx, "global K[Bx] = R[A]")                                            \
   X(CLOSURE, AP, "R[A] = new closure of child proto Bx, capturing its listed registers") \
   X(SETUPVAL, ABCu, "captured value B of closure R[A] = R[C] (letrec patching)")      \
-  X(CALL, ABN, "R[A] = R[A](R[A+1] .. R[A+B]); C > 0: R[A], R[A+1] = car, cdr of it") \
+  X(CALL, ABN, "R[A] = R[A](R[A+1] .. R[A+B]); C > 0: its parts in R[A] ... (CallFrame::split)") \
   X(TAILCALL, ABN, "return R[A](R[A+1] .. R[A+B]), reusing this frame")               \
   X(RETURN, A, "return R[A]")                                                         \
   X(RETURN2, AB, "return (cons R[A] R[B]), as two values to a caller that splits it")  \
   X(RETURNN, ABL, "return (cons R[A] (x1 ... xB . R[C])), the B registers x in the next words; parts to a splitting caller") \
+  X(RETURNR, ABR, "return (cons (cons R[A] (x1 ... xk . R[C])) bp), bp and the k = B - 1 registers x in the next words; parts to a splitting caller") \
   X(JMP, sBx, "pc += sBx")                                                            \
   X(JMPIFNOT, AsBx, "if R[A] is #f then pc += sBx")                                   \
   X(ADD, ABC, "R[A] = R[B] + R[C]")                                                   \

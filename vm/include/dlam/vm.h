@@ -38,15 +38,30 @@ struct CallFrame {
   // checked, as its car and cdr in stack_[base - 1] and stack_[base]; 2 + k (k <=
   // kMaxSplitElements), a backpropagator's (cons fbar (x1 ... xk . tail)), zero
   // allowed anywhere along it, as fbar, x1 .. xk and the tail in stack_[base - 1] ..
-  // stack_[base + k] (CALL with C = the mode; VM::splitInto).
+  // stack_[base + k]; kSplitRepOf + m, a rep result whose value is itself taken as
+  // mode m (1 or 2 + k: what a transformed backpropagator or a transformed
+  // transformed function returns), the parts of the value and then the
+  // backpropagator (CALL with C = the mode; VM::splitInto).
   uint8_t split = 0;
 };
 
 constexpr uint32_t kMaxSplitElements = 60;
+constexpr uint8_t kSplitRepOf = 64;
+static_assert(kSplitRepOf + 2 + kMaxSplitElements <= 255);
+
+// How many registers a caller that splits with `mode` (> 0) receives.
+inline uint32_t splitCount(uint8_t mode) {
+  if (mode >= kSplitRepOf) return splitCount(static_cast<uint8_t>(mode - kSplitRepOf)) + 1;
+  return mode == 1 ? 2u : mode;
+}
 
 // Whether a call result has the outer shape a caller that splits it (CallFrame::split)
-// needs: a pair whose cdr is a procedure (1), a pair or a zero (2 + k).
+// needs: a pair whose cdr is a procedure (1), a pair or a zero (2 + k), a pair whose
+// cdr is a procedure and whose car has the shape of the inner mode (kSplitRepOf + m).
 inline bool splitsAs(Value r, uint8_t mode) {
+  if (mode >= kSplitRepOf)
+    return isPair(r) && isProcedure(unwrapAttached(asPair(r)->cdr)) &&
+           splitsAs(asPair(r)->car, static_cast<uint8_t>(mode - kSplitRepOf));
   if (isPair(r)) return mode >= 2 || isProcedure(unwrapAttached(asPair(r)->cdr));
   return mode >= 2 && r.isZero();
 }
@@ -72,8 +87,19 @@ inline bool splitList(Value fbar, Value xs, uint32_t k, Value* dst) {
 
 // A whole result r split for mode (see CallFrame::split) into dst; false if it has
 // not the shape.
+inline bool splitInto(Value r, uint8_t mode, Value* dst);
+
+// (cons v bp) split for a mode kSplitRepOf + m: v's parts for m, then bp.
+inline bool splitRepOf(Value v, Value bp, uint8_t mode, Value* dst) {
+  auto inner = static_cast<uint8_t>(mode - kSplitRepOf);
+  if (!isProcedure(unwrapAttached(bp)) || !splitInto(v, inner, dst)) return false;
+  dst[splitCount(inner)] = bp;
+  return true;
+}
+
 inline bool splitInto(Value r, uint8_t mode, Value* dst) {
   if (!splitsAs(r, mode)) return false;
+  if (mode >= kSplitRepOf) return splitRepOf(asPair(r)->car, asPair(r)->cdr, mode, dst);
   if (r.isZero()) return splitList(r, r, mode - 2, dst);
   if (mode == 1) {
     dst[0] = asPair(r)->car;
@@ -224,8 +250,8 @@ class VM {
   Value zeroOf(Value v);
   Value plus(Value a, Value b);
   // The parts of a call's result for a caller that takes it split (CallFrame::split),
-  // into parts (2 of them for mode 1, k + 2 for mode 2 + k); an error naming `callee`
-  // if the result has not the shape.
+  // into parts (splitCount(mode) of them); an error naming `callee` if the result
+  // has not the shape.
   void splitResult(Value r, uint8_t mode, Value callee, Value* parts);
   // Applies a lazily mapped environment (*j or *j-inverse of the captured values).
   void forceClosure(Closure* c) {
@@ -308,6 +334,7 @@ class VM {
   friend class Interpreter;
   Value execute();
   Value returnList(Instr ins, const Instr* words, Value* R, uint8_t split);
+  Value returnRepList(Instr ins, const Instr* words, Value* R, uint8_t split);
   void buildTrace(Error& e);
   void markRoots(std::vector<Obj*>& work);
   void traceChildren(Obj* o, std::vector<Obj*>& work);
