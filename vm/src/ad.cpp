@@ -328,8 +328,29 @@ Value VM::jInvLeaf(Value v) {
 }
 
 // Maps *j (or *j-inverse) over a structure: pairs are rebuilt part by part (with
-// memos both ways), everything else goes to the leaf rules. Iterative.
+// memos both ways), everything else goes to the leaf rules. Iterative. A list with
+// no pair for an element (a list of numbers, of their sensitivities) is mapped along
+// its spine, back to front, without the general walk's stacks.
 Value VM::adMap(Value root, bool inverse) {
+  {
+    std::vector<Pair*> spine;
+    Value p = root;
+    for (; isPair(p) && getMemo(p.asObject(), inverse).isUndefined(); p = asPair(p)->cdr) {
+      if (isPair(asPair(p)->car)) break;
+      spine.push_back(asPair(p));
+    }
+    if (!isPair(p) || !getMemo(p.asObject(), inverse).isUndefined()) {
+      Value tail = isPair(p) ? getMemo(p.asObject(), inverse) : inverse ? jInvLeaf(p) : jLeaf(p);
+      for (size_t i = spine.size(); i-- > 0;) {
+        Pair* from = spine[i];
+        Value to = cons(inverse ? jInvLeaf(from->car) : jLeaf(from->car), tail);
+        setMemo(*this, from, inverse, to);
+        setMemo(*this, to.asObject(), !inverse, Value::object(from));
+        tail = to;
+      }
+      return tail;
+    }
+  }
   struct Item {
     Value v;
     bool expanded;

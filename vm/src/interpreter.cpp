@@ -808,8 +808,17 @@ op_JMPIFNOT: {
   ARITH(RDIVK, /, Div, KC, RB)
 #undef ARITH
 arith_slow: {
-  SAVE_PC();
   if (ins >> 63) std::swap(arithArgs[0], arithArgs[1]);
+  if (!(ins & kLevelBits) && (arithArgs[0].isNumber() || arithArgs[0].isZero()) &&
+      (arithArgs[1].isNumber() || arithArgs[1].isZero())) {
+    // A symbolic zero (a sensitivity nothing reached) is the number 0 to arithmetic.
+    double x = arithArgs[0].isZero() ? 0.0 : arithArgs[0].asNumber();
+    double y = arithArgs[1].isZero() ? 0.0 : arithArgs[1].asNumber();
+    double r = arithId == NativeId::Add ? x + y : arithId == NativeId::Sub ? x - y : arithId == NativeId::Mul ? x * y : x / y;
+    RA = Value::number(r);
+    DISPATCH();
+  }
+  SAVE_PC();
   uint32_t base = frame->base;
   Value r = liftedBinary(arithId, instr::level(ins), arithArgs);
   R = stack_.data() + base;
@@ -938,6 +947,14 @@ op_PLUS: {
     DISPATCH();
   }
   SAVE_PC();
+  if (isObj(x, ObjType::Rev) && isObj(y, ObjType::Rev)) {
+    // Sensitivities of a nested derivative: tagged numbers, added under their tag.
+    Value px = static_cast<Rev*>(x.asObject())->primal, py = static_cast<Rev*>(y.asObject())->primal;
+    if (px.isNumber() && py.isNumber()) {
+      RA = Value::object(makeRev(Value::number(px.asNumber() + py.asNumber())));
+      DISPATCH();
+    }
+  }
   RA = plus(x, y);
   DISPATCH();
 }
@@ -979,7 +996,7 @@ op_STARJ: {
     DISPATCH();
   }
   SAVE_PC();
-  Value r = x.isNumber() ? Value::object(makeRev(x)) : starJ(x);
+  Value r = x.isNumber() || isObj(x, ObjType::Rev) ? Value::object(makeRev(x)) : starJ(x);
   R = stack_.data() + frame->base;
   RA = r;
   DISPATCH();
