@@ -16,7 +16,11 @@
 // (CALL with a split mode, compileSplitCall), through a second check of the value
 // (code transformed twice), and a function ending in (cons a b), in a chain of
 // conses, or in (cons chain closure) returns with RETURN2, RETURNN or RETURNR, which
-// make the pairs only for a caller that takes the value whole.
+// make the pairs only for a caller that takes the value whole. A function that only
+// takes its one parameter apart along a list takes it in parts (planParamSplit), and
+// a call whose argument is a list made for it passes the parts (CALLP,
+// planPartsCalls): a backpropagator's sensitivity list is made only for a callee
+// that takes it whole.
 #include "codegen.h"
 
 #include <algorithm>
@@ -69,7 +73,9 @@ class FnCompiler {
     if (lam_->params.size() > 60000) fail("too many parameters");
     for (Var* p : lam_->params) reg_[p] = allocReg();
     if (lam_->rest) reg_[lam_->rest] = allocReg();
+    proto_->callKey = lam_->rest ? 0xffffffffu : proto_->nparams;
     analyseUses(lam_->body);
+    planParamSplit();
     planSplits(lam_->body);
     // Captured values are loaded at entry, except one used once, as an argument (or
     // the callee) of a call: it is loaded where it is used, straight into the call's
@@ -505,7 +511,7 @@ class FnCompiler {
       v = copy.dst;
     }
     const Bind& call = b->binds[j];
-    if (!usesWindow(call) || reg_.count(bd.dst)) return std::nullopt;
+    if (!usesWindow(call) || reg_.count(bd.dst) || partsCalls_.count(&call)) return std::nullopt;
     for (size_t slot = 0; slot < call.args.size(); ++slot)
       if (call.args[slot].kind == Atom::Local && call.args[slot].var == v) return std::pair(j, static_cast<uint32_t>(slot));
     return std::nullopt;
@@ -556,6 +562,7 @@ class FnCompiler {
     bool returnedRep = false;
     if (t.kind == Target::Tail) returned = returnedList(b, returnedRep);
     for (const Bind* c : returned) compiledAhead_.insert(c);
+    planPartsCalls(b, t);
     std::vector<size_t> across;  // liveAcross(b), when a window is first reserved
     for (size_t i = 0; i < n; ++i) {
       const Bind& bd = b->binds[i];
@@ -637,13 +644,13 @@ class FnCompiler {
     return cid;
   }
 
-  // Every use of `v` after binding `from`: a car or a cdr taken later in this block
+  // Every use of `v` from binding `first` on: a car or a cdr taken in this block
   // (sensitivity parts only if sensOnly); nullopt if not.
   using Takes = std::array<std::vector<const Bind*>, 2>;
-  std::optional<Takes> takesOf(const Block* b, size_t from, const Var* v, bool sensOnly) {
+  std::optional<Takes> takesOf(const Block* b, size_t first, const Var* v, bool sensOnly) {
     Takes takes;
     size_t taken = 0;
-    for (size_t j = from + 1; j < b->binds.size(); ++j) {
+    for (size_t j = first; j < b->binds.size(); ++j) {
       const Bind& take = b->binds[j];
       if (take.kind != Bind::Call) continue;
       NativeId tid = primitiveOf(take.args[0]);
@@ -662,21 +669,106 @@ class FnCompiler {
 
   // The parts of the value checked at binding `at` (a %rep-result or %bp-result).
   std::optional<SplitPlan> checkedParts(const Block* b, size_t at, bool bp) {
-    auto first = takesOf(b, at, b->binds[at].dst, false);
+    auto first = takesOf(b, at + 1, b->binds[at].dst, false);
     if (!first) return std::nullopt;
     SplitPlan plan{static_cast<uint8_t>(bp ? 2 : 1), {(*first)[0], (*first)[1]}, {}};
     if (bp) {
-      // Follow the list while its pairs are only taken apart.
-      while (plan.parts.size() - 2 < kMaxSplitElements && plan.parts.back().size() == 1) {
-        auto next = takesOf(b, at, plan.parts.back()[0]->dst, true);
-        if (!next) break;
-        plan.spine.push_back(plan.parts.back()[0]);
-        plan.parts.back() = (*next)[0];
-        plan.parts.push_back((*next)[1]);
-      }
+      followList(b, at + 1, plan);
       plan.mode = static_cast<uint8_t>(plan.parts.size());
     }
     return plan;
+  }
+
+  // Follows a list taken apart (plan.parts: the takes of its first element, then of
+  // its rest) while its pairs are only taken apart with %scar and %scdr.
+  void followList(const Block* b, size_t first, SplitPlan& plan) {
+    while (plan.parts.size() - 2 < kMaxSplitElements && plan.parts.back().size() == 1) {
+      auto next = takesOf(b, first, plan.parts.back()[0]->dst, true);
+      if (!next) break;
+      plan.spine.push_back(plan.parts.back()[0]);
+      plan.parts.back() = (*next)[0];
+      plan.parts.push_back((*next)[1]);
+    }
+  }
+
+  // A function of one parameter whose every use is a %scar or %scdr in its body
+  // block, along a list (a backpropagator taking a list of sensitivities): it takes
+  // the parameter as parts (Proto::paramSplit), in registers 0 .. n - 1, and the takes
+  // compile to nothing. (Its body block runs whole, so taking the list apart at the
+  // entry raises no error the takes would not.)
+  void planParamSplit() {
+    if (lam_->params.size() != 1 || lam_->rest) return;
+    auto first = takesOf(lam_->body, 0, lam_->params[0], true);
+    if (!first) return;
+    SplitPlan plan{0, {(*first)[0], (*first)[1]}, {}};
+    followList(lam_->body, 0, plan);
+    auto n = static_cast<uint32_t>(plan.parts.size());
+    for (uint32_t j = 1; j < n; ++j) allocReg();  // register 0 is the parameter's
+    for (uint32_t j = 0; j < n; ++j)
+      for (const Bind* take : plan.parts[j]) {
+        reg_[take->dst] = j;
+        compiledAhead_.insert(take);
+      }
+    for (const Bind* take : plan.spine) compiledAhead_.insert(take);
+    proto_->paramSplit = static_cast<uint8_t>(n);
+    proto_->callKey = kCallParts | n;
+  }
+
+  // Calls of this block, not in tail position, whose one argument is a list made here
+  // with conses used nowhere else, (cons x0 (cons x1 ... rest)): the call passes the
+  // parts in its window (CALLP) and the conses compile to nothing. A
+  // function that takes its argument in parts gets them as they are; any other gets
+  // the list, made by the VM. The parts are read at the call: their last use is there.
+  void planPartsCalls(const Block* b, const Target& t) {
+    std::unordered_map<const Var*, size_t> def;
+    for (size_t j = 0; j < b->binds.size(); ++j)
+      if (b->binds[j].dst) def[b->binds[j].dst] = j;
+    auto consOf = [&](const Atom& a) -> const Bind* {
+      if (a.kind != Atom::Local || a.var->rec || uses(a.var) != 1) return nullptr;
+      auto it = def.find(a.var);
+      if (it == def.end()) return nullptr;
+      const Bind& bd = b->binds[it->second];
+      bool isCons = bd.kind == Bind::Call && bd.level == 0 && bd.args.size() == 3 &&
+                    primitiveOf(bd.args[0]) == NativeId::Cons && !compiledAhead_.count(&bd);
+      return isCons ? &bd : nullptr;
+    };
+    for (size_t i = 0; i < b->binds.size(); ++i) {
+      const Bind& call = b->binds[i];
+      if (call.kind != Bind::Call || call.level != 0 || call.args.size() != 2 ||
+          primitiveOf(call.args[0]) != NativeId::None || (call.dst && call.dst->rec))
+        continue;
+      if (i + 1 == b->binds.size() && t.kind == Target::Tail && b->result.kind == Atom::Local && b->result.var == call.dst)
+        continue;
+      std::vector<const Bind*> chain;
+      for (const Bind* c = consOf(call.args[1]); c && chain.size() <= kMaxSplitElements; c = consOf(c->args[2]))
+        chain.push_back(c);
+      if (chain.empty()) continue;
+      std::vector<Atom> parts;
+      for (const Bind* c : chain) parts.push_back(c->args[1]);
+      parts.push_back(chain.back()->args[2]);
+      for (const Bind* c : chain) compiledAhead_.insert(c);
+      for (const Atom& a : parts)
+        if (a.kind == Atom::Local)
+          if (auto u = vars_.find(a.var); u != vars_.end() && u->second.block == b) u->second.last = std::max(u->second.last, i);
+      partsCalls_[&call] = std::move(parts);
+    }
+  }
+
+  // Loads the callee and the arguments of a call into its window at base: the parts of
+  // its argument for a parts call (planPartsCalls). Returns the B operand of its CALL
+  // and makes *op CALLP for a parts call.
+  uint32_t loadCall(const Bind& call, uint32_t base, const Atom& callee, Op* op) {
+    auto parts = partsCalls_.find(&call);
+    if (parts == partsCalls_.end()) {
+      for (size_t j = 0; j < call.args.size(); ++j) loadAtom(j == 0 ? callee : call.args[j], base + static_cast<uint32_t>(j));
+      return static_cast<uint32_t>(call.args.size() - 1);
+    }
+    auto m = static_cast<uint32_t>(parts->second.size());
+    while (top_ < base + 1 + m) allocReg();
+    loadAtom(callee, base);
+    for (uint32_t j = 0; j < m; ++j) loadAtom(parts->second[j], base + 1 + j);
+    *op = Op::CALLP;
+    return m;
   }
 
   // The split of the call at binding i, if the pattern applies.
@@ -770,13 +862,13 @@ class FnCompiler {
     const SplitPlan& plan = found->second;
     auto count = static_cast<uint32_t>(plan.parts.size());
     loc_ = call.loc;
-    uint32_t nargs = static_cast<uint32_t>(call.args.size() - 1);
     uint32_t base = windowFor(call, std::nullopt);
     // (Registers above the window held values used up by the call, or nothing.)
     while (top_ < base + count) allocReg();
-    for (size_t j = 0; j < call.args.size(); ++j) loadAtom(call.args[j], base + static_cast<uint32_t>(j));
+    Op op = Op::CALL;
+    uint32_t nargs = loadCall(call, base, call.args[0], &op);
     loc_ = call.loc;
-    emit(instr::make(Op::CALL, base, nargs, plan.mode));
+    emit(instr::make(op, base, nargs, plan.mode));
     top_ = std::max(base + count, windowsTop());
     // The takes become names of the registers (registers are written once) and
     // compile to nothing where they stand.
@@ -982,8 +1074,8 @@ class FnCompiler {
     if (t && !tail && t->fresh) into = t->reg;
     if (auto pre = reg_.find(bd.dst); !t && pre != reg_.end() && !bd.dst->rec) into = pre->second;
     uint32_t base = windowFor(bd, into);
-    for (size_t i = 0; i < bd.args.size(); ++i)
-      loadAtom(i == 0 && callee ? *callee : bd.args[i], base + static_cast<uint32_t>(i));
+    Op op = Op::CALL;
+    nargs = loadCall(bd, base, callee ? *callee : bd.args[0], &op);
     loc_ = bd.loc;
     if (tail) {
       emit(instr::make(Op::TAILCALL, base, nargs));
@@ -991,7 +1083,7 @@ class FnCompiler {
       top_ = base;
       return;
     }
-    emit(instr::make(Op::CALL, base, nargs));
+    emit(instr::make(op, base, nargs));
     if (t) {
       if (t->reg != base) emit(instr::make(Op::MOVE, t->reg, base));
       top_ = std::max(base, windowsTop());
@@ -1182,6 +1274,7 @@ class FnCompiler {
   std::vector<GroupClosure> groupClosures_;
   std::unordered_map<const Bind*, SplitPlan> splits_;  // split calls (planSplits)
   std::unordered_set<const Bind*> splitParts_;           // their checks, takes and spines: registers of their windows
+  std::unordered_map<const Bind*, std::vector<Atom>> partsCalls_;  // calls passing their argument in parts (planPartsCalls)
   std::vector<Window> windows_;  // reserved, for calls not compiled yet (lowest first)
   uint32_t top_ = 0;
   uint32_t maxTop_ = 0;

@@ -42,6 +42,79 @@ class Codegen : public ::testing::Test {
   std::string listing;
 };
 
+// The proto of the closure `code` evaluates to (listing set to its code).
+const dlam::Proto* protoOf(VM& vm, const std::string& code, std::string& listing) {
+  Value f = dlam::evalSource(vm, code, "<codegen>");
+  if (!dlam::isClosure(f)) return nullptr;
+  const dlam::Proto* p = dlam::asClosure(f)->proto;
+  listing = vm.disassemble(p, false);
+  return p;
+}
+
+size_t countOps(const dlam::Proto* p, dlam::Op op) {
+  size_t n = 0;
+  for (dlam::Instr ins : p->code) n += dlam::instr::op(ins) == op;
+  return n;
+}
+
+TEST_F(Codegen, AFunctionTakingItsArgumentApartAlongAListTakesItInParts) {
+  // A backpropagator's parameter, a list of sensitivities taken apart with %scar and
+  // %scdr: its parts (here the first element and the rest) are its registers from
+  // the entry on, and no %scar or %scdr is left in its code.
+  dlam::evalSource(vm, "(define (take2 s) (list (%scar s) (%scdr s)))", "<codegen>");
+  const dlam::Proto* p = protoOf(vm, "take2", listing);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->paramSplit, 2u) << listing;
+  EXPECT_EQ(countOps(p, dlam::Op::SCAR) + countOps(p, dlam::Op::SCDR), 0u) << listing;
+  // Called with the list whole: taken apart at the entry, as %scar and %scdr would
+  // (a zero stands for a pair of zeros), with their error, located at the function.
+  EXPECT_EQ(show("(take2 (list 1 2 3))"), "(1 (2 3))");
+  EXPECT_EQ(show("(take2 (zero '(2 3)))"), "(0 0)");
+  try {
+    show("(take2 5)");
+    ADD_FAILURE() << "no error";
+  } catch (const dlam::Error& e) {
+    EXPECT_NE(e.message.find("%scar: expected pair sensitivity"), std::string::npos) << e.message;
+    EXPECT_EQ(e.loc.line, 1u);
+    EXPECT_EQ(e.loc.col, 1u);
+  }
+  EXPECT_EQ(show("(take2 '(7 8 9))"), "(7 (8 9))");  // the VM goes on
+}
+
+TEST_F(Codegen, ACallPassesAListMadeForItInParts) {
+  // (cons a (cons b r)) made for a call only: the call passes a, b and r (CALLP) and
+  // no pair is made where the callee takes them as they are; the VM regroups them for
+  // a callee that takes other parts, and makes the list for one that takes it whole.
+  dlam::evalSource(vm,
+                   "(define (take2 s) (list (%scar s) (%scdr s)))"
+                   "(define (c1 a b r) (car (list (take2 (cons a (cons b r))))))"
+                   "(define (c2 a r) (car (list (take2 (cons a r)))))"
+                   "(define (c5 f a b) (list (f (cons a (cons b '())))))",
+                   "<codegen>");
+  const dlam::Proto* p = protoOf(vm, "c2", listing);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(countOps(p, dlam::Op::CALLP), 1u) << listing;
+  EXPECT_EQ(countOps(p, dlam::Op::CONS), 0u) << listing;
+  EXPECT_EQ(show("(c2 1 '(2 3))"), "(1 (2 3))");
+  // As many parts as take2 takes: no pair made for them (the one the result list
+  // needs, made by list, and nothing else).
+  uint64_t before = vm.gcStats().totalAllocatedBytes;
+  show("(c2 1 '(2 3))");
+  uint64_t partsBytes = vm.gcStats().totalAllocatedBytes - before;
+  before = vm.gcStats().totalAllocatedBytes;
+  show("(take2 (cons 1 '(2 3)))");
+  uint64_t wholeBytes = vm.gcStats().totalAllocatedBytes - before;
+  EXPECT_LT(partsBytes, wholeBytes);
+  EXPECT_EQ(show("(c1 1 2 '(3))"), "(1 (2 3))");  // more parts: put back on the rest
+  EXPECT_EQ(show("(c5 (lambda (s) s) 1 2)"), "((1 2))");
+  EXPECT_EQ(show("(c5 car 1 2)"), "(1)");
+  EXPECT_EQ(show("(c5 (lambda xs xs) 1 2)"), "(((1 2)))");
+  EXPECT_EQ(show("(c5 take2 1 2)"), "((1 (2)))");
+  EXPECT_THROW(show("(c5 (lambda (a b) a) 1 2)"), dlam::Error);
+  EXPECT_EQ(show("(c2 1 5)"), "(1 5)");
+  EXPECT_EQ(show("(c2 4 '(5 6))"), "(4 (5 6))");
+}
+
 TEST_F(Codegen, ArgumentsComputedEarlierInTheBlockAreComputedInTheCallWindow) {
   // t and s are computed before (* h h), which is between them and the call.
   dlam::evalSource(vm,

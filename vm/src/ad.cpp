@@ -490,6 +490,28 @@ void VM::splitResult(Value r, uint8_t mode, Value callee, Value* parts) {
   runtimeError("internal error: a split call result passed its check");
 }
 
+void VM::regroupParts(Value* args, uint32_t m, uint32_t n) {
+  if (n < m) {
+    uint32_t keep = n ? n - 1 : 0;
+    Value rest = args[m - 1];
+    for (uint32_t i = m - 1; i-- > keep;) rest = cons(args[i], rest);
+    args[keep] = rest;
+    return;
+  }
+  Value v = args[m - 1];
+  for (uint32_t i = m - 1; i + 1 < n; ++i) {
+    if (isPair(v)) {
+      args[i] = asPair(v)->car;
+      v = asPair(v)->cdr;
+    } else if (v.isZero()) {
+      args[i] = v;
+    } else {
+      typeError("%scar", 0, "pair sensitivity", v);
+    }
+  }
+  args[n - 1] = v;
+}
+
 Value VM::plus(Value a, Value b) {
   // Estep: (v1 ←J v2) ⊕ v ≡ v1 ⊕ v.
   a = unwrapAttached(a);

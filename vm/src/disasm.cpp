@@ -80,7 +80,7 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
           operands = "r" + std::to_string(a) + " " + k(b) + " -> " + std::to_string(static_cast<int64_t>(i) + 1 + instr::sC(ins));
           break;
         case Fmt::ABN:
-          operands = "r" + std::to_string(a) + " " + std::to_string(b) + " args";
+          operands = "r" + std::to_string(a) + " " + std::to_string(b) + (op == Op::CALLP ? " parts" : " args");
           if (c) operands += ", split " + splitName(static_cast<uint8_t>(c));
           break;
         case Fmt::ABL: {

@@ -258,6 +258,23 @@ Value VM::call(Value fn, const Value* args, int nargs) {
   }
 }
 
+// The arguments of a function entered through the general path (VM::execute's
+// enter), in its registers from R on: an argument given in parts is made whole for a
+// function that takes it whole, the arguments past the fixed ones become the rest
+// list, and a function that takes its argument in parts gets them regrouped.
+void VM::arrangeArguments(const Proto* p, Value* R, uint32_t nargs, uint32_t parts) {
+  if (parts && !p->paramSplit) {
+    regroupParts(R, parts, 0);
+    nargs = 1;
+  }
+  if (p->hasRest) {
+    Value rest = Value::nil();
+    for (uint32_t i = nargs; i > p->nparams; --i) rest = cons(R[i - 1], rest);
+    R[p->nparams] = rest;
+  }
+  if (p->paramSplit) regroupParts(R, parts ? parts : 1, p->paramSplit);
+}
+
 // RETURNR's usual cases, out of line and a leaf: the caller takes every part, as a rep
 // of a list of at most three elements (or of a rep); false for anything else. A
 // parallel move, as in returnSplit; bp is the register in the low 16 bits of the
@@ -418,6 +435,9 @@ Value VM::execute() {
   Instr ins;
   int64_t budget = kPollInterval;
   Value badSplit = Value::undefined();  // (result . callee) of a return whose caller cannot split it
+  // The call being made: the callee's register, its argument count (or parts), and
+  // what it passes (Proto::callKey: the count, or kCallParts | parts for CALLP).
+  uint32_t callA = 0, callN = 0, callKey = 0;
   NativeId arithId = NativeId::None;    // the primitive and the operands of an ARITH for arith_slow
   Value arithArgs[2];
   uint64_t limit = config_.instructionLimit;
@@ -439,7 +459,7 @@ Value VM::execute() {
   // Enters the function of the newest frame: gathers rest arguments, grows the
   // stack. Expects frames_.back() set up with closure and base; args are in
   // stack_[base .. base+nargs) and their count already checked.
-  auto enter = [&](uint32_t nargs) {
+  auto enter = [&](uint32_t nargs, uint32_t parts = 0) {
     frame = &frames_.back();
     closure = frame->closure;
     forceClosure(closure);
@@ -448,17 +468,17 @@ Value VM::execute() {
     if (top >= stack_.size()) [[unlikely]]
       ensureStack(top + 1);
     if (top > stackHigh_) stackHigh_ = top;
-    if (p->hasRest) [[unlikely]] {
-      Value rest = Value::nil();
-      for (uint32_t i = nargs; i > p->nparams; --i) rest = cons(stack_[frame->base + i - 1], rest);
-      stack_[frame->base + p->nparams] = rest;
-    }
     stackTop_ = top;
     pc = p->code.data();
     R = stack_.data() + frame->base;
     K = p->constants.data();
+    // A rest parameter, or one taken in parts (callKey above any count), or an
+    // argument given in parts.
+    if (p->callKey > 0xffff || parts) [[unlikely]] {
+      frame->pc = pc;  // (an error there is the function's, at its start)
+      arrangeArguments(p, R, nargs, parts);
+    }
   };
-
   // (apply f a ... lst) in R[a] .. R[a+nargs]: spread into f a ... x1 .. xn at R[a].
   auto spreadApply = [&](uint32_t a, uint32_t nargs) -> uint32_t {
     if (nargs < 1) runtimeError("apply: expected at least 1 argument, got 0");
@@ -567,9 +587,21 @@ op_SETUPVAL: {
   DISPATCH();
 }
 
-op_CALL: {
-  uint32_t a = instr::a(ins);
-  uint32_t nargs = instr::b(ins);
+op_CALL:
+  callA = instr::a(ins);
+  callN = instr::b(ins);
+  callKey = callN;
+  goto call;
+op_CALLP:
+  // The argument in B parts: as they are for a function that takes it in as many,
+  // regrouped (enter) for one that takes it in others or whole, made the list for
+  // anything else.
+  callA = instr::a(ins);
+  callN = instr::b(ins);
+  callKey = kCallParts | callN;
+call: {
+  uint32_t a = callA;
+  uint32_t nargs = callN;
   SAVE_PC();
   if (gcRequested_) {
     stackTop_ = frame->base + closure->proto->nregs;
@@ -583,13 +615,16 @@ call_again:
     if (frames_.size() >= stackLimit) [[unlikely]]
       limitError("stack overflow (more than " + std::to_string(config_.stackLimit) + " frames)");
     uint32_t base = frame->base + a + 1;
-    if (nargs != p->nparams || p->hasRest || (c->flags & (kLazyJ | kLazyJInv)) || base + p->nregs >= stack_.size()) [[unlikely]] {
-      checkArity(c, nargs);
+    if (callKey != p->callKey || (c->flags & (kLazyJ | kLazyJInv)) || base + p->nregs >= stack_.size()) [[unlikely]] {
+      uint32_t parts = callKey & kCallParts ? nargs : 0;
+      checkArity(c, parts ? 1 : nargs);
       frames_.push_back(CallFrame{c, nullptr, base, false, static_cast<uint8_t>(instr::c(ins))});
-      enter(nargs);
+      enter(parts ? 1 : nargs, parts);
       DISPATCH();
     }
-    // The common case, inline: exact arity, no rest list, environment ready, room on the stack.
+    // The common case, inline: the arguments as the function takes them (its arity,
+    // or the parts of its one argument), no rest list, environment ready, room on the
+    // stack.
     frames_.push_back(CallFrame{c, nullptr, base, false, static_cast<uint8_t>(instr::c(ins))});
     frame = &frames_.back();
     closure = c;
@@ -601,10 +636,17 @@ call_again:
     K = p->constants.data();
     DISPATCH();
   }
+  if (callKey & kCallParts) [[unlikely]] {
+    // Anything but a closure takes the argument whole.
+    regroupParts(&R[a + 1], nargs, 0);
+    nargs = 1;
+    callKey = 1;
+  }
   if (isNative(fn) || isObj(fn, ObjType::Foreign)) {
     Native* n = asNative(fn);
     if (n->id == static_cast<uint16_t>(NativeId::Apply)) {
       nargs = spreadApply(a, nargs);
+      callKey = nargs;
       goto call_again;
     }
     if (n->kind == static_cast<uint16_t>(NativeKind::Rep)) {
@@ -633,6 +675,7 @@ call_again:
       pendingCall_.clear();
       if (stackTop_ < base + a + 1 + nargs) stackTop_ = base + a + 1 + nargs;
       if (stackHigh_ < stackTop_) stackHigh_ = stackTop_;
+      callKey = nargs;
       goto call_again;
     }
     if (uint8_t split = static_cast<uint8_t>(instr::c(ins))) {

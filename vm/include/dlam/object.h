@@ -96,6 +96,10 @@ inline size_t closureSize(uint32_t nupvals) {
 
 using Instr = uint64_t;
 
+// In Proto::callKey: the function takes its one argument in parts (CALLP). (Above
+// any argument count: apply can pass more than 65535 arguments.)
+constexpr uint32_t kCallParts = 0x80000000u;
+
 // A compiled function. The compiler owns its construction; the VM only executes it.
 // `ir` keeps the function's A-normal form so a later transform can derive its
 // reverse-mode version at run time (the VM treats it as opaque).
@@ -111,6 +115,15 @@ struct Proto : Obj {
   SrcLoc loc;
   uint16_t nparams = 0;
   bool hasRest = false;
+  // A function of one parameter that only takes it apart along a list with %scar and
+  // %scdr (a backpropagator taking a list of sensitivities): the number of parts it
+  // takes it as, its first paramSplit - 1 elements and the rest, in registers 0 ..
+  // paramSplit - 1 from its entry on (VM::regroupParts); 0 for any other function.
+  uint8_t paramSplit = 0;
+  // The call entered without the general path: a CALL with this many arguments, or
+  // for kCallParts | paramSplit a CALLP with as many parts; 0xffffffff for none (a
+  // rest parameter).
+  uint32_t callKey = 0;
   uint16_t nregs = 0;
   std::shared_ptr<const void> ir;           // compiler-owned IR (anf::Lambda)
   Proto* transformed = nullptr;             // memoised reverse transform

@@ -40,6 +40,7 @@ namespace dlam {
   X(CLOSURE, AP, "R[A] = new closure of child proto Bx, capturing its listed registers") \
   X(SETUPVAL, ABCu, "captured value B of closure R[A] = R[C] (letrec patching)")      \
   X(CALL, ABN, "R[A] = R[A](R[A+1] .. R[A+B]); C > 0: its parts in R[A] ... (CallFrame::split)") \
+  X(CALLP, ABN, "as CALL, R[A+1] .. R[A+B] the parts of its one argument: B - 1 elements of a list and the rest") \
   X(TAILCALL, ABN, "return R[A](R[A+1] .. R[A+B]), reusing this frame")               \
   X(RETURN, A, "return R[A]")                                                         \
   X(RETURN2, AB, "return (cons R[A] R[B]), as two values to a caller that splits it")  \

@@ -253,6 +253,12 @@ class VM {
   // into parts (splitCount(mode) of them); an error naming `callee` if the result
   // has not the shape.
   void splitResult(Value r, uint8_t mode, Value callee, Value* parts);
+  // The argument of a call given in m parts (args[0 .. m - 1]: m - 1 elements of a
+  // list and its rest; m = 1: the argument whole) made the n parts a function with
+  // paramSplit n takes (n = 0: the whole list in args[0]): elements past the n - 1st
+  // go back on the rest, or the rest is taken apart further as %scar and %scdr would
+  // (a zero stands for a pair of zeros; their error if it is no list that far).
+  void regroupParts(Value* args, uint32_t m, uint32_t n);
   // Applies a lazily mapped environment (*j or *j-inverse of the captured values).
   void forceClosure(Closure* c) {
     if (c->flags & (kLazyJ | kLazyJInv)) forceClosureSlow(c);
@@ -335,6 +341,7 @@ class VM {
   Value execute();
   Value returnList(Instr ins, const Instr* words, Value* R, uint8_t split);
   Value returnRepList(Instr ins, const Instr* words, Value* R, uint8_t split);
+  void arrangeArguments(const Proto* p, Value* R, uint32_t nargs, uint32_t parts);
   void buildTrace(Error& e);
   void markRoots(std::vector<Obj*>& work);
   void traceChildren(Obj* o, std::vector<Obj*>& work);
