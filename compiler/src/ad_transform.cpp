@@ -145,6 +145,7 @@ class Transformer {
   Lambda* transformLambda(const Lambda* L) {
     if (stack_.exceeded()) fail(L->loc, L->file, "*j: function nested too deeply to transform");
     Lambda* T = M.newLambda();
+    T->derived = true;
     T->name = L->name;
     T->file = L->file;
     T->loc = L->loc;
@@ -853,6 +854,7 @@ class Transformer {
   template <class Finish>
   Lambda* backprop(const Block* body, const Tape& tape, SrcLoc loc, const std::string& name, Finish finish) {
     Lambda* bp = M.newLambda();
+    bp->derived = true;
     bp->name = name.empty() ? "backprop" : "backprop:" + name;
     bp->file = file_;
     bp->loc = loc;

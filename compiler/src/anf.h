@@ -70,6 +70,7 @@ struct Lambda {
   std::string file;
   SrcLoc loc;
   const Lambda* primalOf = nullptr;  // set by the reverse transform: the lambda this one transforms
+  bool derived = false;              // made by the reverse transform (a transformed function, a backpropagator)
 };
 
 // The `if` that ends block b and gives its value, if there is one: b continues a chain.

@@ -720,6 +720,10 @@ class FnCompiler {
   // function that takes its argument in parts gets them as they are; any other gets
   // the list, made by the VM. The parts are read at the call: their last use is there.
   void planPartsCalls(const Block* b, const Target& t) {
+    // (Only in code the reverse transform made, where most such calls go to
+    // backpropagators taking their argument in parts: in other code a call's consed
+    // argument is made as it stands, which costs less than the VM making it.)
+    if (!lam_->derived) return;
     std::unordered_map<const Var*, size_t> def;
     for (size_t j = 0; j < b->binds.size(); ++j)
       if (b->binds[j].dst) def[b->binds[j].dst] = j;
