@@ -724,18 +724,7 @@ class FnCompiler {
     // backpropagators taking their argument in parts: in other code a call's consed
     // argument is made as it stands, which costs less than the VM making it.)
     if (!lam_->derived) return;
-    std::unordered_map<const Var*, size_t> def;
-    for (size_t j = 0; j < b->binds.size(); ++j)
-      if (b->binds[j].dst) def[b->binds[j].dst] = j;
-    auto consOf = [&](const Atom& a) -> const Bind* {
-      if (a.kind != Atom::Local || a.var->rec || uses(a.var) != 1) return nullptr;
-      auto it = def.find(a.var);
-      if (it == def.end()) return nullptr;
-      const Bind& bd = b->binds[it->second];
-      bool isCons = bd.kind == Bind::Call && bd.level == 0 && bd.args.size() == 3 &&
-                    primitiveOf(bd.args[0]) == NativeId::Cons && !compiledAhead_.count(&bd);
-      return isCons ? &bd : nullptr;
-    };
+    Defs defs = definitions(b);
     for (size_t i = 0; i < b->binds.size(); ++i) {
       const Bind& call = b->binds[i];
       if (call.kind != Bind::Call || call.level != 0 || call.args.size() != 2 ||
@@ -743,10 +732,10 @@ class FnCompiler {
         continue;
       if (i + 1 == b->binds.size() && t.kind == Target::Tail && b->result.kind == Atom::Local && b->result.var == call.dst)
         continue;
-      std::vector<const Bind*> chain;
-      for (const Bind* c = consOf(call.args[1]); c && chain.size() <= kMaxSplitElements; c = consOf(c->args[2]))
-        chain.push_back(c);
-      if (chain.empty()) continue;
+      const Bind* head = consNamed(defs, call.args[1]);
+      if (!head) continue;
+      std::vector<const Bind*> chain{head};
+      followConses(defs, chain, kMaxSplitElements + 1);
       std::vector<Atom> parts;
       for (const Bind* c : chain) parts.push_back(c->args[1]);
       parts.push_back(chain.back()->args[2]);
@@ -799,7 +788,7 @@ class FnCompiler {
       NativeId iid = checkOf(inner, value->dst);
       if (iid == NativeId::None || !sameAtom(inner.args[2], check.args[2])) return plan;
       auto parts = checkedParts(b, j, iid == NativeId::BpResult);
-      if (!parts || parts->mode + kSplitRepOf > 255) return plan;
+      if (!parts) return plan;
       parts->mode = static_cast<uint8_t>(parts->mode + kSplitRepOf);
       parts->parts.push_back(plan->parts[1]);
       parts->spine.push_back(value);
@@ -899,37 +888,50 @@ class FnCompiler {
     rep = false;
     size_t n = b->binds.size();
     if (n == 0) return chain;
-    auto isCons = [&](const Bind& bd) {
-      return bd.kind == Bind::Call && bd.level == 0 && bd.args.size() == 3 && primitiveOf(bd.args[0]) == NativeId::Cons &&
-             bd.dst && !bd.dst->rec;
-    };
     const Bind& last = b->binds[n - 1];
     if (!isCons(last) || b->result.kind != Atom::Local || b->result.var != last.dst) return chain;
-    std::unordered_map<const Var*, const Bind*> def;
-    for (size_t j = 0; j + 1 < n; ++j)
-      if (b->binds[j].dst) def[b->binds[j].dst] = &b->binds[j];
-    // The cons made here that a local used only once names, if any.
-    auto consOf = [&](const Atom& a) -> const Bind* {
-      if (a.kind != Atom::Local || uses(a.var) != 1) return nullptr;
-      auto it = def.find(a.var);
-      return it != def.end() && isCons(*it->second) ? it->second : nullptr;
-    };
+    Defs defs = definitions(b);
     chain.push_back(&last);
     const Atom& bp = last.args[2];
-    if (const Bind* value = consOf(last.args[1]); value && bp.kind == Atom::Local) {
-      auto it = def.find(bp.var);
-      if (it != def.end() && it->second->kind == Bind::MakeLambda) {
+    if (const Bind* value = consNamed(defs, last.args[1]); value && bp.kind == Atom::Local) {
+      auto it = defs.find(bp.var);
+      if (it != defs.end() && it->second->kind == Bind::MakeLambda) {
         rep = true;
         chain.push_back(value);
       }
     }
-    while (chain.size() <= kMaxSplitElements + (rep ? 1 : 0)) {
-      const Bind* next = consOf(chain.back()->args[2]);
-      if (!next) break;
-      chain.push_back(next);
-    }
+    followConses(defs, chain, kMaxSplitElements + (rep ? 2 : 1));
     if (!rep && chain.size() < 2) chain.clear();
     return chain;
+  }
+
+  using Defs = std::unordered_map<const Var*, const Bind*>;
+  static Defs definitions(const Block* b) {
+    Defs defs;
+    for (const Bind& bd : b->binds)
+      if (bd.dst) defs[bd.dst] = &bd;
+    return defs;
+  }
+
+  bool isCons(const Bind& bd) {
+    return bd.kind == Bind::Call && bd.level == 0 && bd.args.size() == 3 && primitiveOf(bd.args[0]) == NativeId::Cons &&
+           bd.dst && !bd.dst->rec;
+  }
+
+  // The cons made in the block (defs), not compiled ahead yet, that `a`, a local used
+  // only there, names; else null.
+  const Bind* consNamed(const Defs& defs, const Atom& a) {
+    if (a.kind != Atom::Local || uses(a.var) != 1) return nullptr;
+    auto it = defs.find(a.var);
+    return it != defs.end() && isCons(*it->second) && !compiledAhead_.count(it->second) ? it->second : nullptr;
+  }
+
+  // Extends a chain of conses, (cons x0 (cons x1 ... rest)), along the cdrs while each
+  // names a cons made in the block used only there, up to `limit` conses.
+  void followConses(const Defs& defs, std::vector<const Bind*>& chain, size_t limit) {
+    while (chain.size() < limit)
+      if (const Bind* next = consNamed(defs, chain.back()->args[2])) chain.push_back(next);
+      else break;
   }
 
   // Emits the return of returnedList's chain: RETURNN, or RETURNR for a rep.
