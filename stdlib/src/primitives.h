@@ -1,5 +1,6 @@
 // primitives.h — private helpers shared by the primitive families
-// (primitives_math.cpp, primitives_lists.cpp, primitives_io.cpp).
+// (primitives_math.cpp, primitives_lists.cpp, primitives_io.cpp, primitives_hof.cpp,
+// primitives_vectors.cpp).
 //
 // Argument indices passed to VM::typeError are 0-based positions in `args`;
 // typeError prints them 1-based ("car: expected pair as argument 1, got 5").
@@ -24,10 +25,15 @@ inline Value numberResult(double d) { return Value::numberChecked(d); }
 
 inline uint16_t idOf(NativeId id) { return static_cast<uint16_t>(id); }
 
+// (f x ...) called from C++: a primitive directly, anything else through VM::call
+// (which may collect: the caller roots what it holds). primitives_hof.cpp.
+Value applyProcedure(VM& vm, Value f, Value* args, int nargs);
+
 void openMathPrimitives(VM& vm);
 void openListPrimitives(VM& vm);
 void openIoPrimitives(VM& vm);
 void openAdPrimitives(VM& vm);
 void openHofPrimitives(VM& vm);
+void openVectorPrimitives(VM& vm);
 
 }  // namespace dlam::prim

@@ -68,8 +68,17 @@ Value freeVariables(VM& vm, Value* a, int) {
   return vm.list(syms.data(), syms.size());
 }
 
+// Whether s and v agree about being vectors (s under any reverse tags): a vector's
+// sensitivity is a vector of its length, and only a vector's is a vector.
+bool sameVectorShape(Value s, Value v) {
+  while (isObj(s, ObjType::Rev)) s = static_cast<Rev*>(s.asObject())->primal;
+  bool sv = isObj(s, ObjType::Vector), vv = isObj(v, ObjType::Vector);
+  if (sv != vv) return false;
+  return !sv || s.asObject()->aux == v.asObject()->aux;
+}
+
 // (%materialize sens value): sens with every symbolic zero replaced by a zero of the
-// shape of the corresponding part of value (numbers 0, pairs part by part, closures
+// shape of the corresponding part of value (numbers 0, vectors of zeros, pairs part by part, closures
 // the list of their captured values' zeros, everything else ()). Iterative.
 Value materializeTree(VM& vm, Value s0, Value v0) {
   struct Item {
@@ -103,7 +112,9 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
       ++tags;
     }
     if (!s.isZero()) {
-      if (isPair(s) && isPair(v)) {
+      if (v.isZero()) {
+        results.push_back(s);  // a zero value (a nested derivative's sensitivity) fits any shape
+      } else if (isPair(s) && isPair(v)) {
         work.push_back({s, v, 1});
         work.push_back({asPair(s)->cdr, asPair(v)->cdr, 0});
         work.push_back({asPair(s)->car, asPair(v)->car, 0});
@@ -113,7 +124,8 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
         vm.forceClosure(c);
         Value caps = vm.list(c->upvals, c->count());
         work.push_back({s, caps, 0});
-      } else if (isPair(s) || (s.isNumber() && !v.isNumber() && !isObj(v, ObjType::Rev))) {
+      } else if (isPair(s) || (s.isNumber() && !v.isNumber() && !isObj(v, ObjType::Rev)) ||
+                 !sameVectorShape(s, v)) {
         std::string ss = vm.show(s, true), sv = vm.show(v, true);
         if (ss.size() > 60) ss = ss.substr(0, 57) + "...";
         if (sv.size() > 60) sv = sv.substr(0, 57) + "...";
@@ -124,8 +136,14 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
       }
       continue;
     }
-    if (v.isNumber()) {
+    if (v.isNumber() || isObj(v, ObjType::Vector)) {
       Value z = Value::number(0);
+      if (!v.isNumber()) {
+        uint32_t n = v.asObject()->aux;
+        Vector* zv = vm.makeVector(n);
+        for (uint32_t i = 0; i < n; ++i) zv->items[i] = 0;
+        z = Value::object(zv);
+      }
       for (int i = 0; i < tags; ++i) z = Value::object(vm.makeRev(z));
       results.push_back(z);
     } else if (isPair(v)) {
@@ -239,7 +257,10 @@ bool conforms(Value s, Value v) {
       a = static_cast<Rev*>(a.asObject())->primal;
       b = static_cast<Rev*>(b.asObject())->primal;
     }
-    if (a.isZero()) continue;
+    // The symbolic zero fits any shape, as a sensitivity and as a value (a sensitivity
+    // that became the value of a nested derivative).
+    if (a.isZero() || b.isZero()) continue;
+    if (!sameVectorShape(a, b)) return false;
     bool bNumber = b.isNumber() || isObj(b, ObjType::Rev);
     if (bNumber) {
       if (!(a.isNumber() || isObj(a, ObjType::Rev))) return false;

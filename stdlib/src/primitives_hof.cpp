@@ -20,19 +20,6 @@ bool callableDirectly(Value f) {
   return n->kind == 0 && n->fn && n->id != static_cast<uint16_t>(NativeId::Apply);
 }
 
-// (f x ...) from C++: a primitive directly, anything else through the VM.
-Value apply1(VM& vm, Value f, Value* args, int nargs) {
-  if (callableDirectly(f)) {
-    Native* n = asNative(f);
-    if (nargs < n->minArgs || (n->maxArgs >= 0 && nargs > n->maxArgs))
-      vm.runtimeError(std::string(n->name) + ": wrong number of arguments (" + std::to_string(nargs) + ")");
-    vm.callingNative = n;
-    Value r = n->fn(vm, args, nargs);
-    if (!r.isTailCall()) return r;
-  }
-  return vm.call(f, args, nargs);
-}
-
 Value fallback(VM& vm, const char* name, Value* a, int n) {
   return vm.tailCall(vm.global(name), a, n);
 }
@@ -45,12 +32,12 @@ Value mapNative(VM& vm, Value* a, int n) {
   Value tail = Value::nil();
   while (isPair(l.get())) {
     Value x = asPair(l.get())->car;
-    Value y = apply1(vm, f.get(), &x, 1);
+    Value y = applyProcedure(vm, f.get(), &x, 1);
     Value cell = vm.cons(y, Value::nil());
     if (tail.isNil()) {
       head.set(cell);
     } else {
-      // The last cell may have become old in a collection during apply1.
+      // The last cell may have become old in a collection during applyProcedure.
       asPair(tail)->cdr = cell;
       vm.writeBarrier(tail.asObject(), cell);
     }
@@ -67,7 +54,7 @@ Value foldLeftNative(VM& vm, Value* a, int n) {
   VM::Root f(vm, a[0]), acc(vm, a[1]), l(vm, a[2]);
   while (isPair(l.get())) {
     Value args[2] = {acc.get(), asPair(l.get())->car};
-    acc.set(apply1(vm, f.get(), args, 2));
+    acc.set(applyProcedure(vm, f.get(), args, 2));
     l.set(asPair(l.get())->cdr);
   }
   if (!l.get().isNil()) vm.runtimeError("fold-left: expected a list, got " + vm.show(a[2], true));
@@ -75,6 +62,19 @@ Value foldLeftNative(VM& vm, Value* a, int n) {
 }
 
 }  // namespace
+
+// (f x ...) from C++: a primitive directly, anything else through the VM.
+Value applyProcedure(VM& vm, Value f, Value* args, int nargs) {
+  if (callableDirectly(f)) {
+    Native* n = asNative(f);
+    if (nargs < n->minArgs || (n->maxArgs >= 0 && nargs > n->maxArgs))
+      vm.runtimeError(std::string(n->name) + ": wrong number of arguments (" + std::to_string(nargs) + ")");
+    vm.callingNative = n;
+    Value r = n->fn(vm, args, nargs);
+    if (!r.isTailCall()) return r;
+  }
+  return vm.call(f, args, nargs);
+}
 
 void openHofPrimitives(VM& vm) {
   vm.defineNative("%map-native", mapNative, 2, -1);

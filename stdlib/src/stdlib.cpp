@@ -33,6 +33,7 @@ void openPrimitives(VM& vm) {
   prim::openIoPrimitives(vm);
   prim::openAdPrimitives(vm);
   prim::openHofPrimitives(vm);
+  prim::openVectorPrimitives(vm);
 }
 
 void openStdlib(VM& vm) {

@@ -9,6 +9,7 @@
 // conformant zero of any shape, O(1)); plus adds sensitivities structurally and
 // returns the other side in O(1) when one is zero. Nothing here recurses in C++
 // along the data: structures are walked with explicit stacks.
+#include <string>
 #include <vector>
 
 #include "dlam/scratch.h"
@@ -273,7 +274,7 @@ Value VM::jLeaf(Value v) {
     case ObjType::Foreign:
       runtimeError("*j: the foreign function " + std::string(static_cast<Native*>(o)->name) +
                    " has no derivative; attach one with custom-vjp");
-    case ObjType::Vector: runtimeError("*j: vectors are not differentiable yet");
+    case ObjType::Vector: return Value::object(makeRev(v));  // tagged as a whole
     case ObjType::Proto:
     case ObjType::Pair: break;
   }
@@ -405,6 +406,18 @@ inline Value plusShallow(Value a, Value b) {
   return Value::undefined();
 }
 
+// The sum of two vector sensitivities, element by element; undefined unless both are vectors.
+Value plusVectors(VM& vm, Value a, Value b) {
+  if (!isObj(a, ObjType::Vector) || !isObj(b, ObjType::Vector)) return Value::undefined();
+  auto *u = static_cast<Vector*>(a.asObject()), *v = static_cast<Vector*>(b.asObject());
+  if (u->aux != v->aux)
+    vm.runtimeError("plus: sensitivities of vectors of different lengths (" + std::to_string(u->aux) + " and " +
+                    std::to_string(v->aux) + ")");
+  Vector* r = vm.makeVector(u->aux);
+  for (uint32_t i = 0; i < u->aux; ++i) r->items[i] = u->items[i] + v->items[i];
+  return Value::object(r);
+}
+
 // The general case of plus: any shapes, walked with explicit stacks.
 Value plusTree(VM& vm, Value a, Value b) {
   struct Item {
@@ -445,6 +458,10 @@ Value plusTree(VM& vm, Value a, Value b) {
       results.push_back(x);
       continue;
     }
+    if (Value r = plusVectors(vm, x, y); !r.isUndefined()) {
+      results.push_back(r);
+      continue;
+    }
     std::string sx = vm.show(x, true), sy = vm.show(y, true);
     if (sx.size() > 60) sx = sx.substr(0, 57) + "...";
     if (sy.size() > 60) sy = sy.substr(0, 57) + "...";
@@ -460,6 +477,7 @@ Value plusEnd(VM& vm, Value a, Value b) {
   if (isObj(a, ObjType::Rev) && isObj(b, ObjType::Rev))  // (nested derivatives: bounded by the level)
     return Value::object(vm.makeRev(vm.plus(static_cast<Rev*>(a.asObject())->primal, static_cast<Rev*>(b.asObject())->primal)));
   if (a.isNil() && b.isNil()) return a;
+  if (Value r = plusVectors(vm, a, b); !r.isUndefined()) return r;
   return plusTree(vm, a, b);
 }
 }  // namespace

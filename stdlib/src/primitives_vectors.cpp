@@ -1,0 +1,210 @@
+// primitives_vectors.cpp — immutable vectors of doubles (SPEC section 5): the natives
+// that compute them.
+//
+// A vector stores its elements unboxed (object.h Vector). These natives compute
+// primal values only. The prelude wraps the differentiable ones with custom-vjp
+// (`vector`, `make-vector`, `vector-ref`, `vector-sum`, `vector-dot`, `vector-map`,
+// `vector-map2`, `build`, `vector->list`, `list->vector`), whose pullbacks are written
+// with the same wrapped operations, so they differentiate again to any order. Under
+// *j a vector is tagged as a whole (a Rev whose primal is the vector), and its
+// sensitivity is a vector of the same length or the symbolic zero (ad.cpp: plus;
+// primitives_ad.cpp: %materialize and the shape checks).
+//
+// vector-map, vector-map2 and build call their procedure from C++ (a primitive directly,
+// a closure through VM::call); when natives are already nested they hand the work to
+// the prelude's dlam versions, so deep user recursion through them never recurses in C++.
+#include <cmath>
+#include <string>
+
+#include "primitives.h"
+
+namespace dlam::prim {
+
+namespace {
+
+constexpr int kMaxNativeNesting = 32;
+constexpr double kMaxVectorLength = 1u << 30;
+
+Vector* vec(VM& vm, const char* who, Value* a, int i) {
+  if (!isObj(a[i], ObjType::Vector)) vm.typeError(who, i, "vector", a[i]);
+  return static_cast<Vector*>(a[i].asObject());
+}
+
+uint32_t lengthArg(VM& vm, const char* who, Value* a, int i) {
+  double n = num(vm, who, a, i);
+  if (!(n >= 0 && n <= kMaxVectorLength && n == std::floor(n)))
+    vm.runtimeError(std::string(who) + ": expected a length (an integer from 0 to 2^30) as argument " +
+                    std::to_string(i + 1) + ", got " + vm.show(a[i], true));
+  return static_cast<uint32_t>(n);
+}
+
+uint32_t indexArg(VM& vm, const char* who, Value* a, int i, uint32_t length) {
+  double k = num(vm, who, a, i);
+  if (!(k >= 0 && k < length && k == std::floor(k)))
+    vm.runtimeError(std::string(who) + ": index " + vm.show(a[i], true) + " is out of range for a vector of length " +
+                    std::to_string(length));
+  return static_cast<uint32_t>(k);
+}
+
+// An element for a vector: a number, or the symbolic zero (a sensitivity nothing reached).
+double element(VM& vm, const char* who, Value v) {
+  if (v.isNumber()) [[likely]] return v.asNumber();
+  if (v.isZero()) return 0;
+  Value args[1] = {v};
+  return num(vm, who, args, 0);
+}
+
+Value isVector(VM&, Value* a, int) { return Value::boolean(isObj(a[0], ObjType::Vector)); }
+
+Value vectorLength(VM& vm, Value* a, int) { return Value::number(vec(vm, "vector-length", a, 0)->aux); }
+
+Value vectorOf(VM& vm, Value* a, int n) {
+  Vector* v = vm.makeVector(static_cast<uint32_t>(n));
+  for (int i = 0; i < n; ++i) v->items[i] = num(vm, "vector", a, i);
+  return Value::object(v);
+}
+
+Value makeVector(VM& vm, Value* a, int) {
+  uint32_t n = lengthArg(vm, "make-vector", a, 0);
+  double x = num(vm, "make-vector", a, 1);
+  Vector* v = vm.makeVector(n);
+  for (uint32_t i = 0; i < n; ++i) v->items[i] = x;
+  return Value::object(v);
+}
+
+Value vectorRef(VM& vm, Value* a, int) {
+  Vector* v = vec(vm, "vector-ref", a, 0);
+  return numberResult(v->items[indexArg(vm, "vector-ref", a, 1, v->aux)]);
+}
+
+Value vectorSum(VM& vm, Value* a, int) {
+  Vector* v = vec(vm, "vector-sum", a, 0);
+  double s = 0;
+  for (uint32_t i = 0; i < v->aux; ++i) s += v->items[i];
+  return numberResult(s);
+}
+
+Vector* sameLength(VM& vm, const char* who, Value* a, int i, Vector* u) {
+  Vector* v = vec(vm, who, a, i);
+  if (v->aux != u->aux)
+    vm.runtimeError(std::string(who) + ": vectors of different lengths (" + std::to_string(u->aux) + " and " +
+                    std::to_string(v->aux) + ")");
+  return v;
+}
+
+Value vectorDot(VM& vm, Value* a, int) {
+  Vector* u = vec(vm, "vector-dot", a, 0);
+  Vector* v = sameLength(vm, "vector-dot", a, 1, u);
+  double s = 0;
+  for (uint32_t i = 0; i < u->aux; ++i) s += u->items[i] * v->items[i];
+  return numberResult(s);
+}
+
+// (%vector-scale s v): s v.
+Value vectorScale(VM& vm, Value* a, int) {
+  double s = num(vm, "%vector-scale", a, 0);
+  Vector* v = vec(vm, "%vector-scale", a, 1);
+  Vector* r = vm.makeVector(v->aux);
+  for (uint32_t i = 0; i < v->aux; ++i) r->items[i] = s * v->items[i];
+  return Value::object(r);
+}
+
+// (%vector-onehot n i y): the vector of length n that is y at i and 0 elsewhere (the
+// sensitivity of a vector from that of one of its elements).
+Value vectorOnehot(VM& vm, Value* a, int) {
+  uint32_t n = lengthArg(vm, "%vector-onehot", a, 0);
+  uint32_t i = indexArg(vm, "%vector-onehot", a, 1, n);
+  double y = element(vm, "%vector-onehot", a[2]);
+  Vector* r = vm.makeVector(n);
+  for (uint32_t k = 0; k < n; ++k) r->items[k] = 0;
+  r->items[i] = y;
+  return Value::object(r);
+}
+
+Value vectorToList(VM& vm, Value* a, int) {
+  Vector* v = vec(vm, "vector->list", a, 0);
+  Value l = Value::nil();
+  // No collection runs inside a native: v stays where it is while the list grows.
+  for (uint32_t i = v->aux; i > 0; --i) l = vm.cons(numberResult(v->items[i - 1]), l);
+  return l;
+}
+
+Value listToVector(VM& vm, Value* a, int) {
+  uint32_t n = 0;
+  Value l = a[0];
+  for (; isPair(l); l = asPair(l)->cdr) ++n;
+  if (!l.isNil()) vm.typeError("list->vector", 0, "list", a[0]);
+  Vector* v = vm.makeVector(n);
+  l = a[0];
+  for (uint32_t i = 0; i < n; ++i, l = asPair(l)->cdr) v->items[i] = element(vm, "list->vector", asPair(l)->car);
+  return Value::object(v);
+}
+
+// (f x ...) from C++, and the number it must return.
+double callForNumber(VM& vm, const char* who, Value f, Value* args, int nargs) {
+  Value r = applyProcedure(vm, f, args, nargs);
+  if (!r.isNumber())
+    vm.runtimeError(std::string(who) + ": the procedure returned " + vm.show(r, true) + ", not a number");
+  return r.asNumber();
+}
+
+// (%vector-map f v), (%vector-map2 f u v) and (%build n f). The result is made first and
+// filled as the calls return: it is rooted across them (a call may collect), and it
+// holds no pointers, so its stores need no write barrier.
+Value vectorMap(VM& vm, Value* a, int n) {
+  if (vm.callDepth() > kMaxNativeNesting) return vm.tailCall(vm.global("%vector-map-plain"), a, n);
+  uint32_t len = vec(vm, "vector-map", a, 1)->aux;
+  VM::Root f(vm, a[0]), v(vm, a[1]), r(vm, Value::object(vm.makeVector(len)));
+  for (uint32_t i = 0; i < len; ++i) {
+    Value x = numberResult(static_cast<Vector*>(v.get().asObject())->items[i]);
+    double y = callForNumber(vm, "vector-map", f.get(), &x, 1);
+    static_cast<Vector*>(r.get().asObject())->items[i] = y;
+  }
+  return r.get();
+}
+
+Value vectorMap2(VM& vm, Value* a, int n) {
+  uint32_t len = sameLength(vm, "vector-map2", a, 2, vec(vm, "vector-map2", a, 1))->aux;
+  if (vm.callDepth() > kMaxNativeNesting) return vm.tailCall(vm.global("%vector-map2-plain"), a, n);
+  VM::Root f(vm, a[0]), u(vm, a[1]), v(vm, a[2]), r(vm, Value::object(vm.makeVector(len)));
+  for (uint32_t i = 0; i < len; ++i) {
+    Value xs[2] = {numberResult(static_cast<Vector*>(u.get().asObject())->items[i]),
+                   numberResult(static_cast<Vector*>(v.get().asObject())->items[i])};
+    double y = callForNumber(vm, "vector-map2", f.get(), xs, 2);
+    static_cast<Vector*>(r.get().asObject())->items[i] = y;
+  }
+  return r.get();
+}
+
+Value build(VM& vm, Value* a, int n) {
+  uint32_t len = lengthArg(vm, "build", a, 0);
+  if (vm.callDepth() > kMaxNativeNesting) return vm.tailCall(vm.global("%build-plain"), a, n);
+  VM::Root f(vm, a[1]), r(vm, Value::object(vm.makeVector(len)));
+  for (uint32_t i = 0; i < len; ++i) {
+    Value k = Value::number(i);
+    double y = callForNumber(vm, "build", f.get(), &k, 1);
+    static_cast<Vector*>(r.get().asObject())->items[i] = y;
+  }
+  return r.get();
+}
+
+}  // namespace
+
+void openVectorPrimitives(VM& vm) {
+  vm.defineNative("vector?", isVector, 1, 1);
+  vm.defineNative("vector-length", vectorLength, 1, 1);
+  vm.defineNative("%vector", vectorOf, 0, -1);
+  vm.defineNative("%make-vector", makeVector, 2, 2);
+  vm.defineNative("%vector-ref", vectorRef, 2, 2);
+  vm.defineNative("%vector-sum", vectorSum, 1, 1);
+  vm.defineNative("%vector-dot", vectorDot, 2, 2);
+  vm.defineNative("%vector-scale", vectorScale, 2, 2);
+  vm.defineNative("%vector-onehot", vectorOnehot, 3, 3);
+  vm.defineNative("%vector->list", vectorToList, 1, 1);
+  vm.defineNative("%list->vector", listToVector, 1, 1);
+  vm.defineNative("%vector-map", vectorMap, 2, 2);
+  vm.defineNative("%vector-map2", vectorMap2, 3, 3);
+  vm.defineNative("%build", build, 2, 2);
+}
+
+}  // namespace dlam::prim
