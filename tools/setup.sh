@@ -12,6 +12,7 @@ packages=(
   libgtest-dev                       # unit and lang tests
   libedit-dev                        # the REPL's line editing
   lua5.4 luajit                      # benchmark peers
+  python3                            # the benchmark runner and tools/adfuzz.py (a test)
 )
 
 # One dpkg-query for all of them; a package it does not know is simply absent from its output.
