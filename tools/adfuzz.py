@@ -248,7 +248,7 @@ class Gen:
 def program(gen, idx):
     """One check: returns dlam text defining and checking one function."""
     rng = gen.rng
-    kind = rng.randrange(7)
+    kind = rng.randrange(9)
     name = f"p{idx}"
     pt = lambda: f"{rng.uniform(-1.5, 1.5):.3f}"
     if kind == 0:  # several arguments, gradient
@@ -302,6 +302,18 @@ def program(gen, idx):
         return (f"(define ({name} {l}) (let (({a} (car {l})) ({b} (cadr {l}))) (list {e1} {e2})))\n"
                 f"(fz-report '{name} ((jacobian {name}) (list {p1} {p2})) "
                 f"(fz-jac {name} (list {p1} {p2}) 1e-4) (fz-jac {name} (list {p1} {p2}) 1e-5) 1e-5)\n")
+    if kind == 7:  # the gradient with respect to a closure: the sensitivity of what it captured
+        c, y = gen.fresh("c"), gen.fresh("y")
+        body = gen.num([c, y], rng.randint(2, 3))
+        p1, p2 = pt(), pt()
+        return (f"(define ({name} {c}) (lambda ({y}) (* {c} {body})))\n"
+                f"(let ((s ((gradient (lambda (g) (g {p2}))) ({name} {p1}))) "
+                f"(fd (lambda (h) (fz-partial (lambda (c) (({name} c) {p2})) (list {p1}) 0 h)))) "
+                f"(fz-report '{name} (car s) (fd 1e-4) (fd 1e-5) 1e-5))\n")
+    if kind == 8:  # a fourth derivative
+        x = gen.fresh("x")
+        body = gen.num([x], 2)
+        return f"(define ({name} {x}) {body})\n(fz-dk '{name} {name} 4 {pt()} 1e-3)\n"
     # kind 4: perturbation confusion: d/dx of an expression using d/dy of a function of x and y
     x, y = gen.fresh("x"), gen.fresh("y")
     inner = gen.num([x, y], rng.randint(1, 3))

@@ -1083,16 +1083,21 @@ class Transformer {
         // A constant exponent's b - 1 is a constant too: computed here, it stays one
         // when this code is transformed again, and the rule for a variable exponent
         // (a^b log a, NaN for a < 0) never applies to it at the next level.
-        Atom bm1;
+        // Likewise a^0 has derivative 0 and a^1 derivative 1, with no power left to
+        // differentiate again (0 a^-1 would be NaN at a = 0).
         Value bv = b->kind == Atom::Const ? b->value : Value::undefined();
         int tags = 0;
         for (; isObj(bv, ObjType::Rev); ++tags) bv = static_cast<Rev*>(bv.asObject())->primal;
-        if (bv.isNumber())
-          bm1 = constJ(Value::number(bv.asNumber() - 1), tags);
-        else
-          bm1 = op(NativeId::Sub, {bb, K(1)});
+        if (bv.isNumber()) {
+          double e = bv.asNumber();
+          if (a->kind == Atom::Local && e != 0) {
+            Atom da = e == 1 ? g : op(NativeId::Mul, {g, op(NativeId::Mul, {bb, op(NativeId::Expt, {aa, constJ(Value::number(e - 1), tags)})})});
+            addTo(st, *a, da);
+          }
+          return;
+        }
         if (a->kind == Atom::Local)
-          addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Mul, {bb, op(NativeId::Expt, {aa, bm1})})}));
+          addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Mul, {bb, op(NativeId::Expt, {aa, op(NativeId::Sub, {bb, K(1)})})})}));
         // d(a^b)/db = a^b log a (NaN for a < 0, where the power is not differentiable in b).
         if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Mul, {g, op(NativeId::Mul, {y(), op(NativeId::Log, {aa})})}));
         return;
