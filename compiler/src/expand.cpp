@@ -26,6 +26,13 @@ using namespace anf;
 
 namespace {
 
+// The constant vector of a `#(...)` literal (the reader has checked its elements are numbers).
+Value vectorLiteral(VM& vm, const Sx* x) {
+  Vector* v = vm.makeVector(static_cast<uint32_t>(x->items.size()));
+  for (size_t i = 0; i < x->items.size(); ++i) v->items[i] = x->items[i]->number;
+  return Value::object(v);
+}
+
 constexpr int kMaxDepth = 2000;
 
 // The scope name of a `do` loop's procedure: not a symbol any program can write.
@@ -222,6 +229,7 @@ class Expander {
       case Sx::Bool: return constAtom(Value::boolean(x->boolean), x->loc);
       case Sx::String: return constAtom(vm_.makeString(x->text), x->loc);
       case Sx::Symbol: return resolve(x->text, x->loc);
+      case Sx::Vector: return constAtom(vectorLiteral(vm_, x), x->loc);
       case Sx::List: break;
     }
     if (x->tail) fail(x->loc, "a dotted list is not an expression");
@@ -1001,6 +1009,7 @@ Value quoteDatum(VM& vm, const Sx* datum) {
       case Sx::Bool: values.push_back(Value::boolean(x->boolean)); continue;
       case Sx::String: values.push_back(vm.makeString(x->text)); continue;
       case Sx::Symbol: values.push_back(vm.symbol(x->text)); continue;
+      case Sx::Vector: values.push_back(vectorLiteral(vm, x)); continue;
       case Sx::List: break;
     }
     if (!it.expanded) {

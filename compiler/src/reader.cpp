@@ -211,6 +211,14 @@ class Reader {
           deliver(readString());
           break;
         default:
+          if (c == '#' && p_ + 1 != end_ && p_[1] == '(') {
+            // A vector literal: a list of numbers that becomes a constant vector.
+            beginDatum(here);
+            advance();
+            openList('(', here);
+            stack_.back().node->kind = Sx::Vector;
+            break;
+          }
           if (c == '#' && p_ + 1 != end_ && p_[1] == ';') {
             advance(), advance();
             stack_.push_back(Frame{Frame::Skip, here, nullptr, 0, Frame::NoDot, SrcLoc{}, "#;"});
@@ -348,6 +356,9 @@ class Reader {
                      std::to_string(f.open.col) + ")");
     }
     if (f.dot == Frame::AfterDot) fail(f.dotLoc, "expected a datum after '.'");
+    if (f.node->kind == Sx::Vector)
+      for (const Sx* item : f.node->items)
+        if (item->kind != Sx::Number) fail(item->loc, "a vector literal #(...) holds numbers only");
     advance();
     Sx* done = f.node;
     stack_.pop_back();
@@ -413,7 +424,7 @@ class Reader {
     std::string_view t(start, static_cast<size_t>(p_ - start));
 
     if (t == ".") {
-      if (stack_.empty() || stack_.back().type != Frame::List ||
+      if (stack_.empty() || stack_.back().type != Frame::List || stack_.back().node->kind == Sx::Vector ||
           stack_.back().dot != Frame::NoDot || stack_.back().node->items.empty()) {
         fail(here, "unexpected '.'");
       }

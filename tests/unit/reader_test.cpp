@@ -48,8 +48,9 @@ std::string show(const Sx* x) {
       return x->text;
     case Sx::String:
       return "\"" + x->text + "\"";
+    case Sx::Vector:
     case Sx::List: {
-      std::string s = "(";
+      std::string s = x->kind == Sx::Vector ? "#(" : "(";
       for (size_t i = 0; i < x->items.size(); ++i) {
         if (i) s += " ";
         s += show(x->items[i]);
@@ -451,8 +452,18 @@ TEST(Reader, ErrorBadCharacters) {
   EXPECT_EQ(readAll("\"a\x01\" ; \x02\n").data[0]->text, "a\x01");
 }
 
+TEST(Reader, VectorLiterals) {
+  EXPECT_EQ(showAll("#(1 2.5 -3)"), "#(1 2.5 -3)");
+  EXPECT_EQ(showAll("(a #() '#(4))"), "(a #() (quote #(4)))");
+  EXPECT_EQ(readAll("#(1 2)").data[0]->kind, Sx::Vector);
+  EXPECT_SYNTAX_ERROR("#(1 a)", "a vector literal #(...) holds numbers only", 1u, 5u, false);
+  EXPECT_SYNTAX_ERROR("#(1 #(2))", "holds numbers only", 1u, 5u, false);
+  EXPECT_SYNTAX_ERROR("#(1 . 2)", "unexpected '.'", 1u, 5u, false);
+  EXPECT_SYNTAX_ERROR("#(1 2", "unterminated list", 1u, 1u, true);
+}
+
 TEST(Reader, ErrorUnknownHash) {
-  EXPECT_SYNTAX_ERROR("#(1 2)", "unknown '#' syntax '#('", 1u, 1u, false);
+  EXPECT_SYNTAX_ERROR("#[1 2)", "unknown '#' syntax '#['", 1u, 1u, false);
   EXPECT_SYNTAX_ERROR("(x #\\a)", "unknown '#' syntax '#\\a'", 1u, 4u, false);
   EXPECT_SYNTAX_ERROR("#tru", "unknown '#' syntax", 1u, 1u, false);
   EXPECT_SYNTAX_ERROR("#", "unknown '#' syntax '#'", 1u, 1u, false);

@@ -13,13 +13,13 @@
 namespace dlam {
 
 struct Sx {
-  enum Kind : uint8_t { List, Symbol, Number, String, Bool };
+  enum Kind : uint8_t { List, Symbol, Number, String, Bool, Vector };
   Kind kind;
   SrcLoc loc;
   bool boolean = false;        // Bool
   double number = 0;           // Number
   std::string text;            // Symbol name, or String contents (escapes decoded)
-  std::vector<Sx*> items;      // List elements
+  std::vector<Sx*> items;      // List elements; Vector: its elements (numbers), `#(1 2 3)`
   Sx* tail = nullptr;          // List: the cdr after the last item for dotted lists `(a b . c)`
 
   bool isSymbol(std::string_view s) const { return kind == Symbol && text == s; }
