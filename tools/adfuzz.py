@@ -117,7 +117,8 @@ class Gen:
         if k < 7:
             return rng.choice(UNARY).format(E())
         if k == 7:
-            return f"(/ {E()} (+ 2 (* {E()} {E()})))"
+            q = self.fresh("q")  # a denominator of at least 2 (0 * (1/0) = NaN is not a bug)
+            return f"(let (({q} {E()})) (/ {E()} (+ 2 (* {q} {q}))))"
         if k == 8:
             return f"(atan {E()} (+ 2 (cos {E()})))"
         if k == 9:

@@ -155,11 +155,15 @@ DLAM_API dlam_val dlam_list_of_numbers(dlam_vm *vm, const double *xs, size_t n);
 ** derivative code may return converts to 0. */
 DLAM_API dlam_status dlam_to_number(dlam_vm *vm, dlam_val v, double *out);
 
-/* Stores the elements of the list of numbers list in out[0..]. *count (if count is
-** not NULL) receives the length of the list, also when the call fails because the
-** list is longer than capacity (DLAM_ERR_API, nothing stored): pass capacity 0 (out
-** may then be NULL) to ask for the length. A value that is not a proper list of
-** numbers is DLAM_ERR_RUNTIME. */
+/* A handle to a new vector (SPEC section 5) of the n numbers xs[0..n-1] (xs may be
+** NULL when n is 0); n is at most 2^30. */
+DLAM_API dlam_val dlam_vector_of_numbers(dlam_vm *vm, const double *xs, size_t n);
+
+/* Stores the elements of the list of numbers, or of the vector, list in out[0..].
+** *count (if count is not NULL) receives its length, also when the call fails because
+** it is longer than capacity (DLAM_ERR_API, nothing stored): pass capacity 0 (out
+** may then be NULL) to ask for the length. A value that is neither a proper list of
+** numbers nor a vector is DLAM_ERR_RUNTIME. */
 DLAM_API dlam_status dlam_to_numbers(dlam_vm *vm, dlam_val list, double *out, size_t capacity, size_t *count);
 
 /* Releases the handle v: its value may be collected, and v must not be used again

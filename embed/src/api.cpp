@@ -599,6 +599,20 @@ dlam_val dlam_list_of_numbers(dlam_vm* vm, const double* xs, size_t n) {
   return out;
 }
 
+dlam_val dlam_vector_of_numbers(dlam_vm* vm, const double* xs, size_t n) {
+  dlam_val out = nullptr;
+  guarded(vm, "dlam_vector_of_numbers", [&] {
+    if (n > 0 && !xs) apiError("dlam_vector_of_numbers: xs is NULL");
+    if (n > (size_t{1} << 30)) apiError("dlam_vector_of_numbers: n is more than 2^30");
+    collectForApi(vm, sizeof(dlam::Vector) + n * sizeof(double));
+    dlam::Vector* v = vm->vm->makeVector(static_cast<uint32_t>(n));
+    for (size_t i = 0; i < n; ++i) v->items[i] = Value::numberChecked(xs[i]).asNumber();
+    out = vm->newHandle(Value::object(v));
+    return DLAM_OK;
+  });
+  return out;
+}
+
 dlam_status dlam_to_number(dlam_vm* vm, dlam_val v, double* out) {
   return guarded(vm, "dlam_to_number", [&] {
     Value x = vm->resolve(v, "dlam_to_number", "the value");
@@ -619,6 +633,15 @@ dlam_status dlam_to_numbers(dlam_vm* vm, dlam_val list, double* out, size_t capa
   return guarded(vm, "dlam_to_numbers", [&] {
     Value l = vm->resolve(list, "dlam_to_numbers", "the list");
     if (capacity > 0 && !out) apiError("dlam_to_numbers: out is NULL");
+    if (dlam::isObj(l, dlam::ObjType::Vector)) {
+      auto* v = static_cast<dlam::Vector*>(l.asObject());
+      if (count) *count = v->aux;
+      if (v->aux > capacity)
+        apiError("dlam_to_numbers: the vector has " + std::to_string(v->aux) + " elements, more than the capacity " +
+                 std::to_string(capacity));
+      for (uint32_t i = 0; i < v->aux; ++i) out[i] = v->items[i];
+      return DLAM_OK;
+    }
     size_t n = 0;
     Value p = l;
     for (; dlam::isPair(p); p = dlam::asPair(p)->cdr) {
@@ -630,7 +653,7 @@ dlam_status dlam_to_numbers(dlam_vm* vm, dlam_val list, double* out, size_t capa
     }
     if (!p.isNil())
       throw dlam::Error(ErrorKind::Runtime,
-                        "dlam_to_numbers: expected a list of numbers, got " + shortShow(*vm->vm, l));
+                        "dlam_to_numbers: expected a list of numbers or a vector, got " + shortShow(*vm->vm, l));
     if (count) *count = n;
     if (n > capacity)
       apiError("dlam_to_numbers: the list has " + std::to_string(n) + " elements, more than the capacity " +

@@ -178,6 +178,31 @@ static void test_numbers(dlam_vm* vm) {
   CHECK(eval_number(vm, "(if (null? empty) 1 0)") == 1);
   dlam_release(vm, empty);
 
+  /* vectors: made by the host, read back, differentiated with respect to */
+  double ws[3] = {1, -2, 0.5}, back[3] = {0};
+  dlam_val w = dlam_vector_of_numbers(vm, ws, 3);
+  CHECK(w != NULL);
+  CHECK_OK(vm, dlam_to_numbers(vm, w, back, 3, &count));
+  CHECK(count == 3 && back[0] == 1 && back[1] == -2 && back[2] == 0.5);
+  CHECK_STATUS(vm, dlam_to_numbers(vm, w, back, 2, &count), DLAM_ERR_API);
+  CHECK(count == 3);
+  CHECK_OK(vm, dlam_set_global(vm, "w", w));
+  CHECK(eval_number(vm, "(if (vector? w) (vector-dot w w) -1)") == 5.25);
+  dlam_val grad = NULL, g = NULL;
+  CHECK_OK(vm, dlam_eval(vm, "(gradient (lambda (v) (vector-dot v v)))", "vectors", &grad));
+  CHECK_OK(vm, dlam_call(vm, grad, 1, &w, &g));
+  CHECK_OK(vm, dlam_to_numbers(vm, g, back, 3, &count));
+  CHECK(count == 3 && back[0] == 2 && back[1] == -4 && back[2] == 1);
+  dlam_val empty_vector = dlam_vector_of_numbers(vm, NULL, 0);
+  CHECK_OK(vm, dlam_to_numbers(vm, empty_vector, NULL, 0, &count));
+  CHECK(count == 0);
+  CHECK(dlam_vector_of_numbers(vm, NULL, 2) == NULL);
+  CHECK_CONTAINS(dlam_last_error(vm), "xs is NULL");
+  dlam_release(vm, empty_vector);
+  dlam_release(vm, g);
+  dlam_release(vm, grad);
+  dlam_release(vm, w);
+
   /* not a list of numbers */
   dlam_val bad = NULL;
   CHECK_OK(vm, dlam_eval(vm, "'(1 two 3)", "bad", &bad));
