@@ -220,6 +220,7 @@ class Gen:
                 f"(vector-sum (make-vector 2 {E()}))",
                 f"(cadr (vector->list (list->vector (list {E()} {E()}))))",
                 f"(vector-ref (vector {E()} {E()} {E()}) {rng.randint(0, 2)})",
+                f"(vector-prod (vector {E()} {E()} {E()}))",
             ])
         # k == 23
         v = self.fresh()

@@ -3,7 +3,7 @@
 //
 // A vector stores its elements unboxed (object.h Vector). These natives compute
 // primal values only. The prelude wraps the differentiable ones with custom-vjp
-// (`vector`, `make-vector`, `vector-ref`, `vector-sum`, `vector-dot`, `vector-map`,
+// (`vector`, `make-vector`, `vector-ref`, `vector-sum`, `vector-prod`, `vector-dot`, `vector-map`,
 // `vector-map2`, `build`, `vector->list`, `list->vector`), whose pullbacks are written
 // with the same wrapped operations, so they differentiate again to any order. Under
 // *j a vector is tagged as a whole (a Rev whose primal is the vector), and its
@@ -81,6 +81,13 @@ Value vectorSum(VM& vm, Value* a, int) {
   Vector* v = vec(vm, "vector-sum", a, 0);
   double s = 0;
   for (uint32_t i = 0; i < v->aux; ++i) s += v->items[i];
+  return numberResult(s);
+}
+
+Value vectorProd(VM& vm, Value* a, int) {
+  Vector* v = vec(vm, "vector-prod", a, 0);
+  double s = 1;
+  for (uint32_t i = 0; i < v->aux; ++i) s *= v->items[i];
   return numberResult(s);
 }
 
@@ -198,6 +205,7 @@ void openVectorPrimitives(VM& vm) {
   vm.defineNative("%vector-ref", vectorRef, 2, 2);
   vm.defineNative("%vector-sum", vectorSum, 1, 1);
   vm.defineNative("%vector-dot", vectorDot, 2, 2);
+  vm.defineNative("%vector-prod", vectorProd, 1, 1);
   vm.defineNative("%vector-scale", vectorScale, 2, 2);
   vm.defineNative("%vector-onehot", vectorOnehot, 3, 3);
   vm.defineNative("%vector->list", vectorToList, 1, 1);
