@@ -78,8 +78,9 @@ bool sameVectorShape(Value s, Value v) {
 }
 
 // (%materialize sens value): sens with every symbolic zero replaced by a zero of the
-// shape of the corresponding part of value (numbers 0, vectors of zeros, pairs part by part, closures
-// the list of their captured values' zeros, everything else ()). Iterative.
+// shape of the corresponding part of value (numbers 0, vectors zeros of their length,
+// pairs part by part, closures the list of their captured values' zeros, everything
+// else ()). Iterative.
 Value materializeTree(VM& vm, Value s0, Value v0) {
   struct Item {
     Value s, v;

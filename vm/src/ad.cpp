@@ -1,6 +1,7 @@
 // ad.cpp — *j, *j-inverse, zero and plus on runtime values (Estep appendix A).
 //
-// *j of a number is a reverse-tagged number (Rev); of a pair, the pair of the *j of
+// *j of a number is a reverse-tagged number (Rev), of a vector a Rev of the whole
+// vector (its sensitivity is a vector of its length); of a pair, the pair of the *j of
 // its parts (memoised on the pair, so sharing is kept and *j-inverse is O(1)); of a
 // closure, a closure of the transformed proto whose environment is mapped through
 // *j lazily, on first call; of a primitive, a Rep native that follows the
