@@ -25,6 +25,7 @@ Value* memoSlot(Obj* o) {
     case ObjType::Pair: return &static_cast<Pair*>(o)->memo;
     case ObjType::Closure: return &static_cast<Closure*>(o)->memo;
     case ObjType::Native: return &static_cast<Native*>(o)->memo;
+    case ObjType::Vector: return &static_cast<Vector*>(o)->memo;
     default: return nullptr;
   }
 }
@@ -275,7 +276,14 @@ Value VM::jLeaf(Value v) {
     case ObjType::Foreign:
       runtimeError("*j: the foreign function " + std::string(static_cast<Native*>(o)->name) +
                    " has no derivative; attach one with custom-vjp");
-    case ObjType::Vector: return Value::object(makeRev(v));  // tagged as a whole
+    case ObjType::Vector: {
+      // Tagged as a whole, once: (*j v) twice is the same value, as for pairs.
+      Value m = getMemo(o, false);
+      if (!m.isUndefined()) return m;
+      Value r = Value::object(makeRev(v));
+      setMemo(*this, o, false, r);
+      return r;
+    }
     case ObjType::Proto:
     case ObjType::Pair: break;
   }

@@ -222,6 +222,7 @@ Attached* VM::makeAttached(Value primal, Value rep) {
 Vector* VM::makeVector(uint32_t n) {
   auto* v = static_cast<Vector*>(allocate(ObjType::Vector, vectorSize(n)));
   v->aux = n;
+  v->memo = Value::nil();
   return v;
 }
 
@@ -299,8 +300,8 @@ void VM::markRoots(std::vector<Obj*>& work) {
       markValue(a->rep, work);
       break;
     }
-    case ObjType::String:
-    case ObjType::Vector: break;
+    case ObjType::Vector: markValue(static_cast<Vector*>(o)->memo, work); break;
+    case ObjType::String: break;
   }
 }
 

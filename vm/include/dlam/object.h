@@ -171,6 +171,7 @@ struct Attached : Obj {
 
 struct Vector : Obj {
   // aux: length.
+  Value memo;  // (*j v), once made (ad.cpp)
   double items[1];
 };
 
