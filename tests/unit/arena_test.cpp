@@ -507,9 +507,10 @@ TEST(VmHeap, LiveBytesAreFootprints) {
   EXPECT_EQ(vm.gcStats().liveBytes - before, Arena::footprint(sizeof(dlam::Pair)));
   Value s = vm.makeString("abc");  // 8 + 3 + 1 bytes: a 16-byte slot
   EXPECT_EQ(vm.gcStats().liveBytes - before, Arena::footprint(sizeof(dlam::Pair)) + 16);
-  dlam::Vector* v = vm.makeVector(1000);  // a large block
+  dlam::Vector* v = vm.makeVector(1000);  // a large block: header and memo, then 1000 doubles
+  EXPECT_EQ(offsetof(dlam::Vector, items), 16u);
   EXPECT_EQ(vm.gcStats().liveBytes - before,
-            Arena::footprint(sizeof(dlam::Pair)) + 16 + Arena::footprint(8 + 8000));
+            Arena::footprint(sizeof(dlam::Pair)) + 16 + Arena::footprint(16 + 8000));
   EXPECT_EQ(vm.gcStats().liveObjects, objects + 3);
   EXPECT_EQ(vm.gcStats().largeObjects, 1u);
   (void)p;
