@@ -29,6 +29,13 @@ inline uint16_t idOf(NativeId id) { return static_cast<uint16_t>(id); }
 // (which may collect: the caller roots what it holds). primitives_hof.cpp.
 Value applyProcedure(VM& vm, Value f, Value* args, int nargs);
 
+// Natives that call procedures (map, fold-left, vector-map...) nest in C++. Past this
+// depth they hand their call to a dlam definition (handOver: a tail call of the global
+// `name`), so deep user recursion through them never recurses in C++.
+constexpr int kMaxNativeNesting = 32;
+inline bool nestedTooDeep(VM& vm) { return vm.callDepth() > kMaxNativeNesting; }
+inline Value handOver(VM& vm, const char* name, Value* a, int n) { return vm.tailCall(vm.global(name), a, n); }
+
 void openMathPrimitives(VM& vm);
 void openListPrimitives(VM& vm);
 void openIoPrimitives(VM& vm);

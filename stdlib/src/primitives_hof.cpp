@@ -12,22 +12,16 @@ namespace dlam::prim {
 
 namespace {
 
-constexpr int kMaxNativeNesting = 32;
-
 bool callableDirectly(Value f) {
   if (!isNative(f)) return false;
   Native* n = asNative(f);
   return n->kind == 0 && n->fn && n->id != static_cast<uint16_t>(NativeId::Apply);
 }
 
-Value fallback(VM& vm, const char* name, Value* a, int n) {
-  return vm.tailCall(vm.global(name), a, n);
-}
-
 // (map f l): builds the result front to back (the cells are new, so setting the
 // cdr of the last one is invisible to the program).
 Value mapNative(VM& vm, Value* a, int n) {
-  if (n != 2 || vm.callDepth() > kMaxNativeNesting) return fallback(vm, "%map-plain", a, n);
+  if (n != 2 || nestedTooDeep(vm)) return handOver(vm, "%map-plain", a, n);
   VM::Root f(vm, a[0]), l(vm, a[1]), head(vm, Value::nil());
   Value tail = Value::nil();
   while (isPair(l.get())) {
@@ -50,7 +44,7 @@ Value mapNative(VM& vm, Value* a, int n) {
 
 // (fold-left f init l) = (f (... (f init x1) ...) xn)
 Value foldLeftNative(VM& vm, Value* a, int n) {
-  if (n != 3 || vm.callDepth() > kMaxNativeNesting) return fallback(vm, "%fold-left-plain", a, n);
+  if (n != 3 || nestedTooDeep(vm)) return handOver(vm, "%fold-left-plain", a, n);
   VM::Root f(vm, a[0]), acc(vm, a[1]), l(vm, a[2]);
   while (isPair(l.get())) {
     Value args[2] = {acc.get(), asPair(l.get())->car};

@@ -22,7 +22,6 @@ namespace dlam::prim {
 
 namespace {
 
-constexpr int kMaxNativeNesting = 32;
 constexpr double kMaxVectorLength = 1u << 30;
 
 Vector* vec(VM& vm, const char* who, Value* a, int i) {
@@ -155,44 +154,46 @@ double callForNumber(VM& vm, const char* who, Value f, Value* args, int nargs) {
   return r.asNumber();
 }
 
-// (%vector-map f v), (%vector-map2 f u v) and (%build n f). The result is made first and
-// filled as the calls return: it is rooted across them (a call may collect), and it
-// holds no pointers, so its stores need no write barrier.
-Value vectorMap(VM& vm, Value* a, int n) {
-  if (vm.callDepth() > kMaxNativeNesting) return vm.tailCall(vm.global("%vector-map-plain"), a, n);
-  uint32_t len = vec(vm, "vector-map", a, 1)->aux;
-  VM::Root f(vm, a[0]), v(vm, a[1]), r(vm, Value::object(vm.makeVector(len)));
+// The vector of (f args(i)...) for i < len, for (%vector-map f v), (%vector-map2 f u v)
+// and (%build n f); args(i, xs) writes the arguments of call i from values the caller
+// roots. The result is made first and filled as the calls return: it is rooted across
+// them (a call may collect), and it holds no pointers, so its stores need no write barrier.
+template <class Args>
+Value fillByCalls(VM& vm, const char* who, Value fn, uint32_t len, int nargs, Args args) {
+  VM::Root f(vm, fn), r(vm, Value::object(vm.makeVector(len)));
+  Value xs[2];
   for (uint32_t i = 0; i < len; ++i) {
-    Value x = numberResult(static_cast<Vector*>(v.get().asObject())->items[i]);
-    double y = callForNumber(vm, "vector-map", f.get(), &x, 1);
+    args(i, xs);
+    double y = callForNumber(vm, who, f.get(), xs, nargs);
     static_cast<Vector*>(r.get().asObject())->items[i] = y;
   }
   return r.get();
+}
+
+double item(const VM::Root& v, uint32_t i) { return static_cast<Vector*>(v.get().asObject())->items[i]; }
+
+Value vectorMap(VM& vm, Value* a, int n) {
+  if (nestedTooDeep(vm)) return handOver(vm, "%vector-map-plain", a, n);
+  uint32_t len = vec(vm, "vector-map", a, 1)->aux;
+  VM::Root v(vm, a[1]);
+  return fillByCalls(vm, "vector-map", a[0], len, 1,
+                     [&](uint32_t i, Value* xs) { xs[0] = numberResult(item(v, i)); });
 }
 
 Value vectorMap2(VM& vm, Value* a, int n) {
   uint32_t len = sameLength(vm, "vector-map2", a, 2, vec(vm, "vector-map2", a, 1))->aux;
-  if (vm.callDepth() > kMaxNativeNesting) return vm.tailCall(vm.global("%vector-map2-plain"), a, n);
-  VM::Root f(vm, a[0]), u(vm, a[1]), v(vm, a[2]), r(vm, Value::object(vm.makeVector(len)));
-  for (uint32_t i = 0; i < len; ++i) {
-    Value xs[2] = {numberResult(static_cast<Vector*>(u.get().asObject())->items[i]),
-                   numberResult(static_cast<Vector*>(v.get().asObject())->items[i])};
-    double y = callForNumber(vm, "vector-map2", f.get(), xs, 2);
-    static_cast<Vector*>(r.get().asObject())->items[i] = y;
-  }
-  return r.get();
+  if (nestedTooDeep(vm)) return handOver(vm, "%vector-map2-plain", a, n);
+  VM::Root u(vm, a[1]), v(vm, a[2]);
+  return fillByCalls(vm, "vector-map2", a[0], len, 2, [&](uint32_t i, Value* xs) {
+    xs[0] = numberResult(item(u, i));
+    xs[1] = numberResult(item(v, i));
+  });
 }
 
 Value build(VM& vm, Value* a, int n) {
   uint32_t len = lengthArg(vm, "build", a, 0);
-  if (vm.callDepth() > kMaxNativeNesting) return vm.tailCall(vm.global("%build-plain"), a, n);
-  VM::Root f(vm, a[1]), r(vm, Value::object(vm.makeVector(len)));
-  for (uint32_t i = 0; i < len; ++i) {
-    Value k = Value::number(i);
-    double y = callForNumber(vm, "build", f.get(), &k, 1);
-    static_cast<Vector*>(r.get().asObject())->items[i] = y;
-  }
-  return r.get();
+  if (nestedTooDeep(vm)) return handOver(vm, "%build-plain", a, n);
+  return fillByCalls(vm, "build", a[1], len, 1, [](uint32_t i, Value* xs) { xs[0] = Value::number(i); });
 }
 
 }  // namespace
