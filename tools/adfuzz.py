@@ -110,7 +110,7 @@ class Gen:
         rng = self.rng
         if d <= 0 or rng.random() < 0.15:
             return rng.choice(env) if env and rng.random() < 0.8 else self.const()
-        k = rng.randrange(31)
+        k = rng.randrange(32)
         E = lambda e=env: self.num(e, d - 1)
         if k < 4:
             return f"({rng.choice('+-*')} {E()} {E()})"
@@ -222,6 +222,13 @@ class Gen:
                 f"(vector-ref (vector {E()} {E()} {E()}) {rng.randint(0, 2)})",
                 f"(vector-prod (vector {E()} {E()} {E()}))",
             ])
+        if k == 31:
+            # a power series whose exponent is a loop counter: a variable exponent that
+            # is an integer at run time, of a base that may be negative or 0
+            i, acc = self.fresh("i"), self.fresh("acc")
+            base = rng.choice([E(), "0", f"(- {E()} {E()})"])
+            return (f"(let ((b {base})) (let pw (({i} 0) ({acc} 0)) (if (= {i} {rng.randint(2, 4)}) {acc} "
+                     f"(pw (+ {i} 1) (+ {acc} (* {E()} (expt b {i})))))))")
         # k == 23
         v = self.fresh()
         return f"(apply + (map* (lambda ({v}) {self.num([v], d - 1)}) (list {E()} {E()} {E()})))"

@@ -56,7 +56,7 @@ bool isStructural(NativeId id) {
 // Numeric primitives: φ applies them to primal values (see Transformer::Uses).
 bool isNumeric(NativeId id) {
   return (id >= NativeId::Add && id <= NativeId::Truncate) || (id >= NativeId::NumEq && id <= NativeId::NanP) ||
-         id == NativeId::Sign || id == NativeId::Step;
+         id == NativeId::Sign || id == NativeId::Step || id == NativeId::ZeroIfZero;
 }
 
 class Transformer {
@@ -1096,10 +1096,17 @@ class Transformer {
           }
           return;
         }
+        // A variable exponent: d/da = b a^(b-1) and d/db = a^b log a, each with the
+        // factor that can be 0 made the symbolic zero where it is (%zero-if-zero), so
+        // the product is exactly 0 there: d/da at b = 0 is 0 also at a = 0 (not
+        // 0 * 0^-1), and d/db at a = 0 < b is 0 (not 0 * log 0), as in PyTorch. The
+        // factor keeps its derivative, so mixed second derivatives are right (1/a at
+        // b = 0). d/db is NaN for a < 0, where the power is not differentiable in b.
         if (a->kind == Atom::Local)
-          addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Mul, {bb, op(NativeId::Expt, {aa, op(NativeId::Sub, {bb, K(1)})})})}));
-        // d(a^b)/db = a^b log a (NaN for a < 0, where the power is not differentiable in b).
-        if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Mul, {g, op(NativeId::Mul, {y(), op(NativeId::Log, {aa})})}));
+          addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Mul, {op(NativeId::ZeroIfZero, {bb}),
+                                                                 op(NativeId::Expt, {aa, op(NativeId::Sub, {bb, K(1)})})})}));
+        if (b->kind == Atom::Local)
+          addTo(st, *b, op(NativeId::Mul, {g, op(NativeId::Mul, {op(NativeId::ZeroIfZero, {y()}), op(NativeId::Log, {aa})})}));
         return;
       }
       case NativeId::Sqrt: addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Mul, {K(2), y()})})); return;
@@ -1151,6 +1158,7 @@ class Transformer {
         return;
       }
       case NativeId::Abs: addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Sign, {P(*a)})})); return;
+      case NativeId::ZeroIfZero: addTo(st, *a, g); return;  // the identity, as a function
       case NativeId::Max:
       case NativeId::Min: {
         if (argc == 1) addTo(st, *a, g);

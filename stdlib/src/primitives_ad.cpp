@@ -53,6 +53,13 @@ Value sign(VM& vm, Value* a, int) {
   return Value::number(x > 0 ? 1 : x < 0 ? -1 : 0);
 }
 
+// (%zero-if-zero x): x, or the symbolic zero where x is 0 — a factor of a derivative
+// rule that makes the product exactly 0 there (arithWithZero), even with an infinite
+// or NaN factor beside it. Its derivative is the identity's.
+Value zeroIfZero(VM& vm, Value* a, int) {
+  return num(vm, "%zero-if-zero", a, 0) == 0 ? Value::zero() : a[0];
+}
+
 // (%step a b): 1 if a >= b else 0 — which argument max selected.
 Value step(VM& vm, Value* a, int) {
   return Value::number(num(vm, "%step", a, 0) >= num(vm, "%step", a, 1) ? 1 : 0);
@@ -319,6 +326,7 @@ void openAdPrimitives(VM& vm) {
   vm.defineNative("%scdr", scdr, 1, 1, idOf(NativeId::SCdr));
   vm.defineNative("%sign", sign, 1, 1, idOf(NativeId::Sign));
   vm.defineNative("%step", step, 2, 2, idOf(NativeId::Step));
+  vm.defineNative("%zero-if-zero", zeroIfZero, 1, 1, idOf(NativeId::ZeroIfZero));
   vm.defineNative("%strip", strip, 1, 1);
   vm.defineNative("%materialize", materialize, 2, 2, idOf(NativeId::Materialize));
   vm.defineNative("free-variables", freeVariables, 1, 1);

@@ -25,30 +25,37 @@ namespace {
 
 // ---- arithmetic ------------------------------------------------------------
 
+// The result of + - * / computed as numbers (type errors raised), unless the symbolic
+// zero among the operands makes it the symbolic zero (arithWithZero).
+Value withZero(NativeId id, const Value* a, int n, double r) {
+  Value z = arithWithZero(id, a, n);
+  return z.isUndefined() ? numberResult(r) : z;
+}
+
 Value add(VM& vm, Value* a, int n) {
   double s = 0;
   for (int i = 0; i < n; ++i) s += num(vm, "+", a, i);
-  return numberResult(s);
+  return withZero(NativeId::Add, a, n, s);
 }
 
 Value sub(VM& vm, Value* a, int n) {
   double d = num(vm, "-", a, 0);
-  if (n == 1) return numberResult(-d);
+  if (n == 1) return withZero(NativeId::Sub, a, n, -d);
   for (int i = 1; i < n; ++i) d -= num(vm, "-", a, i);
-  return numberResult(d);
+  return withZero(NativeId::Sub, a, n, d);
 }
 
 Value mul(VM& vm, Value* a, int n) {
   double p = 1;
   for (int i = 0; i < n; ++i) p *= num(vm, "*", a, i);
-  return numberResult(p);
+  return withZero(NativeId::Mul, a, n, p);
 }
 
 Value div(VM& vm, Value* a, int n) {
   double q = num(vm, "/", a, 0);
   if (n == 1) return numberResult(1 / q);
   for (int i = 1; i < n; ++i) q /= num(vm, "/", a, i);
-  return numberResult(q);
+  return withZero(NativeId::Div, a, n, q);
 }
 
 Value expt(VM& vm, Value* a, int) { return numberResult(std::pow(num(vm, "expt", a, 0), num(vm, "expt", a, 1))); }

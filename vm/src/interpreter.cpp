@@ -854,7 +854,11 @@ arith_slow: {
   if (ins >> 63) std::swap(arithArgs[0], arithArgs[1]);
   if (!(ins & kLevelBits) && (arithArgs[0].isNumber() || arithArgs[0].isZero()) &&
       (arithArgs[1].isNumber() || arithArgs[1].isZero())) {
-    // A symbolic zero (a sensitivity nothing reached) is the number 0 to arithmetic.
+    // A symbolic zero (a sensitivity nothing reached) is an exact 0 (arithWithZero).
+    if (Value z = arithWithZero(arithId, arithArgs, 2); !z.isUndefined()) {
+      RA = z;
+      DISPATCH();
+    }
     double x = arithArgs[0].isZero() ? 0.0 : arithArgs[0].asNumber();
     double y = arithArgs[1].isZero() ? 0.0 : arithArgs[1].asNumber();
     double r = arithId == NativeId::Add ? x + y : arithId == NativeId::Sub ? x - y : arithId == NativeId::Mul ? x * y : x / y;

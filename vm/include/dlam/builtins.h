@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 
+#include "dlam/value.h"
+
 namespace dlam {
 
 enum class NativeId : uint16_t {
@@ -26,7 +28,7 @@ enum class NativeId : uint16_t {
   // AD (issue 3 onwards)
   StarJ, StarJInverse, Zero, Plus, AttachStarJ,
   // internal helpers of transformed code (names start with %)
-  SZeroP, SCar, SCdr, Sign, Step, Materialize, RepResult, BpResult, CheckXbar,
+  SZeroP, SCar, SCdr, Sign, Step, ZeroIfZero, Materialize, RepResult, BpResult, CheckXbar,
   Count
 };
 
@@ -43,6 +45,26 @@ constexpr const char* cxrPath(NativeId id) {
     case NativeId::Caddr: return "add";
     case NativeId::Cdddr: return "ddd";
     default: return nullptr;
+  }
+}
+
+// The symbolic zero (Value::zero(), a sensitivity nothing reached) is an exact 0 to
+// + - * /: a product with it, or a quotient of it, is the symbolic zero whatever the
+// other operands (also an infinity or a NaN, as JAX's symbolic zeros), and so is a sum
+// or difference of nothing but zeros. So a sensitivity that reached nothing stays exact
+// through a derivative's formula: the second derivative of (expt x n) with n a variable
+// is not 0 times log x (NaN for x < 0). Returns undefined when the answer is an
+// ordinary number (no zero, or a sum with a number in it).
+inline Value arithWithZero(NativeId id, const Value* a, int n) {
+  int zeros = 0;
+  for (int i = 0; i < n; ++i) zeros += a[i].isZero();
+  if (zeros == 0) return Value::undefined();
+  switch (id) {
+    case NativeId::Mul: return Value::zero();
+    case NativeId::Div: return a[0].isZero() ? Value::zero() : Value::undefined();
+    case NativeId::Add:
+    case NativeId::Sub: return zeros == n ? Value::zero() : Value::undefined();
+    default: return Value::undefined();
   }
 }
 
