@@ -221,6 +221,10 @@ class Gen:
                 f"(cadr (vector->list (list->vector (list {E()} {E()}))))",
                 f"(vector-ref (vector {E()} {E()} {E()}) {rng.randint(0, 2)})",
                 f"(vector-prod (vector {E()} {E()} {E()}))",
+                # a loop over indices: the sensitivities of the vector-refs are sparse,
+                # summed with each other and with the dense ones of vector-sum
+                f"(let ((vv (vector {E()} {E()} {E()}))) (let lp (({i} 0) ({a} {rng.choice(['0', '(vector-sum vv)'])})) "
+                f"(if (= {i} 3) {a} (lp (+ {i} 1) (+ {a} (* (vector-ref vv {i}) (vector-ref vv (- 2 {i}))))))))",
             ])
         if k == 31:
             # a power series whose exponent is a loop counter: a variable exponent that

@@ -635,11 +635,12 @@ dlam_status dlam_to_numbers(dlam_vm* vm, dlam_val list, double* out, size_t capa
     if (capacity > 0 && !out) apiError("dlam_to_numbers: out is NULL");
     if (dlam::isObj(l, dlam::ObjType::Vector)) {
       auto* v = static_cast<dlam::Vector*>(l.asObject());
-      if (count) *count = v->aux;
-      if (v->aux > capacity)
-        apiError("dlam_to_numbers: the vector has " + std::to_string(v->aux) + " elements, more than the capacity " +
+      uint32_t n = dlam::vectorLength(v);
+      if (count) *count = n;
+      if (n > capacity)
+        apiError("dlam_to_numbers: the vector has " + std::to_string(n) + " elements, more than the capacity " +
                  std::to_string(capacity));
-      for (uint32_t i = 0; i < v->aux; ++i) out[i] = v->items[i];
+      dlam::denseInto(v, out);
       return DLAM_OK;
     }
     size_t n = 0;

@@ -81,7 +81,7 @@ bool sameVectorShape(Value s, Value v) {
   while (isObj(s, ObjType::Rev)) s = static_cast<Rev*>(s.asObject())->primal;
   bool sv = isObj(s, ObjType::Vector), vv = isObj(v, ObjType::Vector);
   if (sv != vv) return false;
-  return !sv || s.asObject()->aux == v.asObject()->aux;
+  return !sv || vectorLength(static_cast<Vector*>(s.asObject())) == vectorLength(static_cast<Vector*>(v.asObject()));
 }
 
 // (%materialize sens value): sens with every symbolic zero replaced by a zero of the
@@ -112,6 +112,8 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
       continue;
     }
     Value s = it.s, v = unwrapAttached(it.v);
+    // A sparse vector sensitivity (object.h) leaves as its dense form.
+    if (isObj(s, ObjType::Vector)) s = Value::object(vm.dense(static_cast<Vector*>(s.asObject())));
     // A zero for a reverse-tagged number carries the same tags, so that
     // (%materialize (*j s) (*j v)) is (*j (%materialize s v)).
     int tags = 0;
@@ -147,7 +149,7 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
     if (v.isNumber() || isObj(v, ObjType::Vector)) {
       Value z = Value::number(0);
       if (!v.isNumber()) {
-        uint32_t n = v.asObject()->aux;
+        uint32_t n = vectorLength(static_cast<Vector*>(v.asObject()));
         Vector* zv = vm.makeVector(n);
         for (uint32_t i = 0; i < n; ++i) zv->items[i] = 0;
         z = Value::object(zv);

@@ -195,9 +195,12 @@ bool equalValues(Value x0, Value y0) {
     } else if (isObj(x, ObjType::Vector) && isObj(y, ObjType::Vector)) {
       auto* vx = static_cast<Vector*>(x.asObject());
       auto* vy = static_cast<Vector*>(y.asObject());
-      if (vx->aux != vy->aux) return false;
-      for (uint32_t i = 0; i < vx->aux; ++i)
-        if (!(vx->items[i] == vy->items[i])) return false;
+      if (vectorLength(vx) != vectorLength(vy)) return false;
+      std::vector<double> ex(vectorLength(vx)), ey(ex.size());
+      denseInto(vx, ex.data());
+      denseInto(vy, ey.data());
+      for (size_t i = 0; i < ex.size(); ++i)
+        if (!(ex[i] == ey[i])) return false;
     } else if (isObj(x, ObjType::Rev) && isObj(y, ObjType::Rev)) {
       todo.push_back({static_cast<Rev*>(x.asObject())->primal, static_cast<Rev*>(y.asObject())->primal});
     } else if (!eqValues(x, y)) {

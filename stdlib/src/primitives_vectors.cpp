@@ -7,8 +7,9 @@
 // `vector-map2`, `build`, `vector->list`, `list->vector`), whose pullbacks are written
 // with the same wrapped operations, so they differentiate again to any order. Under
 // *j a vector is tagged as a whole (a Rev whose primal is the vector), and its
-// sensitivity is a vector of the same length or the symbolic zero (ad.cpp: plus;
-// primitives_ad.cpp: %materialize and the shape checks).
+// sensitivity is a vector of the same length, a sparse chain of nodes (object.h; made
+// by %vector-onehot, read here in its dense form: vec) or the symbolic zero (ad.cpp:
+// plus; primitives_ad.cpp: %materialize and the shape checks).
 //
 // vector-map, vector-map2 and build call their procedure from C++ (a primitive directly,
 // a closure through VM::call); when natives are already nested they hand the work to
@@ -24,9 +25,16 @@ namespace {
 
 constexpr double kMaxVectorLength = 1u << 30;
 
+// The vector argument i, dense: a sparse sensitivity (object.h) that reaches a native
+// (the ybar of a user's pullback) is made dense first, in place of the argument.
 Vector* vec(VM& vm, const char* who, Value* a, int i) {
   if (!isObj(a[i], ObjType::Vector)) vm.typeError(who, i, "vector", a[i]);
-  return static_cast<Vector*>(a[i].asObject());
+  auto* v = static_cast<Vector*>(a[i].asObject());
+  if (isSparse(v)) [[unlikely]] {
+    v = vm.dense(v);
+    a[i] = Value::object(v);
+  }
+  return v;
 }
 
 uint32_t lengthArg(VM& vm, const char* who, Value* a, int i) {
@@ -55,7 +63,10 @@ double element(VM& vm, const char* who, Value v) {
 
 Value isVector(VM&, Value* a, int) { return Value::boolean(isObj(a[0], ObjType::Vector)); }
 
-Value vectorLength(VM& vm, Value* a, int) { return Value::number(vec(vm, "vector-length", a, 0)->aux); }
+Value vectorLength(VM& vm, Value* a, int) {
+  if (!isObj(a[0], ObjType::Vector)) vm.typeError("vector-length", 0, "vector", a[0]);
+  return Value::number(dlam::vectorLength(static_cast<Vector*>(a[0].asObject())));
+}
 
 Value vectorOf(VM& vm, Value* a, int n) {
   Vector* v = vm.makeVector(static_cast<uint32_t>(n));
@@ -116,15 +127,13 @@ Value vectorScale(VM& vm, Value* a, int) {
 }
 
 // (%vector-onehot n i y): the vector of length n that is y at i and 0 elsewhere (the
-// sensitivity of a vector from that of one of its elements).
+// sensitivity of a vector from that of one of its elements), as a sparse node
+// (object.h): O(1), and plus keeps a sum of them sparse.
 Value vectorOnehot(VM& vm, Value* a, int) {
   uint32_t n = lengthArg(vm, "%vector-onehot", a, 0);
   uint32_t i = indexArg(vm, "%vector-onehot", a, 1, n);
   double y = element(vm, "%vector-onehot", a[2]);
-  Vector* r = vm.makeVector(n);
-  for (uint32_t k = 0; k < n; ++k) r->items[k] = 0;
-  r->items[i] = y;
-  return Value::object(r);
+  return Value::object(vm.makeSparse(n, i, y, Value::nil()));
 }
 
 Value vectorToList(VM& vm, Value* a, int) {

@@ -277,6 +277,12 @@ Value VM::jLeaf(Value v) {
       runtimeError("*j: the foreign function " + std::string(static_cast<Native*>(o)->name) +
                    " has no derivative; attach one with custom-vjp");
     case ObjType::Vector: {
+      // A sparse sensitivity (object.h), a value of a derivative being differentiated
+      // again, is tagged as its dense form: nothing but first-order AD meets sparse nodes.
+      if (isSparse(static_cast<Vector*>(o))) {
+        o = dense(static_cast<Vector*>(o));
+        v = Value::object(o);
+      }
       // Tagged as a whole, once: (*j v) twice is the same value, as for pairs.
       Value m = getMemo(o, false);
       if (!m.isUndefined()) return m;
@@ -415,15 +421,29 @@ inline Value plusShallow(Value a, Value b) {
   return Value::undefined();
 }
 
-// The sum of two vector sensitivities, element by element; undefined unless both are vectors.
+// The sum of two vector sensitivities; undefined unless both are vectors. A chain of
+// nodes that ends in () (object.h) shorter than the vector goes in front of the other
+// side, node by node: the shorter of two such chains, or such a chain in front of a
+// dense vector or a chain ending in one. Otherwise the sum is a new dense vector (O(n
+// + the nodes)), which also takes in the nodes, so a long accumulation is walked once.
 Value plusVectors(VM& vm, Value a, Value b) {
   if (!isObj(a, ObjType::Vector) || !isObj(b, ObjType::Vector)) return Value::undefined();
   auto *u = static_cast<Vector*>(a.asObject()), *v = static_cast<Vector*>(b.asObject());
-  if (u->aux != v->aux)
-    vm.runtimeError("plus: sensitivities of vectors of different lengths (" + std::to_string(u->aux) + " and " +
-                    std::to_string(v->aux) + ")");
-  Vector* r = vm.makeVector(u->aux);
-  for (uint32_t i = 0; i < u->aux; ++i) r->items[i] = u->items[i] + v->items[i];
+  uint32_t n = vectorLength(u);
+  if (n != vectorLength(v))
+    vm.runtimeError("plus: sensitivities of vectors of different lengths (" + std::to_string(n) + " and " +
+                    std::to_string(vectorLength(v)) + ")");
+  // v is to go in front of u: the purely sparse one, the shorter if both are.
+  if (!isPurelySparse(v) || (isPurelySparse(u) && sparseCount(u) < sparseCount(v))) std::swap(u, v);
+  // No collection runs inside plus: the chains stay put while nodes are made.
+  if (isPurelySparse(v) && sparseCount(v) < n) {
+    Value head = Value::object(u);
+    forEachSparse(v, [&](uint32_t i, double x) { head = Value::object(vm.makeSparse(n, i, x, head)); });
+    return head;
+  }
+  Vector* r = vm.makeVector(n);
+  denseInto(u, r->items);
+  addInto(v, r->items);
   return Value::object(r);
 }
 

@@ -226,6 +226,30 @@ Vector* VM::makeVector(uint32_t n) {
   return v;
 }
 
+Vector* VM::makeSparse(uint32_t n, uint32_t i, double x, Value next) {
+  Vector* v = makeVector(kSparseItems);
+  v->flags |= kSparse;
+  v->items[0] = n;
+  v->items[1] = i;
+  v->items[2] = x;
+  if (next.isObject()) {
+    auto* w = static_cast<Vector*>(next.asObject());
+    v->items[3] = sparseCount(w) + 1;
+    if (!isPurelySparse(w)) v->flags |= kSparseOverDense;
+  } else {
+    v->items[3] = 1;
+  }
+  v->memo = next;
+  return v;
+}
+
+Vector* VM::dense(Vector* v) {
+  if (!isSparse(v)) return v;
+  Vector* r = makeVector(vectorLength(v));
+  denseInto(v, r->items);
+  return r;
+}
+
 Value VM::list(const Value* xs, size_t n) {
   Value l = Value::nil();
   for (size_t i = n; i > 0; --i) l = cons(xs[i - 1], l);

@@ -148,10 +148,12 @@ std::string VM::show(Value root, bool write) {
         break;
       case ObjType::Vector: {
         auto* vec = static_cast<Vector*>(o);
+        std::vector<double> items(vectorLength(vec));
+        denseInto(vec, items.data());
         out += "#(";
-        for (uint32_t i = 0; i < vec->aux; ++i) {
+        for (size_t i = 0; i < items.size(); ++i) {
           if (i) out += ' ';
-          appendNumber(out, vec->items[i]);
+          appendNumber(out, items[i]);
         }
         out += ')';
         break;

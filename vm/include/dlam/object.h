@@ -47,6 +47,8 @@ enum ObjFlag : uint16_t {
   kNoDerivative = 1 << 5,  // native: using it in differentiated code is an error naming it
   kHasVjp = 1 << 6,        // native: differentiable (first order only) through Native::vjp
   kRemembered = 1 << 7,    // old, and in the VM's remembered set (it may point at young objects)
+  kSparse = 1 << 8,        // vector: a node of a sparse sensitivity (see Vector)
+  kSparseOverDense = 1 << 9,  // sparse node: the chain ends in a dense vector
 };
 
 // Obj::marked: the arena's epoch when the object was last marked (1 to kMaxEpoch), 0
@@ -174,6 +176,53 @@ struct Vector : Obj {
   Value memo;  // (*j v), once made (ad.cpp)
   double items[1];
 };
+
+// A sparse vector sensitivity: a chain of Vector nodes flagged kSparse, each holding one
+// element of the sensitivity of a vector of length n, the chain ending in () (the other
+// elements are 0) or in a dense vector of length n that holds the rest (the flag
+// kSparseOverDense on every node says which). The sensitivity of (vector-ref v i) is one
+// node, and plus puts the nodes of a short chain in front of the other side, so the k
+// vector-refs of a loop give v's sensitivity in O(k) rather than O(k n) (a dense one-hot
+// vector each, summed). A node's items are [n, index, value, nodes from here to the end
+// of the chain], aux is 4 (its storage), and memo is the next node, the dense end or ().
+// Only the AD runtime meets them as such (plus, %materialize, the shape checks): *j and
+// every native that reads elements see the dense form (VM::dense), and the printer,
+// equal? and the C API read them with denseInto.
+constexpr uint32_t kSparseItems = 4;
+inline bool isSparse(const Vector* v) { return v->flags & kSparse; }
+// A chain ending in (): only its nodes are not zero.
+inline bool isPurelySparse(const Vector* v) { return (v->flags & (kSparse | kSparseOverDense)) == kSparse; }
+// The number of elements: n for a sparse node, the length for a dense vector.
+inline uint32_t vectorLength(const Vector* v) { return isSparse(v) ? static_cast<uint32_t>(v->items[0]) : v->aux; }
+inline uint32_t sparseCount(const Vector* v) { return isSparse(v) ? static_cast<uint32_t>(v->items[3]) : 0; }
+// Calls f(index, value) for every node of a sparse chain (an index may come more than
+// once) and returns its dense end, or nullptr if it ends in ().
+template <class F>
+const Vector* forEachSparse(const Vector* v, F f) {
+  for (;;) {
+    f(static_cast<uint32_t>(v->items[1]), v->items[2]);
+    if (!v->memo.isObject()) return nullptr;
+    v = static_cast<const Vector*>(v->memo.asObject());
+    if (!isSparse(v)) return v;
+  }
+}
+// Adds the elements of v, dense or sparse, into out[0 .. vectorLength(v)).
+inline void addInto(const Vector* v, double* out) {
+  if (isSparse(v)) {
+    v = forEachSparse(v, [&](uint32_t i, double x) { out[i] += x; });
+    if (!v) return;
+  }
+  for (uint32_t i = 0; i < v->aux; ++i) out[i] += v->items[i];
+}
+// Writes the elements of v, dense or sparse, into out[0 .. vectorLength(v)).
+inline void denseInto(const Vector* v, double* out) {
+  if (!isSparse(v)) {
+    for (uint32_t i = 0; i < v->aux; ++i) out[i] = v->items[i];  // as they are (-0 stays -0)
+    return;
+  }
+  for (uint32_t i = 0, n = vectorLength(v); i < n; ++i) out[i] = 0;
+  addInto(v, out);
+}
 
 inline bool isObj(Value v, ObjType t) { return v.isObject() && v.asObject()->type == t; }
 inline bool isPair(Value v) { return isObj(v, ObjType::Pair); }

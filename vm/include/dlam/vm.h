@@ -174,6 +174,11 @@ class VM {
   }
   Attached* makeAttached(Value primal, Value rep);
   Vector* makeVector(uint32_t n);
+  // A sparse sensitivity node (object.h): element i of a vector of length n is x, and
+  // the rest is `next` (another node of the same n) or 0 (next nil).
+  Vector* makeSparse(uint32_t n, uint32_t i, double x, Value next);
+  // v itself if it is dense, else a new dense vector with its elements.
+  Vector* dense(Vector* v);
   // Allocates an object of `bytes` bytes with the given type; used by the helpers
   // above. The fast path is inline: count, one threshold test, pop a free list, header.
   // The bytes counted are the object's footprint in the arena (its rounded-up slot).
