@@ -633,4 +633,27 @@ std::vector<Sx*> readAll(SxArena& arena, std::string_view source, const std::str
   return Reader(arena, source, file).readAll();
 }
 
+bool parseNumber(std::string_view t, int radix, double& out) {
+  if (t == "+inf.0" || t == "-inf.0") {
+    out = t[0] == '-' ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    return true;
+  }
+  if (t == "+nan.0" || t == "-nan.0") {
+    out = std::numeric_limits<double>::quiet_NaN();
+    return true;
+  }
+  if (t.size() >= 2 && t[0] == '#') {
+    switch (t[1]) {
+      case 'x': case 'X': radix = 16; break;
+      case 'o': case 'O': radix = 8; break;
+      case 'b': case 'B': radix = 2; break;
+      case 'd': case 'D': radix = 10; break;
+      default: return false;
+    }
+    t.remove_prefix(2);
+  }
+  if (t.empty()) return false;
+  return radix == 10 ? parseDecimal(t, out) : parseRadixInteger(t, radix, out);
+}
+
 }  // namespace dlam

@@ -1,5 +1,6 @@
 // primitives_lists.cpp — the data primitives of SPEC §2: pairs and lists, type
-// predicates (and list?), eq?/eqv?/equal?, strings and iota.
+// predicates (and list?), eq?/eqv?/equal?, strings (number->string, string->number,
+// string-append, string-length, symbol->string, string->symbol) and iota.
 //
 // Everything that walks a list or a structure loops (equal? with an explicit
 // stack): lists of a million elements and deeply nested data must not grow the
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlam/syntax.h"
 #include "primitives.h"
 
 namespace dlam::prim {
@@ -240,6 +242,43 @@ Value numberToString(VM& vm, Value* a, int n) {
   return vm.makeString(std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
 }
 
+// (string->number s [radix]): the number s denotes as the reader reads it, or #f.
+Value stringToNumber(VM& vm, Value* a, int n) {
+  Value s = unwrapAttached(a[0]);
+  if (!isString(s)) vm.typeError("string->number", 0, "string", a[0]);
+  int radix = 10;
+  if (n == 2) {
+    double r = num(vm, "string->number", a, 1);
+    if (r != 2 && r != 8 && r != 10 && r != 16) vm.typeError("string->number", 1, "radix 2, 8, 10 or 16", a[1]);
+    radix = static_cast<int>(r);
+  }
+  double x = 0;
+  return parseNumber(asString(s)->view(), radix, x) ? Value::numberChecked(x) : Value::boolean(false);
+}
+
+// (string-length s): the number of characters of s.
+Value stringLength(VM& vm, Value* a, int) {
+  Value s = unwrapAttached(a[0]);
+  if (!isString(s)) vm.typeError("string-length", 0, "string", a[0]);
+  // Characters, not bytes: strings hold UTF-8 (the reader checks it), so count the
+  // bytes that start a character.
+  double n = 0;
+  for (char c : asString(s)->view()) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return Value::number(n);
+}
+
+Value symbolToString(VM& vm, Value* a, int) {
+  Value s = unwrapAttached(a[0]);
+  if (!isSymbol(s)) vm.typeError("symbol->string", 0, "symbol", a[0]);
+  return vm.makeString(asSymbol(s)->name);
+}
+
+Value stringToSymbol(VM& vm, Value* a, int) {
+  Value s = unwrapAttached(a[0]);
+  if (!isString(s)) vm.typeError("string->symbol", 0, "string", a[0]);
+  return vm.symbol(asString(s)->view());
+}
+
 Value stringAppend(VM& vm, Value* a, int n) {
   std::string s;
   for (int i = 0; i < n; ++i) {
@@ -290,6 +329,10 @@ void openListPrimitives(VM& vm) {
   vm.defineNative("list?", listP, 1, 1, idOf(NativeId::ListP));
   vm.defineNative("number->string", numberToString, 1, 2, idOf(NativeId::NumberToString));
   vm.defineNative("string-append", stringAppend, 0, -1, idOf(NativeId::StringAppend));
+  vm.defineNative("string->number", stringToNumber, 1, 2);
+  vm.defineNative("string-length", stringLength, 1, 1);
+  vm.defineNative("symbol->string", symbolToString, 1, 1);
+  vm.defineNative("string->symbol", stringToSymbol, 1, 1);
   vm.defineNative("iota", iota, 1, 3, idOf(NativeId::Iota));
 }
 

@@ -45,4 +45,9 @@ class SxArena {
 // Iterative: nesting depth is limited only by memory.
 std::vector<Sx*> readAll(SxArena& arena, std::string_view source, const std::string& file);
 
+// The number `text` denotes as the reader reads it (decimal, +inf.0, -inf.0, +nan.0,
+// #x #o #b #d prefixes), digits in `radix` (2, 8, 10 or 16) when it has no prefix.
+// False when it is not a number (string->number's #f).
+bool parseNumber(std::string_view text, int radix, double& out);
+
 }  // namespace dlam
