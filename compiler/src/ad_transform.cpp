@@ -56,7 +56,8 @@ bool isStructural(NativeId id) {
 // Numeric primitives: φ applies them to primal values (see Transformer::Uses).
 bool isNumeric(NativeId id) {
   return (id >= NativeId::Add && id <= NativeId::Truncate) || (id >= NativeId::NumEq && id <= NativeId::NanP) ||
-         id == NativeId::Sign || id == NativeId::Step || id == NativeId::ZeroIfZero;
+         id == NativeId::Sign || id == NativeId::Step || id == NativeId::ZeroIfZero || id == NativeId::VectorRef ||
+         id == NativeId::VectorLength || id == NativeId::VectorOnehot;
 }
 
 class Transformer {
@@ -1159,6 +1160,15 @@ class Transformer {
       }
       case NativeId::Abs: addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Sign, {P(*a)})})); return;
       case NativeId::ZeroIfZero: addTo(st, *a, g); return;  // the identity, as a function
+      // ---- vectors: element i, and the sensitivity of a vector from that of element i
+      // (sparse: object.h), whose own sensitivity is element i of its sensitivity ----
+      case NativeId::VectorRef:
+        if (a->kind == Atom::Local)
+          addTo(st, *a, op(NativeId::VectorOnehot, {op(NativeId::VectorLength, {P(*a)}), P(*b), g}));
+        return;
+      case NativeId::VectorOnehot:
+        if (argc == 3 && bd.args[3].kind == Atom::Local) addTo(st, bd.args[3], op(NativeId::VectorRef, {g, P(*b)}));
+        return;
       case NativeId::Max:
       case NativeId::Min: {
         if (argc == 1) addTo(st, *a, g);

@@ -82,7 +82,15 @@ Value makeVector(VM& vm, Value* a, int) {
   return Value::object(v);
 }
 
+// (vector-ref v i). Differentiated by its own rule (ad_transform.cpp): a sparse
+// sensitivity for v, made by %vector-onehot, whose rule takes element i of its
+// sensitivity with vector-ref again; that may be the symbolic zero (of any length),
+// whose elements are the symbolic zero.
 Value vectorRef(VM& vm, Value* a, int) {
+  if (a[0].isZero()) {
+    indexArg(vm, "vector-ref", a, 1, UINT32_MAX);
+    return a[0];
+  }
   Vector* v = vec(vm, "vector-ref", a, 0);
   return numberResult(v->items[indexArg(vm, "vector-ref", a, 1, v->aux)]);
 }
@@ -209,15 +217,15 @@ Value build(VM& vm, Value* a, int n) {
 
 void openVectorPrimitives(VM& vm) {
   vm.defineNative("vector?", isVector, 1, 1);
-  vm.defineNative("vector-length", vectorLength, 1, 1);
+  vm.defineNative("vector-length", vectorLength, 1, 1, idOf(NativeId::VectorLength));
   vm.defineNative("%vector", vectorOf, 0, -1);
   vm.defineNative("%make-vector", makeVector, 2, 2);
-  vm.defineNative("%vector-ref", vectorRef, 2, 2);
+  vm.defineNative("vector-ref", vectorRef, 2, 2, idOf(NativeId::VectorRef));
   vm.defineNative("%vector-sum", vectorSum, 1, 1);
   vm.defineNative("%vector-dot", vectorDot, 2, 2);
   vm.defineNative("%vector-prod", vectorProd, 1, 1);
   vm.defineNative("%vector-scale", vectorScale, 2, 2);
-  vm.defineNative("%vector-onehot", vectorOnehot, 3, 3);
+  vm.defineNative("%vector-onehot", vectorOnehot, 3, 3, idOf(NativeId::VectorOnehot));
   vm.defineNative("%vector->list", vectorToList, 1, 1);
   vm.defineNative("%list->vector", listToVector, 1, 1);
   vm.defineNative("%vector-map", vectorMap, 2, 2);

@@ -21,6 +21,8 @@ enum class NativeId : uint16_t {
   Cons, Car, Cdr, Caar, Cadr, Cdar, Cddr, Caddr, Cdddr, List, Length, Append, Reverse, ListRef,
   ListTail, NullP, PairP, NumberP, BooleanP, ProcedureP, StringP, SymbolP, Not, EqP, EqualP,
   EqvP, ListP, NumberToString, StringAppend, Iota,
+  // vectors (the rest have custom derivatives in the prelude)
+  VectorRef, VectorLength, VectorOnehot,
   // control
   Apply,
   // output and errors
