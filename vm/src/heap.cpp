@@ -245,8 +245,11 @@ Vector* VM::makeSparse(uint32_t n, uint32_t i, double x, Value next) {
 
 Vector* VM::dense(Vector* v) {
   if (!isSparse(v)) return v;
+  if (denseOf_[0] == Value::object(v)) return static_cast<Vector*>(denseOf_[1].asObject());
   Vector* r = makeVector(vectorLength(v));
   denseInto(v, r->items);
+  denseOf_[0] = Value::object(v);
+  denseOf_[1] = Value::object(r);
   return r;
 }
 
@@ -278,6 +281,7 @@ void VM::markRoots(std::vector<Obj*>& work) {
     if (n) markValue(Value::object(n), work);
   for (auto& [key, n] : liftedCache_) markValue(Value::object(n), work);
   for (auto& [key, c] : etaCache_) markValue(Value::object(c), work);
+  for (Value v : denseOf_) markValue(v, work);
   for (auto& provider : rootProviders) {
     std::vector<Obj*> extra;
     provider(extra);

@@ -177,7 +177,8 @@ class VM {
   // A sparse sensitivity node (object.h): element i of a vector of length n is x, and
   // the rest is `next` (another node of the same n) or 0 (next nil).
   Vector* makeSparse(uint32_t n, uint32_t i, double x, Value next);
-  // v itself if it is dense, else a new dense vector with its elements.
+  // v itself if it is dense, else a dense vector with its elements (new, or the one
+  // made for the same v last time).
   Vector* dense(Vector* v);
   // Allocates an object of `bytes` bytes with the given type; used by the helpers
   // above. The fast path is inline: count, one threshold test, pop a free list, header.
@@ -398,6 +399,9 @@ class VM {
   Value jLeaf(Value v);
   Value jInvLeaf(Value v);
   std::unordered_map<uint64_t, Native*> liftedCache_;
+  // The last sparse sensitivity made dense, and its dense form (dense): a loop of
+  // vector-refs over one sparse ybar in a user's pullback densifies it once.
+  Value denseOf_[2] = {Value::nil(), Value::nil()};
   std::unordered_map<uint64_t, Closure*> etaCache_;
   [[noreturn]] void raise(ErrorKind kind, const std::string& message);
   Arena arena_;  // last: its free lists (half a KiB) stay out of the interpreter's fields
