@@ -298,6 +298,14 @@ WORKLOADS += [
              peer_targets={"adolc": 1.0, "torch": 0.01}),
     Workload("rosen-grad-10k", GRAD, "gradient of Rosenbrock n=10000",
              _rosen("grad", 10000, dlam=10, cpp=10000)),
+    # The same function on a vector read with vector-ref in a loop (the C++ and Lua
+    # peers index an array in both rows): the cost of a gradient of indexing code.
+    Workload("rosen-vec-f", GRAD, "extended Rosenbrock n=1000 on a vector read with vector-ref, plain evaluation",
+             {"dlam": Rep("rosenbrock-vec", "f", 1000, 3000), "cpp": Rep("rosenbrock", "f", 1000, 100000),
+              "lua": Rep("rosenbrock", "f", 1000, 3000)}),
+    Workload("rosen-vec-grad", GRAD, "gradient of the vector Rosenbrock n=1000 (ADOL-C: retaping each call)",
+             {"dlam": Rep("rosenbrock-vec", "grad", 1000, 150), "cpp": Rep("rosenbrock", "grad", 1000, 100000),
+              "adolc": Rep("rosenbrock", "tape", 1000, 1000)}),
     Workload("rosen-hvp", GRAD, "Hessian-vector product of Rosenbrock n=100: dlam reverse over "
              "reverse, PyTorch create_graph=True, ADOL-C hess_vec on one tape, C++ by hand",
              _rosen("hvp", 100, dlam=300, cpp=1000000,
@@ -376,6 +384,7 @@ COST_RATIOS = [
              target=1.2),
     Flatness("  growth of grad/f, n=100 -> 10000", "rosen grad/f, n=10000", "rosen grad/f, n=100",
              target=1.2),
+    CostRatio("rosen-vec grad/f, n=1000", "rosen-vec-grad", "rosen-vec-f"),
     CostRatio("mlp grad/f", "mlp-grad", "mlp-f", target=4.0),
     CostRatio("rosen hvp/f, n=100", "rosen-hvp", "rosen-f-100", target=12.0),
 ]

@@ -1164,7 +1164,7 @@ class Transformer {
       // (sparse: object.h), whose own sensitivity is element i of its sensitivity ----
       case NativeId::VectorRef:
         if (a->kind == Atom::Local)
-          addTo(st, *a, op(NativeId::VectorOnehot, {op(NativeId::VectorLength, {P(*a)}), P(*b), g}));
+          addTo(st, *a, op(NativeId::VectorOnehot, {P(*a), P(*b), g}));  // (the length of P(*a))
         return;
       case NativeId::VectorOnehot:
         if (argc == 3 && bd.args[3].kind == Atom::Local) addTo(st, bd.args[3], op(NativeId::VectorRef, {g, P(*b)}));

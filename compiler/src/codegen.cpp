@@ -261,7 +261,7 @@ class FnCompiler {
       case NativeId::Sub: return n >= 1;
       case NativeId::Lt: case NativeId::Le: case NativeId::Gt: case NativeId::Ge: case NativeId::NumEq:
       case NativeId::Cons: case NativeId::Plus: case NativeId::AttachStarJ: case NativeId::RepResult:
-      case NativeId::BpResult: case NativeId::EqP: case NativeId::EqvP: return n == 2;
+      case NativeId::BpResult: case NativeId::EqP: case NativeId::EqvP: case NativeId::VectorRef: return n == 2;
       case NativeId::Caar: case NativeId::Cadr: case NativeId::Cdar: case NativeId::Cddr: case NativeId::Caddr:
       case NativeId::Cdddr: case NativeId::Car: case NativeId::Cdr: case NativeId::Not: case NativeId::NullP:
       case NativeId::PairP: case NativeId::SCar: case NativeId::SCdr: case NativeId::StarJ:
@@ -340,6 +340,7 @@ class FnCompiler {
       case NativeId::BpResult: return binary(Op::BPRES);
       case NativeId::EqP:
       case NativeId::EqvP: return binary(Op::EQP);  // the same predicate (primitives_lists.cpp)
+      case NativeId::VectorRef: return binary(Op::VREF);
       case NativeId::SCar: return emit1(Op::SCAR, dst, *x);
       case NativeId::SCdr: return emit1(Op::SCDR, dst, *x);
       case NativeId::StarJ: return emit1(Op::STARJ, dst, *x);

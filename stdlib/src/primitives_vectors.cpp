@@ -134,11 +134,13 @@ Value vectorScale(VM& vm, Value* a, int) {
   return Value::object(r);
 }
 
-// (%vector-onehot n i y): the vector of length n that is y at i and 0 elsewhere (the
-// sensitivity of a vector from that of one of its elements), as a sparse node
-// (object.h): O(1), and plus keeps a sum of them sparse.
+// (%vector-onehot n i y): the vector of length n (or of the length of n, a vector)
+// that is y at i and 0 elsewhere (the sensitivity of a vector from that of one of
+// its elements), as a sparse node (object.h): O(1), and plus keeps a sum of them sparse.
 Value vectorOnehot(VM& vm, Value* a, int) {
-  uint32_t n = lengthArg(vm, "%vector-onehot", a, 0);
+  // n, or a vector whose length it is (what vector-ref's rule passes: one call less)
+  uint32_t n = isObj(a[0], ObjType::Vector) ? vectorLength(static_cast<Vector*>(a[0].asObject()))
+                                            : lengthArg(vm, "%vector-onehot", a, 0);
   uint32_t i = indexArg(vm, "%vector-onehot", a, 1, n);
   double y = element(vm, "%vector-onehot", a[2]);
   return Value::object(vm.makeSparse(n, i, y, Value::nil()));

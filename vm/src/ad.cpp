@@ -500,12 +500,13 @@ Value plusTree(VM& vm, Value a, Value b) {
 }
 
 // plus of two values that are not both pairs and not both numbers or zeros: two
-// reverse-tagged values, two ends of lists (no walk), or the general case (vectors,
-// and shapes that do not match: its error).
+// reverse-tagged values, two ends of lists (no walk), two vectors, or the general
+// case (shapes that do not match: its error).
 Value plusEnd(VM& vm, Value a, Value b) {
   if (isObj(a, ObjType::Rev) && isObj(b, ObjType::Rev))  // (nested derivatives: bounded by the level)
     return Value::object(vm.makeRev(vm.plus(static_cast<Rev*>(a.asObject())->primal, static_cast<Rev*>(b.asObject())->primal)));
   if (a.isNil() && b.isNil()) return a;
+  if (Value r = plusVectors(vm, a, b); !r.isUndefined()) return r;  // without plusTree's stacks
   return plusTree(vm, a, b);
 }
 }  // namespace

@@ -1077,6 +1077,28 @@ op_NEG: {
   CHECKED_RESULT(REPRES, 1, RepResult)
   CHECKED_RESULT(BPRES, 2, BpResult)
 #undef CHECKED_RESULT
+op_VREF: {
+  Value x = RB, k = RC;
+  if (isObj(x, ObjType::Vector) && k.isNumber()) {
+    // An integer index in range of a dense vector (a sparse sensitivity's aux is its
+    // storage), and an element that is not a NaN (whose payload the native canonicalises).
+    auto* v = static_cast<Vector*>(x.asObject());
+    double i = k.asNumber();
+    if (!isSparse(v) && i >= 0 && i < v->aux && i == static_cast<double>(static_cast<uint32_t>(i))) {
+      double d = v->items[static_cast<uint32_t>(i)];
+      if (d == d) {
+        RA = Value::number(d);
+        DISPATCH();
+      }
+    }
+  }
+  SAVE_PC();
+  Value args[2] = {x, k};
+  Value r = builtin(NativeId::VectorRef)->fn(*this, args, 2);
+  R = stack_.data() + frame->base;
+  RA = r;
+  DISPATCH();
+}
 op_ATTACH: {
   SAVE_PC();
   Value x = RB, y = RC;

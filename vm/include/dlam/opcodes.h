@@ -93,7 +93,8 @@ namespace dlam {
   X(STARJ, AB, "R[A] = (*j R[B])")                                                   \
   X(NEG, AB, "R[A] = (- R[B])")                                                      \
   X(REPRES, ABC, "R[A] = (%rep-result R[B] R[C]): R[B] checked to be (cons value backprop) from *j R[C]") \
-  X(BPRES, ABC, "R[A] = (%bp-result R[B] R[C]): R[B] checked to be (cons fbar xbar) from backprop R[C]")
+  X(BPRES, ABC, "R[A] = (%bp-result R[B] R[C]): R[B] checked to be (cons fbar xbar) from backprop R[C]") \
+  X(VREF, ABC, "R[A] = (vector-ref R[B] R[C])")
 
 enum class Op : uint8_t {
 #define DLAM_OP_ENUM(name, fmt, doc) name,
