@@ -1162,12 +1162,21 @@ class Transformer {
       case NativeId::ZeroIfZero: addTo(st, *a, g); return;  // the identity, as a function
       // ---- vectors: element i, and the sensitivity of a vector from that of element i
       // (sparse: object.h), whose own sensitivity is element i of its sensitivity ----
-      case NativeId::VectorRef:
-        if (a->kind == Atom::Local)
+      case NativeId::VectorRef: {
+        if (a->kind != Atom::Local) return;
+        // The node goes in front of the sensitivity v has so far (%vector-onehot's
+        // fourth argument), rather than being made and then copied by plus.
+        TermP so = st.term(a->var);
+        if (!so || so->pair || a->var == flatSelf_) {
           addTo(st, *a, op(NativeId::VectorOnehot, {P(*a), P(*b), g}));  // (the length of P(*a))
+          return;
+        }
+        st.cur[a->var] = Sens::atomTerm(op(NativeId::VectorOnehot, {P(*a), P(*b), g, so->atom}));
         return;
+      }
       case NativeId::VectorOnehot:
-        if (argc == 3 && bd.args[3].kind == Atom::Local) addTo(st, bd.args[3], op(NativeId::VectorRef, {g, P(*b)}));
+        if (argc >= 3 && bd.args[3].kind == Atom::Local) addTo(st, bd.args[3], op(NativeId::VectorRef, {g, P(*b)}));
+        if (argc == 4) addTo(st, bd.args[4], g);  // the sensitivity the node went in front of
         return;
       case NativeId::Max:
       case NativeId::Min: {

@@ -134,16 +134,23 @@ Value vectorScale(VM& vm, Value* a, int) {
   return Value::object(r);
 }
 
-// (%vector-onehot n i y): the vector of length n (or of the length of n, a vector)
-// that is y at i and 0 elsewhere (the sensitivity of a vector from that of one of
-// its elements), as a sparse node (object.h): O(1), and plus keeps a sum of them sparse.
-Value vectorOnehot(VM& vm, Value* a, int) {
+// (%vector-onehot n i y [rest]): the vector of length n (or of the length of n, a
+// vector) that is y at i and 0 elsewhere (the sensitivity of a vector from that of
+// one of its elements), as a sparse node (object.h): O(1), and plus keeps a sum of
+// them sparse. With rest, that plus rest: the node in front of rest when rest is a
+// vector sensitivity of length n or the symbolic zero (what vector-ref's rule does
+// with the sensitivity accumulated so far), else through plus.
+Value vectorOnehot(VM& vm, Value* a, int argc) {
   // n, or a vector whose length it is (what vector-ref's rule passes: one call less)
   uint32_t n = isObj(a[0], ObjType::Vector) ? vectorLength(static_cast<Vector*>(a[0].asObject()))
                                             : lengthArg(vm, "%vector-onehot", a, 0);
   uint32_t i = indexArg(vm, "%vector-onehot", a, 1, n);
   double y = element(vm, "%vector-onehot", a[2]);
-  return Value::object(vm.makeSparse(n, i, y, Value::nil()));
+  Value rest = argc == 4 ? a[3] : Value::zero();
+  if (rest.isZero()) return Value::object(vm.makeSparse(n, i, y, Value::nil()));
+  if (isObj(rest, ObjType::Vector) && vectorLength(static_cast<Vector*>(rest.asObject())) == n)
+    return Value::object(vm.makeSparse(n, i, y, rest));
+  return vm.plus(Value::object(vm.makeSparse(n, i, y, Value::nil())), rest);
 }
 
 Value vectorToList(VM& vm, Value* a, int) {
@@ -227,7 +234,7 @@ void openVectorPrimitives(VM& vm) {
   vm.defineNative("%vector-dot", vectorDot, 2, 2);
   vm.defineNative("%vector-prod", vectorProd, 1, 1);
   vm.defineNative("%vector-scale", vectorScale, 2, 2);
-  vm.defineNative("%vector-onehot", vectorOnehot, 3, 3, idOf(NativeId::VectorOnehot));
+  vm.defineNative("%vector-onehot", vectorOnehot, 3, 4, idOf(NativeId::VectorOnehot));
   vm.defineNative("%vector->list", vectorToList, 1, 1);
   vm.defineNative("%list->vector", listToVector, 1, 1);
   vm.defineNative("%vector-map", vectorMap, 2, 2);
