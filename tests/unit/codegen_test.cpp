@@ -103,6 +103,31 @@ TEST_F(Codegen, TransformedCodePassesAListMadeForACallInParts) {
             "(2 4 6)");
 }
 
+TEST_F(Codegen, VectorRefIsAnOpcodeInUserCodeAndInItsDerivative) {
+  // (vector-ref v i) compiles to VREF, as car to CAR, and so does the primal read in
+  // its derivative (vector-ref's rule runs it on primal values); the opcode's slow
+  // path keeps the native's errors and the VM goes on.
+  dlam::evalSource(vm, "(define (dot3 u v) (+ (* (vector-ref u 0) (vector-ref v 0)) (* (vector-ref u 2) (vector-ref v 2))))",
+                   "<codegen>");
+  const dlam::Proto* p = protoOf(vm, "dot3", listing);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(countOps(p, dlam::Op::VREF), 4u) << listing;
+  EXPECT_EQ(countOps(p, dlam::Op::CALL) + countOps(p, dlam::Op::TAILCALL), 0u) << listing;
+  std::string once = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j dot3)", "<codegen>"))->proto, true);
+  EXPECT_NE(once.find("VREF"), std::string::npos) << once;
+  EXPECT_EQ(show("(dot3 (vector 1 2 3) (vector 4 5 6))"), "22");
+  EXPECT_EQ(show("((gradient dot3) (vector 1 2 3) (vector 4 5 6))"), "(#(4 0 6) #(1 0 3))");
+  try {
+    show("(dot3 (vector 1 2) (vector 4 5 6))");
+    ADD_FAILURE() << "no error";
+  } catch (const dlam::Error& e) {
+    EXPECT_NE(e.message.find("vector-ref: index 2 is out of range for a vector of length 2"), std::string::npos)
+        << e.message;
+  }
+  EXPECT_EQ(show("(vector-ref (vector 1 +nan.0 -0.0) 1)"), "+nan.0");
+  EXPECT_EQ(show("(dot3 (vector 1 0 1) (vector 1 0 1))"), "2");  // the VM goes on
+}
+
 TEST(RegroupParts, PartsBecomeThePartsACalleeTakes) {
   // VM::regroupParts: m parts (m - 1 elements of a list and its rest) made n.
   VM vm;
