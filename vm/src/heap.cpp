@@ -229,15 +229,16 @@ Vector* VM::makeVector(uint32_t n) {
 Vector* VM::makeSparse(uint32_t n, uint32_t i, double x, Value next) {
   Vector* v = makeVector(kSparseItems);
   v->flags |= kSparse;
-  v->items[0] = n;
-  v->items[1] = i;
-  v->items[2] = x;
+  double* it = sparseItems(v);
+  it[0] = n;
+  it[1] = i;
+  it[2] = x;
   if (next.isObject()) {
     auto* w = static_cast<Vector*>(next.asObject());
-    v->items[3] = sparseCount(w) + 1;
+    it[3] = sparseCount(w) + 1;
     if (!isPurelySparse(w)) v->flags |= kSparseOverDense;
   } else {
-    v->items[3] = 1;
+    it[3] = 1;
   }
   v->memo = next;
   return v;

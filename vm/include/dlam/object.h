@@ -190,17 +190,20 @@ struct Vector : Obj {
 // equal? and the C API read them with denseInto.
 constexpr uint32_t kSparseItems = 4;
 inline bool isSparse(const Vector* v) { return v->flags & kSparse; }
+// A node's items, through a pointer (items is declared with one element).
+inline double* sparseItems(Vector* v) { return v->items; }
+inline const double* sparseItems(const Vector* v) { return v->items; }
 // A chain ending in (): only its nodes are not zero.
 inline bool isPurelySparse(const Vector* v) { return (v->flags & (kSparse | kSparseOverDense)) == kSparse; }
 // The number of elements: n for a sparse node, the length for a dense vector.
-inline uint32_t vectorLength(const Vector* v) { return isSparse(v) ? static_cast<uint32_t>(v->items[0]) : v->aux; }
-inline uint32_t sparseCount(const Vector* v) { return isSparse(v) ? static_cast<uint32_t>(v->items[3]) : 0; }
+inline uint32_t vectorLength(const Vector* v) { return isSparse(v) ? static_cast<uint32_t>(sparseItems(v)[0]) : v->aux; }
+inline uint32_t sparseCount(const Vector* v) { return isSparse(v) ? static_cast<uint32_t>(sparseItems(v)[3]) : 0; }
 // Calls f(index, value) for every node of a sparse chain (an index may come more than
 // once) and returns its dense end, or nullptr if it ends in ().
 template <class F>
 const Vector* forEachSparse(const Vector* v, F f) {
   for (;;) {
-    f(static_cast<uint32_t>(v->items[1]), v->items[2]);
+    f(static_cast<uint32_t>(sparseItems(v)[1]), sparseItems(v)[2]);
     if (!v->memo.isObject()) return nullptr;
     v = static_cast<const Vector*>(v->memo.asObject());
     if (!isSparse(v)) return v;
