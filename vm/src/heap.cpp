@@ -282,7 +282,6 @@ void VM::markRoots(std::vector<Obj*>& work) {
     if (n) markValue(Value::object(n), work);
   for (auto& [key, n] : liftedCache_) markValue(Value::object(n), work);
   for (auto& [key, c] : etaCache_) markValue(Value::object(c), work);
-  for (Value v : denseOf_) markValue(v, work);
   for (auto& provider : rootProviders) {
     std::vector<Obj*> extra;
     provider(extra);
@@ -405,6 +404,9 @@ void VM::collectGarbage(GcKind kind) {
       vm.majorRequested_ = true;
     }
   } unmarkOnFailure{*this};
+  // VM::dense's last result is not a root: kept only until a collection, it holds
+  // neither its sparse chain nor the dense copy past one.
+  denseOf_[0] = denseOf_[1] = Value::nil();
   if (major) {
     // Everything is young again (the remembered set too): the marking finds all that lives.
     arena_.unmarkAll();

@@ -400,7 +400,8 @@ class VM {
   Value jInvLeaf(Value v);
   std::unordered_map<uint64_t, Native*> liftedCache_;
   // The last sparse sensitivity made dense, and its dense form (dense): a loop of
-  // vector-refs over one sparse ybar in a user's pullback densifies it once.
+  // vector-refs over one sparse ybar in a user's pullback densifies it once (between
+  // two collections: each collection forgets them, so they keep nothing alive).
   Value denseOf_[2] = {Value::nil(), Value::nil()};
   std::unordered_map<uint64_t, Closure*> etaCache_;
   [[noreturn]] void raise(ErrorKind kind, const std::string& message);
