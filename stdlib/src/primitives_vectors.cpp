@@ -139,7 +139,7 @@ Value vectorScale(VM& vm, Value* a, int) {
 // one of its elements), as a sparse node (object.h): O(1), and plus keeps a sum of
 // them sparse. With rest, that plus rest: the node in front of rest when rest is a
 // vector sensitivity of length n or the symbolic zero (what vector-ref's rule does
-// with the sensitivity accumulated so far), else through plus.
+// with the sensitivity accumulated so far) and the chain fits, else through plus.
 Value vectorOnehot(VM& vm, Value* a, int argc) {
   // n, or a vector whose length it is (what vector-ref's rule passes: one call less)
   uint32_t n = isObj(a[0], ObjType::Vector) ? vectorLength(static_cast<Vector*>(a[0].asObject()))
@@ -148,7 +148,8 @@ Value vectorOnehot(VM& vm, Value* a, int argc) {
   double y = element(vm, "%vector-onehot", a[2]);
   Value rest = argc == 4 ? a[3] : Value::zero();
   if (rest.isZero()) return Value::object(vm.makeSparse(n, i, y, Value::nil()));
-  if (isObj(rest, ObjType::Vector) && vectorLength(static_cast<Vector*>(rest.asObject())) == n)
+  if (isObj(rest, ObjType::Vector) && vectorLength(static_cast<Vector*>(rest.asObject())) == n &&
+      sparseChainFits(uint64_t(sparseCount(static_cast<Vector*>(rest.asObject()))) + 1, n))
     return Value::object(vm.makeSparse(n, i, y, rest));
   return vm.plus(Value::object(vm.makeSparse(n, i, y, Value::nil())), rest);
 }

@@ -424,8 +424,9 @@ inline Value plusShallow(Value a, Value b) {
 // The sum of two vector sensitivities; undefined unless both are vectors. A chain of
 // nodes that ends in () (object.h) shorter than the vector goes in front of the other
 // side, node by node: the shorter of two such chains, or such a chain in front of a
-// dense vector or a chain ending in one. Otherwise the sum is a new dense vector (O(n
-// + the nodes)), which also takes in the nodes, so a long accumulation is walked once.
+// dense vector or a chain ending in one, while the result fits (sparseChainFits).
+// Otherwise the sum is a new dense vector (O(n + the nodes)), which also takes in the
+// nodes, so a long accumulation is walked once.
 Value plusVectors(VM& vm, Value a, Value b) {
   if (!isObj(a, ObjType::Vector) || !isObj(b, ObjType::Vector)) return Value::undefined();
   auto *u = static_cast<Vector*>(a.asObject()), *v = static_cast<Vector*>(b.asObject());
@@ -436,7 +437,7 @@ Value plusVectors(VM& vm, Value a, Value b) {
   // v is to go in front of u: the purely sparse one, the shorter if both are.
   if (!isPurelySparse(v) || (isPurelySparse(u) && sparseCount(u) < sparseCount(v))) std::swap(u, v);
   // No collection runs inside plus: the chains stay put while nodes are made.
-  if (isPurelySparse(v) && sparseCount(v) < n) {
+  if (isPurelySparse(v) && sparseCount(v) < n && sparseChainFits(uint64_t(sparseCount(u)) + sparseCount(v), n)) {
     Value head = Value::object(u);
     forEachSparse(v, [&](uint32_t i, double x) { head = Value::object(vm.makeSparse(n, i, x, head)); });
     return head;

@@ -198,6 +198,10 @@ inline bool isPurelySparse(const Vector* v) { return (v->flags & (kSparse | kSpa
 // The number of elements: n for a sparse node, the length for a dense vector.
 inline uint32_t vectorLength(const Vector* v) { return isSparse(v) ? static_cast<uint32_t>(sparseItems(v)[0]) : v->aux; }
 inline uint32_t sparseCount(const Vector* v) { return isSparse(v) ? static_cast<uint32_t>(sparseItems(v)[3]) : 0; }
+// Whether a chain of `count` nodes is kept for a vector of n elements; a longer one is
+// summed into a dense vector (O(n + count), once every n or so nodes added: O(1) a
+// node), so a sensitivity's memory stays O(n) however many vector-refs reach it.
+inline bool sparseChainFits(uint64_t count, uint32_t n) { return count <= 2 * uint64_t(n) + 16; }
 // Calls f(index, value) for every node of a sparse chain (an index may come more than
 // once) and returns its dense end, or nullptr if it ends in ().
 template <class F>
