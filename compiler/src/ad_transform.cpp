@@ -634,6 +634,8 @@ class Transformer {
       }
       return atomTerm(t->call(out, {t->prim(NativeId::Plus), materialize(a), materialize(b)}));
     }
+    // Makes e the whole sensitivity of v, in place of what it had (e takes that in).
+    void replace(const Var* v, const Atom& e) { cur[v] = atomTerm(e); }
     void add(const Var* v, const Atom& e) {
       if (e.kind == Atom::Const && e.value.isZero()) return;
       addTerm(v, atomTerm(e));
@@ -1168,10 +1170,10 @@ class Transformer {
         // fourth argument), rather than being made and then copied by plus.
         TermP so = st.term(a->var);
         if (!so || so->pair || a->var == flatSelf_) {
-          addTo(st, *a, op(NativeId::VectorOnehot, {P(*a), P(*b), g}));  // (the length of P(*a))
+          addTo(st, *a, op(NativeId::VectorOnehot, {P(*a), P(*b), g}));
           return;
         }
-        st.cur[a->var] = Sens::atomTerm(op(NativeId::VectorOnehot, {P(*a), P(*b), g, so->atom}));
+        st.replace(a->var, op(NativeId::VectorOnehot, {P(*a), P(*b), g, so->atom}));
         return;
       }
       case NativeId::VectorOnehot:

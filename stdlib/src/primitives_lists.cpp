@@ -198,10 +198,9 @@ bool equalValues(Value x0, Value y0) {
       auto* vx = static_cast<Vector*>(x.asObject());
       auto* vy = static_cast<Vector*>(y.asObject());
       if (vectorLength(vx) != vectorLength(vy)) return false;
-      std::vector<double> ex(vectorLength(vx)), ey(ex.size());
-      denseInto(vx, ex.data());
-      denseInto(vy, ey.data());
-      for (size_t i = 0; i < ex.size(); ++i)
+      std::vector<double> bx, by;
+      const double *ex = elementsOf(vx, bx), *ey = elementsOf(vy, by);
+      for (uint32_t i = 0, n = vectorLength(vx); i < n; ++i)
         if (!(ex[i] == ey[i])) return false;
     } else if (isObj(x, ObjType::Rev) && isObj(y, ObjType::Rev)) {
       todo.push_back({static_cast<Rev*>(x.asObject())->primal, static_cast<Rev*>(y.asObject())->primal});

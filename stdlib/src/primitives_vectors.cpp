@@ -134,16 +134,15 @@ Value vectorScale(VM& vm, Value* a, int) {
   return Value::object(r);
 }
 
-// (%vector-onehot n i y [rest]): the vector of length n (or of the length of n, a
-// vector) that is y at i and 0 elsewhere (the sensitivity of a vector from that of
-// one of its elements), as a sparse node (object.h): O(1), and plus keeps a sum of
-// them sparse. With rest, that plus rest: the node in front of rest when rest is a
-// vector sensitivity of length n or the symbolic zero (what vector-ref's rule does
-// with the sensitivity accumulated so far) and the chain fits, else through plus.
+// (%vector-onehot v i y [rest]): the vector of v's length that is y at i and 0
+// elsewhere (the sensitivity of v from that of its element i), as a sparse node
+// (object.h): O(1), and plus keeps a sum of them sparse. With rest, that plus rest:
+// the node in front of rest when rest is a vector sensitivity of that length or the
+// symbolic zero (what vector-ref's rule does with the sensitivity accumulated so far)
+// and the chain fits, else through plus.
 Value vectorOnehot(VM& vm, Value* a, int argc) {
-  // n, or a vector whose length it is (what vector-ref's rule passes: one call less)
-  uint32_t n = isObj(a[0], ObjType::Vector) ? vectorLength(static_cast<Vector*>(a[0].asObject()))
-                                            : lengthArg(vm, "%vector-onehot", a, 0);
+  if (!isObj(a[0], ObjType::Vector)) vm.typeError("%vector-onehot", 0, "vector", a[0]);
+  uint32_t n = vectorLength(static_cast<Vector*>(a[0].asObject()));
   uint32_t i = indexArg(vm, "%vector-onehot", a, 1, n);
   double y = element(vm, "%vector-onehot", a[2]);
   Value rest = argc == 4 ? a[3] : Value::zero();

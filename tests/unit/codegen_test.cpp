@@ -24,6 +24,17 @@ class Codegen : public ::testing::Test {
 
   std::string show(const std::string& code) { return vm.show(dlam::evalSource(vm, code, "<codegen>")); }
 
+  // The error evaluating `code` raises (a failure, and an empty error, if none).
+  dlam::Error errorOf(const std::string& code) {
+    try {
+      show(code);
+    } catch (const dlam::Error& e) {
+      return e;
+    }
+    ADD_FAILURE() << "no error from " << code;
+    return dlam::Error(dlam::ErrorKind::Runtime, "");
+  }
+
   // The MOVEs of the function `code` evaluates to (its own code, not its children's).
   size_t moves(const std::string& code) {
     Value f = dlam::evalSource(vm, code, "<codegen>");
@@ -70,14 +81,10 @@ TEST_F(Codegen, AFunctionTakingItsArgumentApartAlongAListTakesItInParts) {
   // (a zero stands for a pair of zeros), with their error, located at the function.
   EXPECT_EQ(show("(take2 (list 1 2 3))"), "(1 (2 3))");
   EXPECT_EQ(show("(take2 (zero '(2 3)))"), "(0 0)");
-  try {
-    show("(take2 5)");
-    ADD_FAILURE() << "no error";
-  } catch (const dlam::Error& e) {
-    EXPECT_NE(e.message.find("%scar: expected pair sensitivity"), std::string::npos) << e.message;
-    EXPECT_EQ(e.loc.line, 1u);
-    EXPECT_EQ(e.loc.col, 1u);
-  }
+  dlam::Error e = errorOf("(take2 5)");
+  EXPECT_NE(e.message.find("%scar: expected pair sensitivity"), std::string::npos) << e.message;
+  EXPECT_EQ(e.loc.line, 1u);
+  EXPECT_EQ(e.loc.col, 1u);
   EXPECT_EQ(show("(take2 '(7 8 9))"), "(7 (8 9))");  // the VM goes on
 }
 
@@ -117,13 +124,8 @@ TEST_F(Codegen, VectorRefIsAnOpcodeInUserCodeAndInItsDerivative) {
   EXPECT_NE(once.find("VREF"), std::string::npos) << once;
   EXPECT_EQ(show("(dot3 (vector 1 2 3) (vector 4 5 6))"), "22");
   EXPECT_EQ(show("((gradient dot3) (vector 1 2 3) (vector 4 5 6))"), "(#(4 0 6) #(1 0 3))");
-  try {
-    show("(dot3 (vector 1 2) (vector 4 5 6))");
-    ADD_FAILURE() << "no error";
-  } catch (const dlam::Error& e) {
-    EXPECT_NE(e.message.find("vector-ref: index 2 is out of range for a vector of length 2"), std::string::npos)
-        << e.message;
-  }
+  std::string message = errorOf("(dot3 (vector 1 2) (vector 4 5 6))").message;
+  EXPECT_NE(message.find("vector-ref: index 2 is out of range for a vector of length 2"), std::string::npos) << message;
   EXPECT_EQ(show("(vector-ref (vector 1 +nan.0 -0.0) 1)"), "+nan.0");
   EXPECT_EQ(show("(dot3 (vector 1 0 1) (vector 1 0 1))"), "2");  // the VM goes on
 }

@@ -412,6 +412,16 @@ Value VM::zeroOf(Value v) {
   return Value::zero();
 }
 
+Vector* VM::dense(Vector* v) {
+  if (!isSparse(v)) return v;
+  if (denseOf_[0] == Value::object(v)) return static_cast<Vector*>(denseOf_[1].asObject());
+  Vector* r = makeVector(vectorLength(v));
+  denseInto(v, r->items);
+  denseOf_[0] = Value::object(v);
+  denseOf_[1] = Value::object(r);
+  return r;
+}
+
 namespace {
 // plus without descending: numbers and zeros; undefined if structure must be walked.
 inline Value plusShallow(Value a, Value b) {

@@ -244,16 +244,6 @@ Vector* VM::makeSparse(uint32_t n, uint32_t i, double x, Value next) {
   return v;
 }
 
-Vector* VM::dense(Vector* v) {
-  if (!isSparse(v)) return v;
-  if (denseOf_[0] == Value::object(v)) return static_cast<Vector*>(denseOf_[1].asObject());
-  Vector* r = makeVector(vectorLength(v));
-  denseInto(v, r->items);
-  denseOf_[0] = Value::object(v);
-  denseOf_[1] = Value::object(r);
-  return r;
-}
-
 Value VM::list(const Value* xs, size_t n) {
   Value l = Value::nil();
   for (size_t i = n; i > 0; --i) l = cons(xs[i - 1], l);

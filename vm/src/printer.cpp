@@ -148,10 +148,10 @@ std::string VM::show(Value root, bool write) {
         break;
       case ObjType::Vector: {
         auto* vec = static_cast<Vector*>(o);
-        std::vector<double> items(vectorLength(vec));
-        denseInto(vec, items.data());
+        std::vector<double> buffer;
+        const double* items = elementsOf(vec, buffer);
         out += "#(";
-        for (size_t i = 0; i < items.size(); ++i) {
+        for (uint32_t i = 0, n = vectorLength(vec); i < n; ++i) {
           if (i) out += ' ';
           appendNumber(out, items[i]);
         }

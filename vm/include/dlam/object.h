@@ -187,7 +187,7 @@ struct Vector : Obj {
 // of the chain], aux is 4 (its storage), and memo is the next node, the dense end or ().
 // Only the AD runtime meets them as such (plus, %materialize, the shape checks): *j and
 // every native that reads elements see the dense form (VM::dense), and the printer,
-// equal? and the C API read them with denseInto.
+// equal? and the C API read them with elementsOf.
 constexpr uint32_t kSparseItems = 4;
 inline bool isSparse(const Vector* v) { return v->flags & kSparse; }
 // A node's items, through a pointer (items is declared with one element).
@@ -221,6 +221,10 @@ inline void addInto(const Vector* v, double* out) {
   }
   for (uint32_t i = 0; i < v->aux; ++i) out[i] += v->items[i];
 }
+// The elements of v: its own items when it is dense, else written into `buffer`
+// (the printer, equal? and the C API read a vector through this, without a GC object).
+template <class Buffer>
+const double* elementsOf(const Vector* v, Buffer& buffer);
 // Writes the elements of v, dense or sparse, into out[0 .. vectorLength(v)).
 inline void denseInto(const Vector* v, double* out) {
   if (!isSparse(v)) {
@@ -229,6 +233,13 @@ inline void denseInto(const Vector* v, double* out) {
   }
   for (uint32_t i = 0, n = vectorLength(v); i < n; ++i) out[i] = 0;
   addInto(v, out);
+}
+template <class Buffer>
+const double* elementsOf(const Vector* v, Buffer& buffer) {
+  if (!isSparse(v)) return v->items;
+  buffer.resize(vectorLength(v));
+  denseInto(v, buffer.data());
+  return buffer.data();
 }
 
 inline bool isObj(Value v, ObjType t) { return v.isObject() && v.asObject()->type == t; }
