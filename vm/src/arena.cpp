@@ -9,7 +9,8 @@
 // list, so the list runs forwards through memory, page after page. A page with no
 // marked object (Page::marks, counted by Arena::mark) is not walked: it is emptied (no
 // slot carved), to be carved again or, beyond one per class at a full sweep, given
-// back. Marks stay set (the collector is generational), so a page in which nothing was
+// back. Nor is a page whose carved slots are all marked (marks == carved, a page of a
+// tape that survived its first collection): it has nothing to free. Marks stay set (the collector is generational), so a page in which nothing was
 // allocated since the last sweep holds the same marked objects and free slots as then:
 // the sweep links its free slots in again without walking it, unless unmarkAll ran in
 // between. Under AddressSanitizer the body of every free slot (past its header and
@@ -131,7 +132,13 @@ void* Arena::refill(size_t c) {
       ++lazyFreed_.pagesEmptied;
       continue;
     }
+    if (p->marks == p->carved) {  // every slot carved holds a live object: nothing to walk for
+      settle(p, nullptr);
+      ++lazyFreed_.pagesSkipped;
+      continue;
+    }
     if (unchanged(p)) {
+      ++lazyFreed_.pagesSkipped;
       if (!p->lastFree) continue;  // full of old objects
       char* end = nullptr;
       std::memcpy(p->lastFree + sizeof(uint64_t), &end, sizeof end);
@@ -334,6 +341,13 @@ Arena::Freed Arena::sweep() {
         }
         keptEmpty = true;
         empty(p, c);
+        link = &p->next;
+        continue;
+      }
+      if (p->marks == p->carved) {
+        // Every slot carved holds a live object: no free slot, nothing to free.
+        settle(p, nullptr);
+        ++freed.pagesSkipped;
         link = &p->next;
         continue;
       }
