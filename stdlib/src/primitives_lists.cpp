@@ -1,6 +1,7 @@
 // primitives_lists.cpp — the data primitives of SPEC §2: pairs and lists, type
 // predicates (and list?), eq?/eqv?/equal?, strings (number->string, string->number,
-// string-append, string-length, symbol->string, string->symbol) and iota.
+// string-append, string-length, symbol->string, string->symbol, the comparisons
+// string=? string<? ...) and iota.
 //
 // Everything that walks a list or a structure loops (equal? with an explicit
 // stack): lists of a million elements and deeply nested data must not grow the
@@ -288,6 +289,22 @@ Value stringAppend(VM& vm, Value* a, int n) {
   return vm.makeString(s);
 }
 
+// (string=? s1 s2 ...), string<? string>? string<=? string>=?: whether every neighbouring
+// pair is in that order, comparing bytes, which for UTF-8 is the order of the code
+// points (Scheme's lexicographic order on characters).
+template <int kWhich>
+Value stringCompare(VM& vm, Value* a, int n) {
+  static constexpr const char* kNames[] = {"string=?", "string<?", "string>?", "string<=?", "string>=?"};
+  for (int i = 0; i < n; ++i)
+    if (!isString(unwrapAttached(a[i]))) vm.typeError(kNames[kWhich], i, "string", a[i]);
+  for (int i = 0; i + 1 < n; ++i) {
+    int c = asString(unwrapAttached(a[i]))->view().compare(asString(unwrapAttached(a[i + 1]))->view());
+    bool holds = kWhich == 0 ? c == 0 : kWhich == 1 ? c < 0 : kWhich == 2 ? c > 0 : kWhich == 3 ? c <= 0 : c >= 0;
+    if (!holds) return Value::boolean(false);
+  }
+  return Value::boolean(true);
+}
+
 // ---- iota --------------------------------------------------------------------
 
 // (iota count [start [step]]): element i is start + i*step (no accumulated rounding).
@@ -332,6 +349,11 @@ void openListPrimitives(VM& vm) {
   vm.defineNative("string-length", stringLength, 1, 1);
   vm.defineNative("symbol->string", symbolToString, 1, 1);
   vm.defineNative("string->symbol", stringToSymbol, 1, 1);
+  vm.defineNative("string=?", stringCompare<0>, 1, -1);
+  vm.defineNative("string<?", stringCompare<1>, 1, -1);
+  vm.defineNative("string>?", stringCompare<2>, 1, -1);
+  vm.defineNative("string<=?", stringCompare<3>, 1, -1);
+  vm.defineNative("string>=?", stringCompare<4>, 1, -1);
   vm.defineNative("iota", iota, 1, 3, idOf(NativeId::Iota));
 }
 
