@@ -97,6 +97,16 @@ void VM::raise(ErrorKind kind, const std::string& message) {
 void VM::runtimeError(const std::string& message) { raise(ErrorKind::Runtime, message); }
 void VM::limitError(const std::string& message) { raise(ErrorKind::Limit, message); }
 
+void VM::stackOverflow(const Proto* callee) {
+  std::string message = "stack overflow (more than " + std::to_string(config_.stackLimit) + " frames)";
+  // A transformed function's calls, tail calls too, keep their frames until the
+  // backward pass: a loop under a derivative needs a frame per iteration.
+  if (callee && callee->adLevel > 0)
+    message += " in differentiated code, where a loop keeps one frame per iteration until the "
+               "backward pass: raise stack_limit for longer loops";
+  limitError(message);
+}
+
 void VM::typeError(const char* who, int argIndex, const char* expected, Value got) {
   // A reverse-tagged number where some other type was expected is an ordinary type
   // error of the user's program (say (car x) with x a number being differentiated):
@@ -189,8 +199,7 @@ Value VM::call(Value fn, const Value* args, int nargs) {
         }
       }
     } else if (isClosure(fn)) {
-      if (frames_.size() >= config_.stackLimit)
-        limitError("stack overflow (more than " + std::to_string(config_.stackLimit) + " frames)");
+      if (frames_.size() >= config_.stackLimit) stackOverflow(asClosure(fn)->proto);
       frames_.push_back(CallFrame{nullptr, nullptr, slot + 1, true});
       // The CALL logic (arity, rest args, stack growth) lives in execute(); enter it
       // through a synthetic frame whose closure is set there.
@@ -613,7 +622,7 @@ call_again:
     Closure* c = asClosure(fn);
     Proto* p = c->proto;
     if (frames_.size() >= stackLimit) [[unlikely]]
-      limitError("stack overflow (more than " + std::to_string(config_.stackLimit) + " frames)");
+      stackOverflow(p);
     uint32_t base = frame->base + a + 1;
     if (callKey != p->callKey || (c->flags & (kLazyJ | kLazyJInv)) || base + p->nregs >= stack_.size()) [[unlikely]] {
       uint32_t parts = callKey & kCallParts ? nargs : 0;

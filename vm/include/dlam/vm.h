@@ -245,6 +245,8 @@ class VM {
   // Raises a runtime error located at the instruction being executed, with a trace.
   [[noreturn]] void runtimeError(const std::string& message);
   [[noreturn]] void limitError(const std::string& message);
+  // The limit error of a call past stack_limit (callee: the function called, if known).
+  [[noreturn]] void stackOverflow(const Proto* callee);
   // "NAME: expected TYPE as argument N, got VALUE"
   [[noreturn]] void typeError(const char* who, int argIndex, const char* expected, Value got);
   double checkNumber(const char* who, Value* args, int i);
