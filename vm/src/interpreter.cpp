@@ -1051,6 +1051,12 @@ op_STARJ: {
     RA = asClosure(x)->memo;
     DISPATCH();
   }
+  if (!x.isObject() && !x.isNumber()) {
+    // (), booleans, void and the symbolic zero (a sensitivity nothing reached, in
+    // nested derivatives) are their own image.
+    RA = x;
+    DISPATCH();
+  }
   SAVE_PC();
   Value r = x.isNumber() || isObj(x, ObjType::Rev) ? Value::object(makeRev(x)) : starJ(x);
   R = stack_.data() + frame->base;
