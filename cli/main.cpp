@@ -314,6 +314,7 @@ int reportException() {
     dlam::cli::reportMessage(message);
     return kExitUsage;
   } catch (const dlam::Error& e) {
+    if (e.kind == dlam::ErrorKind::Exit) return finish(e.exitCode);  // (exit status): no message
     dlam::cli::reportError(e);
     return e.kind == dlam::ErrorKind::Config ? kExitUsage : kExitScriptError;
   } catch (const std::bad_alloc&) {

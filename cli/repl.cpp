@@ -56,7 +56,7 @@ const char kReplHelp[] =
     "Enter expressions; a form may span several lines and is evaluated when it is complete.\n"
     "The value of each expression that is not void is printed.\n"
     "  ,help        this text\n"
-    "  ,quit        leave (as does Ctrl-D)\n"
+    "  ,quit        leave (as do Ctrl-D and (exit [status]))\n"
     "  Ctrl-C       discard the line being typed, or interrupt a running evaluation\n"
     "History is kept in ~/.dlam_history.";
 
@@ -163,6 +163,7 @@ int runRepl(VM& vm) {
   std::printf("dlam %s — ,help for help, Ctrl-D to leave\n", DLAM_VERSION);
 
   std::string buffer;
+  int status = 0;
   for (;;) {
     try {
       if (!atLineStart) {
@@ -225,6 +226,11 @@ int runRepl(VM& vm) {
           evalSource(vm, buffer, kChunk, [&](Value v) { printLine(vm, vm.show(v, true)); });
           gEvaluating.store(nullptr);
         } catch (const Error& e) {
+          if (e.kind == ErrorKind::Exit) {  // (exit status) leaves the REPL with that status
+            gEvaluating.store(nullptr);
+            status = e.exitCode;
+            break;
+          }
           failed([&] { reportError(e); });
         } catch (const std::bad_alloc&) {
           failed([] { reportMessage("error: out of memory"); });
@@ -246,7 +252,7 @@ int runRepl(VM& vm) {
   }
   if (!history.empty()) write_history(history.c_str());
   std::fflush(stdout);
-  return 0;
+  return status;
 }
 
 }  // namespace dlam::cli

@@ -11,7 +11,8 @@ namespace dlam::cli {
 // Reads forms from the terminal with line editing and history (~/.dlam_history),
 // continuing a form over several lines until it is complete, and evaluates each
 // entry, printing its non-void values. Errors are reported and the session goes
-// on. Returns the exit status (0) at end of input or `,quit`.
+// on. Returns the exit status: 0 at end of input or `,quit`, the status given to
+// (exit [status]) when an entry calls it.
 int runRepl(VM& vm);
 
 // Writes `text` and a newline where the VM's display output goes.

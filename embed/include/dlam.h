@@ -72,7 +72,8 @@ typedef enum {
   DLAM_ERR_RUNTIME, /* a runtime error: wrong type, undefined variable, (error ...), host failure */
   DLAM_ERR_LIMIT,   /* heap limit, stack overflow, instruction limit, interrupt, out of memory */
   DLAM_ERR_CONFIG,  /* the configuration file given to dlam_new is invalid */
-  DLAM_ERR_API      /* misuse: NULL vm or handle, released handle, handle from another VM, ... */
+  DLAM_ERR_API,     /* misuse: NULL vm or handle, released handle, handle from another VM, ... */
+  DLAM_EXIT         /* not an error: the code called (exit [status]); see dlam_exit_code */
 } dlam_status;
 
 /* ---- VMs -------------------------------------------------------------------------- */
@@ -108,6 +109,14 @@ DLAM_API void dlam_free(dlam_vm *vm);
 ** Owned by the VM: valid until the next call on vm. Never NULL (for a NULL vm:
 ** a static message). */
 DLAM_API const char *dlam_last_error(dlam_vm *vm);
+
+/* The status given to (exit [status]) by the run that last returned DLAM_EXIT: 0 for
+** (exit) and (exit #t), 1 for (exit #f), else the integer (0 to 255); 0 if no run has
+** exited. A run that exits ends there, as after an error, and the VM stays usable; its
+** dlam_last_error is "exit STATUS". A host function whose nested call returned
+** DLAM_EXIT and that then fails (returns any error status, DLAM_EXIT included) passes
+** the exit on to the run that called it. */
+DLAM_API int dlam_exit_code(dlam_vm *vm);
 
 /* Asks the code running in vm to stop: the run ends at its next check (every few
 ** ten-thousand instructions) with DLAM_ERR_LIMIT "interrupted". Thread-safe: meant to

@@ -80,6 +80,7 @@ struct dlam_vm {
   std::string hostError;
   bool hostErrorSet = false;
 
+  int exitCode = 0;               // the status of the last (exit [status]) (dlam_exit_code)
   int depth = 0;                  // runs in progress (>0: inside a host function)
   bool ranCode = false;           // an outermost run started since the last recovery
   uint64_t instructionLimit = 0;  // per outermost run; 0: none
@@ -178,6 +179,7 @@ dlam_status statusOf(ErrorKind k) {
     case ErrorKind::Limit: return DLAM_ERR_LIMIT;
     case ErrorKind::Config: return DLAM_ERR_CONFIG;
     case ErrorKind::Api: return DLAM_ERR_API;
+    case ErrorKind::Exit: return DLAM_EXIT;
   }
   return DLAM_ERR_RUNTIME;
 }
@@ -197,6 +199,7 @@ uint64_t tagFor(const dlam_vm* D) {
 dlam_status dlam_vm::fail(ErrorKind kind, const dlam::Error* e, const std::string* message) noexcept {
   ++errorSerial;
   lastKind = kind;
+  if (kind == ErrorKind::Exit && e) exitCode = e->exitCode;
   try {
     if (e && kind == ErrorKind::Limit && instructionLimit &&
         e->message.rfind(kInstructionLimitMessage, 0) == 0) {
@@ -206,6 +209,9 @@ dlam_status dlam_vm::fail(ErrorKind kind, const dlam::Error* e, const std::strin
       shown.message = kInstructionLimitMessage + std::to_string(instructionLimit) + " instructions)";
       lastError = shown.format();
       lastMessage = shown.message;
+    } else if (e && kind == ErrorKind::Exit) {
+      lastError = e->message;  // "exit STATUS": not an error, no location
+      lastMessage = e->message;
     } else if (e) {
       lastError = e->format();
       lastMessage = e->message;
@@ -350,6 +356,7 @@ const char* statusName(dlam_status s) {
     case DLAM_ERR_LIMIT: return "DLAM_ERR_LIMIT";
     case DLAM_ERR_CONFIG: return "DLAM_ERR_CONFIG";
     case DLAM_ERR_API: return "DLAM_ERR_API";
+    case DLAM_EXIT: return "DLAM_EXIT";
   }
   return "an unknown status";
 }
@@ -383,6 +390,14 @@ Value hostTrampoline(dlam::VM& vm, Value* args, int nargs) {
   }
   if (result) D->tryRelease(result);
   argv.releaseAll();
+  // A nested run that exited: the exit goes on outwards, unless the host function
+  // carried on (returned DLAM_OK).
+  if (D->errorSerial != serial && D->lastKind == ErrorKind::Exit) {
+    dlam::Error exit(ErrorKind::Exit, "exit " + std::to_string(D->exitCode));
+    exit.exitCode = D->exitCode;
+    D->hostErrorSet = false;
+    throw exit;
+  }
   ErrorKind kind = st == DLAM_ERR_LIMIT ? ErrorKind::Limit : ErrorKind::Runtime;
   std::string message;
   if (D->hostErrorSet) {
@@ -501,6 +516,8 @@ void dlam_free(dlam_vm* vm) {
   vm->vm.reset();
   delete vm;
 }
+
+int dlam_exit_code(dlam_vm* vm) { return vm ? vm->exitCode : 0; }
 
 const char* dlam_last_error(dlam_vm* vm) {
   if (!vm) return "error: dlam_last_error: the VM is NULL";

@@ -1,5 +1,5 @@
 // primitives_io.cpp — output, errors and introspection: display, write, newline,
-// print, error, assert, disasm, gc-stats.
+// print, error, assert, exit, disasm, gc-stats.
 //
 // All output goes through vm.output so embedders and tests can capture it.
 // (collect-garbage) lives in primitives_ad.cpp: it only requests a collection at
@@ -71,6 +71,27 @@ Value gcStats(VM& vm, Value*, int) {
   return vm.list(xs, 5);
 }
 
+// (exit [status]): ends the run, as R7RS's exit: no argument or #t is status 0, #f is 1,
+// an integer from 0 to 255 is itself. It unwinds like an error of kind Exit (error.h):
+// the command line exits with the status, the REPL leaves, the C API returns DLAM_EXIT.
+Value exitRun(VM& vm, Value* a, int n) {
+  int code = 0;
+  if (n == 1) {
+    Value v = unwrapAttached(a[0]);
+    while (isObj(v, ObjType::Rev)) v = static_cast<Rev*>(v.asObject())->primal;  // in differentiated code
+    if (v.isBool()) {
+      code = v.isFalse() ? 1 : 0;
+    } else if (v.isNumber() && v.asNumber() >= 0 && v.asNumber() <= 255 && v.asNumber() == static_cast<int>(v.asNumber())) {
+      code = static_cast<int>(v.asNumber());
+    } else {
+      vm.typeError("exit", 0, "integer from 0 to 255 or boolean", a[0]);
+    }
+  }
+  Error e(ErrorKind::Exit, "exit " + std::to_string(code));
+  e.exitCode = code;
+  throw e;
+}
+
 // (gc-reset-peak): starts a new peak measurement from the bytes live now.
 Value gcResetPeak(VM& vm, Value*, int) {
   vm.resetPeak();
@@ -86,6 +107,7 @@ void openIoPrimitives(VM& vm) {
   vm.defineNative("print", print, 1, 1, idOf(NativeId::Print));
   vm.defineNative("error", error, 1, -1, idOf(NativeId::Error));
   vm.defineNative("assert", assertion, 1, 2, idOf(NativeId::Assert));
+  vm.defineNative("exit", exitRun, 0, 1);
   vm.defineNative("disasm", disasm, 1, 1);
   vm.defineNative("gc-stats", gcStats, 0, 0);
   vm.defineNative("gc-reset-peak", gcResetPeak, 0, 0);

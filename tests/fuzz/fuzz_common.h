@@ -32,6 +32,7 @@ inline const char* kindName(ErrorKind k) {
     case ErrorKind::Limit: return "limit";
     case ErrorKind::Config: return "config";
     case ErrorKind::Api: return "api";
+    case ErrorKind::Exit: return "exit";
   }
   return "?";
 }
@@ -40,6 +41,7 @@ inline const char* kindName(ErrorKind k) {
 // or limit error must name its chunk, carry a non-empty message and format cleanly.
 // (Kinds Config and Api never come from evaluating source text.)
 inline void checkError(const Error& e, const std::string& chunk, bool allowRuntime) {
+  if (e.kind == ErrorKind::Exit && allowRuntime) return;  // the program called (exit): it just ends
   if (e.kind == ErrorKind::Config || e.kind == ErrorKind::Api ||
       (!allowRuntime && e.kind != ErrorKind::Syntax && e.kind != ErrorKind::Limit))
     fail(std::string("unexpected error kind ") + kindName(e.kind) + ": " + e.message);

@@ -133,9 +133,9 @@ void partial(Session& s, const std::string& line) {
   s.consumed = s.transcript.size();
 }
 
-// ,quit leaves with status 0.
-void quit(Session& s) {
-  send(s, ",quit\n");
+// Sends `line`, which must end the REPL with exit status `want`.
+void leave(Session& s, const std::string& line, int want) {
+  send(s, line + "\n");
   readUntil(s, 10, [](const std::string&) { return false; });
   int status = 0;
   pid_t w = 0;
@@ -143,13 +143,17 @@ void quit(Session& s) {
   if (w == 0) {
     kill(s.pid, SIGKILL);
     waitpid(s.pid, &status, 0);
-    report(s, ",quit", "the REPL did not exit");
-  } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    report(s, ",quit", "exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-                           (WIFSIGNALED(status) ? ", signal " + std::to_string(WTERMSIG(status)) : ""));
+    report(s, line, "the REPL did not exit");
+  } else if (!WIFEXITED(status) || WEXITSTATUS(status) != want) {
+    report(s, line, "exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                        (WIFSIGNALED(status) ? ", signal " + std::to_string(WTERMSIG(status)) : "") +
+                        ", expected " + std::to_string(want));
   }
   close(s.fd);
 }
+
+// ,quit leaves with status 0.
+void quit(Session& s) { leave(s, ",quit", 0); }
 
 }  // namespace
 
@@ -209,6 +213,15 @@ int main(int argc, char** argv) {
     s.consumed = s.transcript.size();
     step(s, "(* 6 7)", R"(\b42\b)");
     quit(s);
+  }
+
+  // Session 2b: (exit status) leaves the REPL with that status, also from inside a
+  // function; an exit with a bad status is an error and the session goes on.
+  {
+    Session s = start(dlam, {}, home);
+    step(s, "(exit 1.5)", R"(error: exit: expected integer)");
+    step(s, "(define (bye k) (exit k))", R"()");
+    leave(s, "(bye 5)", 5);
   }
 
   // Session 3: 200 MB of address space. Printing a tree of 2^40 leaves (the printer's

@@ -11,7 +11,9 @@
 
 namespace dlam {
 
-enum class ErrorKind { Syntax, Runtime, Limit, Config, Api };
+// Exit is not an error: (exit [code]) ends the run that way, carrying exitCode, so that
+// it unwinds like one (to the CLI, the REPL or the C API, which each end the run).
+enum class ErrorKind { Syntax, Runtime, Limit, Config, Api, Exit };
 
 struct SrcLoc {
   uint32_t line = 0;
@@ -54,6 +56,7 @@ class Error : public std::exception {
   SrcLoc loc;
   std::vector<TraceEntry> trace;
   bool incomplete = false;  // syntax error only: the input ended inside a form (REPL continues)
+  int exitCode = 0;         // ErrorKind::Exit only: the status given to exit
 };
 
 }  // namespace dlam
