@@ -183,6 +183,9 @@ class Vm {
   }
   // Thread-safe (see dlam_interrupt).
   void interrupt() noexcept { dlam_interrupt(vm_); }
+  // The status of the last (exit [status]): a call whose code ran it threw an Exception
+  // with status DLAM_EXIT (see dlam_exit_code).
+  int exitCode() const noexcept { return dlam_exit_code(vm_); }
 
  private:
   dlam_vm* vm_;

@@ -68,6 +68,9 @@ int main() {
 
     // errors become exceptions with the status and message
     EXPECT(statusOf([&] { vm.eval("(car 1)", "bad.dlam"); }) == DLAM_ERR_RUNTIME);
+    // so does an exit, with its status in exitCode()
+    EXPECT(statusOf([&] { vm.eval("(+ 1 (exit 3))"); }) == DLAM_EXIT);
+    EXPECT(vm.exitCode() == 3);
     try {
       vm.eval("(+ 1", "syntax.dlam");
       EXPECT(false);
