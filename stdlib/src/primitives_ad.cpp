@@ -41,11 +41,7 @@ Value scdr(VM& vm, Value* a, int) {
 }
 
 // Strips reverse tags (for indices, which are not differentiable).
-Value strip(VM&, Value* a, int) {
-  Value v = a[0];
-  while (isObj(v, ObjType::Rev)) v = static_cast<Rev*>(v.asObject())->primal;
-  return v;
-}
+Value strip(VM&, Value* a, int) { return untagged(a[0]); }
 
 // (%sign x): -1, 0 or 1 — the derivative of abs.
 Value sign(VM& vm, Value* a, int) {
@@ -78,7 +74,7 @@ Value freeVariables(VM& vm, Value* a, int) {
 // Whether s and v agree about being vectors (s under any reverse tags): a vector's
 // sensitivity is a vector of its length, and only a vector's is a vector.
 bool sameVectorShape(Value s, Value v) {
-  while (isObj(s, ObjType::Rev)) s = static_cast<Rev*>(s.asObject())->primal;
+  s = untagged(s);
   bool sv = isObj(s, ObjType::Vector), vv = isObj(v, ObjType::Vector);
   if (sv != vv) return false;
   return !sv || vectorLength(static_cast<Vector*>(s.asObject())) == vectorLength(static_cast<Vector*>(v.asObject()));

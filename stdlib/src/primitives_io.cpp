@@ -77,8 +77,7 @@ Value gcStats(VM& vm, Value*, int) {
 Value exitRun(VM& vm, Value* a, int n) {
   int code = 0;
   if (n == 1) {
-    Value v = unwrapAttached(a[0]);
-    while (isObj(v, ObjType::Rev)) v = static_cast<Rev*>(v.asObject())->primal;  // in differentiated code
+    Value v = untagged(unwrapAttached(a[0]));  // (tagged in differentiated code)
     if (v.isBool()) {
       code = v.isFalse() ? 1 : 0;
     } else if (v.isNumber() && v.asNumber() >= 0 && v.asNumber() <= 255 && v.asNumber() == static_cast<int>(v.asNumber())) {

@@ -107,8 +107,7 @@ Value reverse(VM& vm, Value* a, int) {
 // A list index: a non-negative integer.
 size_t indexArg(VM& vm, const char* who, Value* a, int i) {
   // Indices are not differentiable: in transformed code they arrive reverse-tagged.
-  Value v = a[i];
-  while (isObj(v, ObjType::Rev)) v = static_cast<Rev*>(v.asObject())->primal;
+  Value v = untagged(a[i]);
   if (!v.isNumber()) vm.typeError(who, i, "number", a[i]);
   double k = v.asNumber();
   if (!(k >= 0) || k != std::trunc(k) || k > 9007199254740992.0)
@@ -242,10 +241,16 @@ Value numberToString(VM& vm, Value* a, int n) {
   return vm.makeString(std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
 }
 
+// The characters of the string argument i, or a type error naming `who`.
+std::string_view text(VM& vm, const char* who, Value* a, int i) {
+  Value s = unwrapAttached(a[i]);
+  if (!isString(s)) vm.typeError(who, i, "string", a[i]);
+  return asString(s)->view();
+}
+
 // (string->number s [radix]): the number s denotes as the reader reads it, or #f.
 Value stringToNumber(VM& vm, Value* a, int n) {
-  Value s = unwrapAttached(a[0]);
-  if (!isString(s)) vm.typeError("string->number", 0, "string", a[0]);
+  std::string_view s = text(vm, "string->number", a, 0);
   int radix = 10;
   if (n == 2) {
     double r = num(vm, "string->number", a, 1);
@@ -253,17 +258,15 @@ Value stringToNumber(VM& vm, Value* a, int n) {
     radix = static_cast<int>(r);
   }
   double x = 0;
-  return parseNumber(asString(s)->view(), radix, x) ? Value::numberChecked(x) : Value::boolean(false);
+  return parseNumber(s, radix, x) ? Value::numberChecked(x) : Value::boolean(false);
 }
 
 // (string-length s): the number of characters of s.
 Value stringLength(VM& vm, Value* a, int) {
-  Value s = unwrapAttached(a[0]);
-  if (!isString(s)) vm.typeError("string-length", 0, "string", a[0]);
   // Characters, not bytes: strings hold UTF-8 (the reader checks it), so count the
   // bytes that start a character.
   double n = 0;
-  for (char c : asString(s)->view()) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  for (char c : text(vm, "string-length", a, 0)) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
   return Value::number(n);
 }
 
@@ -273,19 +276,11 @@ Value symbolToString(VM& vm, Value* a, int) {
   return vm.makeString(asSymbol(s)->name);
 }
 
-Value stringToSymbol(VM& vm, Value* a, int) {
-  Value s = unwrapAttached(a[0]);
-  if (!isString(s)) vm.typeError("string->symbol", 0, "string", a[0]);
-  return vm.symbol(asString(s)->view());
-}
+Value stringToSymbol(VM& vm, Value* a, int) { return vm.symbol(text(vm, "string->symbol", a, 0)); }
 
 Value stringAppend(VM& vm, Value* a, int n) {
   std::string s;
-  for (int i = 0; i < n; ++i) {
-    Value v = unwrapAttached(a[i]);
-    if (!isString(v)) vm.typeError("string-append", i, "string", a[i]);
-    s += asString(v)->view();
-  }
+  for (int i = 0; i < n; ++i) s += text(vm, "string-append", a, i);
   return vm.makeString(s);
 }
 
@@ -295,10 +290,9 @@ Value stringAppend(VM& vm, Value* a, int n) {
 template <int kWhich>
 Value stringCompare(VM& vm, Value* a, int n) {
   static constexpr const char* kNames[] = {"string=?", "string<?", "string>?", "string<=?", "string>=?"};
-  for (int i = 0; i < n; ++i)
-    if (!isString(unwrapAttached(a[i]))) vm.typeError(kNames[kWhich], i, "string", a[i]);
+  for (int i = 0; i < n; ++i) text(vm, kNames[kWhich], a, i);  // every argument a string
   for (int i = 0; i + 1 < n; ++i) {
-    int c = asString(unwrapAttached(a[i]))->view().compare(asString(unwrapAttached(a[i + 1]))->view());
+    int c = text(vm, kNames[kWhich], a, i).compare(text(vm, kNames[kWhich], a, i + 1));
     bool holds = kWhich == 0 ? c == 0 : kWhich == 1 ? c < 0 : kWhich == 2 ? c > 0 : kWhich == 3 ? c <= 0 : c >= 0;
     if (!holds) return Value::boolean(false);
   }

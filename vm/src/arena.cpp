@@ -10,8 +10,9 @@
 // marked object (Page::marks, counted by Arena::mark) is not walked: it is emptied (no
 // slot carved), to be carved again or, beyond one per class at a full sweep, given
 // back. Nor is a page whose carved slots are all marked (marks == carved, a page of a
-// tape that survived its first collection): it has nothing to free. Marks stay set (the collector is generational), so a page in which nothing was
-// allocated since the last sweep holds the same marked objects and free slots as then:
+// tape that survived its first collection): it has nothing to free. Marks stay set
+// (the collector is generational), so a page in which nothing was allocated since the
+// last sweep holds the same marked objects and free slots as then:
 // the sweep links its free slots in again without walking it, unless unmarkAll ran in
 // between. Under AddressSanitizer the body of every free slot (past its header and
 // link), of every emptied page and of the slots not bumped through yet is poisoned, so

@@ -113,7 +113,7 @@ void VM::typeError(const char* who, int argIndex, const char* expected, Value go
   // show the number. Where a number was expected, it means a level mix-up.
   bool numeric = std::string_view(expected) == "number";
   if (!numeric)
-    while (isObj(got, ObjType::Rev)) got = static_cast<Rev*>(got.asObject())->primal;
+    got = untagged(got);
   std::string shown = show(got, true);
   if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
   if (isObj(got, ObjType::Rev))
@@ -1051,14 +1051,10 @@ op_STARJ: {
     RA = asClosure(x)->memo;
     DISPATCH();
   }
-  if (!x.isObject() && !x.isNumber()) {
-    // (), booleans, void and the symbolic zero (a sensitivity nothing reached, in
-    // nested derivatives) are their own image.
-    RA = x;
-    DISPATCH();
-  }
   SAVE_PC();
-  Value r = x.isNumber() || isObj(x, ObjType::Rev) ? Value::object(makeRev(x)) : starJ(x);
+  // Numbers and tagged values get a tag here; (), booleans, void and the symbolic zero
+  // (met once per element in nested derivatives) are their own image; the rest: starJ.
+  Value r = x.isNumber() || isObj(x, ObjType::Rev) ? Value::object(makeRev(x)) : x.isObject() ? starJ(x) : x;
   R = stack_.data() + frame->base;
   RA = r;
   DISPATCH();

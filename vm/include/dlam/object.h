@@ -186,8 +186,8 @@ struct Vector : Obj {
 // vector each, summed). A node's items are [n, index, value, nodes from here to the end
 // of the chain], aux is 4 (its storage), and memo is the next node, the dense end or ().
 // Only the AD runtime meets them as such (plus, %materialize, the shape checks): *j and
-// every native that reads elements see the dense form (VM::dense), and the printer,
-// equal? and the C API read them with elementsOf.
+// every native that reads elements see the dense form (VM::dense); the printer and
+// equal? read them with elementsOf and the C API with denseInto.
 constexpr uint32_t kSparseItems = 4;
 inline bool isSparse(const Vector* v) { return v->flags & kSparse; }
 // A node's items, through a pointer (items is declared with one element).
@@ -221,10 +221,6 @@ inline void addInto(const Vector* v, double* out) {
   }
   for (uint32_t i = 0; i < v->aux; ++i) out[i] += v->items[i];
 }
-// The elements of v: its own items when it is dense, else written into `buffer`
-// (the printer, equal? and the C API read a vector through this, without a GC object).
-template <class Buffer>
-const double* elementsOf(const Vector* v, Buffer& buffer);
 // Writes the elements of v, dense or sparse, into out[0 .. vectorLength(v)).
 inline void denseInto(const Vector* v, double* out) {
   if (!isSparse(v)) {
@@ -234,6 +230,8 @@ inline void denseInto(const Vector* v, double* out) {
   for (uint32_t i = 0, n = vectorLength(v); i < n; ++i) out[i] = 0;
   addInto(v, out);
 }
+// The elements of v: its own items when it is dense, else written into `buffer`
+// (the printer and equal? read a vector through this, without a GC object).
 template <class Buffer>
 const double* elementsOf(const Vector* v, Buffer& buffer) {
   if (!isSparse(v)) return v->items;
@@ -243,6 +241,12 @@ const double* elementsOf(const Vector* v, Buffer& buffer) {
 }
 
 inline bool isObj(Value v, ObjType t) { return v.isObject() && v.asObject()->type == t; }
+// v without its reverse tags (every level): the primal of a tagged value, for what is
+// not differentiated (indices, statuses, shapes, messages).
+inline Value untagged(Value v) {
+  while (isObj(v, ObjType::Rev)) v = static_cast<const Rev*>(v.asObject())->primal;
+  return v;
+}
 inline bool isPair(Value v) { return isObj(v, ObjType::Pair); }
 inline Pair* asPair(Value v) { return static_cast<Pair*>(v.asObject()); }
 // isPair(a) && isPair(b), testing the tag bits of the two at once (loops along two spines).
