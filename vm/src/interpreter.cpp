@@ -736,8 +736,13 @@ op_TAILCALL: {
     }
     break;
   }
-  ins = instr::make(Op::CALL, a, nargs);
-  goto op_CALL;
+  // Anything else is called as by a CALL with no split, the count passed whole (an
+  // instruction's B field has 16 bits; apply may have spread millions of arguments).
+  ins = instr::make(Op::CALL, a, 0);
+  callA = a;
+  callN = nargs;
+  callKey = nargs;
+  goto call;
 }
 
 op_RETURN: {
