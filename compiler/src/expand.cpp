@@ -778,7 +778,9 @@ class Expander {
   };
 
   // (define name expr) or (define (name . params) body...): returns the name and an
-  // init expression (a synthesised lambda form for the second shape).
+  // init expression (a synthesised lambda form for the second shape). A curried head,
+  // (define ((name a) b) body...), is (define (name a) (lambda (b) body...)), to any
+  // depth (unwrapped by a loop, outermost parameter list last).
   DefineParts parseDefine(Sx* x) {
     if (x->items.size() < 2) fail(x->loc, "define: expected (define name value) or (define (name params...) body...)");
     Sx* target = x->items[1];
@@ -789,17 +791,23 @@ class Expander {
     if (target->kind != Sx::List || target->items.empty())
       fail(target->loc, "define: expected a name or (name params...)");
     if (x->items.size() < 3) fail(x->loc, "define: the function has no body");
-    const std::string& name = symbolName(target->items[0], "the defined name");
-    // Synthesise (lambda params body...).
-    Sx* lam = arena_.make(Sx::List, x->loc);
-    lam->items.push_back(arena_.make(Sx::Symbol, x->loc));
-    lam->items[0]->text = "lambda";
-    Sx* params = arena_.make(Sx::List, target->loc);
-    params->items.assign(target->items.begin() + 1, target->items.end());
-    params->tail = target->tail;
-    lam->items.push_back(params);
-    for (size_t i = 2; i < x->items.size(); ++i) lam->items.push_back(x->items[i]);
-    return {name, lam, target->loc};
+    std::vector<Sx*> forms(x->items.begin() + 2, x->items.end());
+    for (;;) {
+      // Synthesise (lambda params body...).
+      Sx* lam = arena_.make(Sx::List, x->loc);
+      lam->items.push_back(arena_.make(Sx::Symbol, x->loc));
+      lam->items[0]->text = "lambda";
+      Sx* params = arena_.make(Sx::List, target->loc);
+      params->items.assign(target->items.begin() + 1, target->items.end());
+      params->tail = target->tail;
+      lam->items.push_back(params);
+      lam->items.insert(lam->items.end(), forms.begin(), forms.end());
+      Sx* head = target->items[0];
+      if (head->kind != Sx::List) return {symbolName(head, "the defined name"), lam, target->loc};
+      if (head->items.empty()) fail(head->loc, "define: expected a name or (name params...) in a curried definition");
+      forms.assign(1, lam);
+      target = head;
+    }
   }
 
   // A body: internal defines (letrec* semantics) followed by expressions.
