@@ -1,13 +1,15 @@
 // driver.cpp — evalSource / evalFile / compileSource: read, expand, compile and run
-// top-level forms one at a time, splicing top-level `begin` and `include`. A failed C++
-// allocation anywhere in there (std::bad_alloc) leaves as the error the GC heap gives
-// when it runs out: a limit error "out of memory", located at the form.
+// top-level forms one at a time, splicing top-level `begin` and `include` (also when a
+// macro use expands into one). A failed C++ allocation anywhere in there (std::bad_alloc)
+// leaves as the error the GC heap gives when it runs out: a limit error "out of memory",
+// located at the form.
 #include <new>
 
 #include "codegen.h"
 #include "dlam/compiler.h"
 #include "dlam/syntax.h"
 #include "expand.h"
+#include "macros.h"
 
 namespace dlam {
 
@@ -63,6 +65,15 @@ class Toplevel {
   }
 
   void formBody(Sx* f, const ExpandOptions& opts) {
+    // A macro use is expanded first: it may become a begin, an include or a definition.
+    size_t budget = kMaxExpansionNodes;
+    for (size_t n = 0; f->kind == Sx::List && !f->items.empty() && f->items[0]->kind == Sx::Symbol; ++n) {
+      Symbol* s = vm_.findSymbol(f->items[0]->text);
+      if (!s || s->macro.isUndefined()) break;
+      if (n == kMaxExpansions)
+        throw Error(ErrorKind::Syntax, "macro expansion does not end (a macro that expands into itself?)", opts.file, f->loc);
+      f = expandMacro(vm_, arena_, s->macro, f, opts.file, budget);
+    }
     if (isForm(f, "begin")) {
       for (size_t i = 1; i < f->items.size(); ++i) form(f->items[i], opts);
       return;

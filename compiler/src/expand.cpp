@@ -11,6 +11,7 @@
 // anf::tailIf) are built by one loop, chain(), however long they are.
 #include "expand.h"
 
+#include "macros.h"
 #include "stack_guard.h"
 
 #include <cstring>
@@ -98,14 +99,21 @@ class Expander {
     Scope scope(declared_, nullptr);
     enterFn(&fn, &scope, lam->body);
     Atom result;
-    if (isForm(form, "define")) {
+    if (isForm(form, "define-syntax")) {
+      defineSyntax(form);
+      result = constAtom(Value::voidValue(), form->loc);
+    } else if (isForm(form, "define")) {
       auto [name, init, nameLoc] = parseDefine(form);
+      // A top-level name a macro introduces defines the plain name.
+      Symbol* sym = vm_.intern(keyName(name));
+      // The name is a variable from now on, no longer a macro.
+      if (!sym->macro.isUndefined()) vm_.setMacro(sym, Value::undefined());
       Atom value = expr(init, name);
       Bind b;
       b.kind = Bind::DefGlobal;
       b.loc = form->loc;
       b.atom = value;
-      b.sym = vm_.intern(name);
+      b.sym = sym;
       cur_->binds.push_back(std::move(b));
       result = constAtom(Value::voidValue(), form->loc);
     } else {
@@ -120,7 +128,7 @@ class Expander {
 
   Lambda* newLambda(const std::string& name, SrcLoc loc) {
     Lambda* lam = mod_.newLambda();
-    lam->name = name;
+    lam->name = keyName(name);
     lam->file = opts_.file;
     lam->loc = loc;
     lam->body = mod_.newBlock();
@@ -135,7 +143,45 @@ class Expander {
 
   // Is `x` a list whose head is the (unshadowed) keyword `kw`?
   bool isForm(const Sx* x, const char* kw) const {
-    return x->kind == Sx::List && !x->items.empty() && x->items[0]->isSymbol(kw) && !lookup(kw);
+    return x->kind == Sx::List && !x->items.empty() && isKeyword(x->items[0], kw);
+  }
+
+  // Is `x` the symbol `kw`, not bound by a scope (a keyword, also when a macro put it in)?
+  bool isKeyword(const Sx* x, const char* kw) const { return x->isSymbol(kw) && !lookupSymbol(x); }
+
+  // The local variable a symbol refers to, if a scope binds it (under its binding key).
+  Var* lookupSymbol(const Sx* x) const { return x->mark ? lookup(bindingKey(x)) : lookup(x->text); }
+
+  // ---- macros (macros.h) -----------------------------------------------------
+
+  // (define-syntax name (syntax-rules ...)) at top level.
+  void defineSyntax(Sx* x) {
+    if (x->items.size() != 3 || x->tail || x->items[1]->kind != Sx::Symbol)
+      fail(x->loc, "define-syntax: expected (define-syntax name (syntax-rules (literal ...) (pattern template) ...))");
+    const std::string& name = x->items[1]->text;
+    if (isReservedKeyword(name)) fail(x->items[1]->loc, "define-syntax: '" + name + "' is a special form and cannot be redefined");
+    Value rules = makeSyntaxRules(vm_, x->items[2], name, opts_.file);
+    vm_.setMacro(vm_.intern(name), rules);
+  }
+
+  // The rules of the macro x names, if x is a symbol no scope binds and a macro's name.
+  Value macroOf(const Sx* x) const {
+    if (x->kind != Sx::Symbol || lookupSymbol(x)) return Value::undefined();
+    Symbol* s = vm_.findSymbol(x->text);
+    return s ? s->macro : Value::undefined();
+  }
+
+  // x with the macro use at its head expanded, again while the result is one.
+  Sx* expandMacros(Sx* x) {
+    while (x->kind == Sx::List && !x->items.empty()) {
+      Value rules = macroOf(x->items[0]);
+      if (rules.isUndefined()) break;
+      if (++expansions_ > kMaxExpansions)
+        fail(x->loc, "macro expansion does not end (more than " + std::to_string(kMaxExpansions) +
+                         " expansions in one top-level form)");
+      x = expandMacro(vm_, arena_, rules, x, opts_.file, expansionNodes_);
+    }
+    return x;
   }
 
   Var* lookup(const std::string& name) const {
@@ -149,9 +195,9 @@ class Expander {
 
   Atom resolve(const std::string& name, SrcLoc loc) {
     Var* v = lookup(name);
-    if (!v) return globalAtom(vm_.intern(name), loc);
+    if (!v) return globalAtom(vm_.intern(keyName(name)), loc);
     Fn* owner = owner_.at(v);
-    if (owner == fn_ && uninit_.count(v)) fail(loc, "variable '" + name + "' used before its definition");
+    if (owner == fn_ && uninit_.count(v)) fail(loc, "variable '" + keyName(name) + "' used before its definition");
     for (Fn* f = fn_; f && f != owner; f = f->parent) {
       if (f->freeSet.insert(v).second) f->lam->freeVars.push_back(v);
     }
@@ -159,10 +205,10 @@ class Expander {
   }
 
   Var* declare(Scope& scope, const std::string& name, SrcLoc loc, bool rec = false) {
-    Var* v = mod_.newVar(name);
+    Var* v = mod_.newVar(keyName(name));
     v->rec = rec;
     owner_[v] = fn_;
-    if (!scope.bind(name, v)) fail(loc, "duplicate binding of '" + name + "'");
+    if (!scope.bind(name, v)) fail(loc, "duplicate binding of '" + keyName(name) + "'");
     return v;
   }
 
@@ -182,9 +228,11 @@ class Expander {
     return localAtom(emit(std::move(b)), loc);
   }
 
-  const std::string& symbolName(const Sx* x, const char* what) {
+  // The binding key of a symbol in a binding position (bindingKey: a name a macro put
+  // in binds apart from the program's own).
+  std::string symbolName(const Sx* x, const char* what) {
     if (x->kind != Sx::Symbol) fail(x->loc, std::string("expected a symbol as ") + what);
-    return x->text;
+    return bindingKey(x);
   }
 
   // A primitive as a constant callee, so that derived forms mean the builtin even
@@ -224,18 +272,19 @@ class Expander {
 
   Atom expr(Sx* x, const std::string& nameHint = "") {
     DepthGuard guard(*this, x->loc);
+    x = expandMacros(x);
     switch (x->kind) {
       case Sx::Number: return constAtom(Value::numberChecked(x->number), x->loc);
       case Sx::Bool: return constAtom(Value::boolean(x->boolean), x->loc);
       case Sx::String: return constAtom(vm_.makeString(x->text), x->loc);
-      case Sx::Symbol: return resolve(x->text, x->loc);
+      case Sx::Symbol: return x->mark ? resolve(bindingKey(x), x->loc) : resolve(x->text, x->loc);
       case Sx::Vector: return constAtom(vectorLiteral(vm_, x), x->loc);
       case Sx::List: break;
     }
     if (x->tail) fail(x->loc, "a dotted list is not an expression");
     if (x->items.empty()) fail(x->loc, "empty combination '()': quote it to get the empty list");
     Sx* head = x->items[0];
-    if (head->kind == Sx::Symbol && !lookup(head->text)) {
+    if (head->kind == Sx::Symbol && !lookupSymbol(head)) {
       const std::string& k = head->text;
       if (k == "quote") {
         if (x->items.size() != 2) fail(x->loc, "quote: expected exactly one datum");
@@ -257,6 +306,7 @@ class Expander {
       if (k == "do") return doExpr(x);
       if (k == "quasiquote") return quasiquoteExpr(x);
       if (k == "define") fail(x->loc, "define: only allowed at top level or at the start of a body");
+      if (k == "define-syntax") fail(x->loc, "define-syntax: only allowed at top level");
       if (k == "include") return includeExpr(x);
       if (k == "set!") fail(x->loc, "set!: dlam is a pure language; there is no assignment");
       if (k == "unquote" || k == "unquote-splicing")
@@ -371,7 +421,7 @@ class Expander {
       Sx* clause = x->items[i];
       if (clause->kind != Sx::List || clause->items.empty() || clause->tail)
         fail(clause->loc, "cond: each clause must be a non-empty list");
-      if (clause->items[0]->isSymbol("else") && !lookup("else")) {
+      if (isKeyword(clause->items[0], "else")) {
         if (i + 1 != x->items.size()) fail(clause->loc, "cond: else must be the last clause");
         if (clause->items.size() < 2) fail(clause->loc, "cond: else clause needs a body");
         return sequence(clause->items, 1);
@@ -379,7 +429,7 @@ class Expander {
       Atom test = expr(clause->items[0]);
       // (cond (test) ...) yields the test's value when true.
       if (clause->items.size() == 1) return Link{test, clause->loc, false, [test] { return test; }};
-      if (clause->items[1]->isSymbol("=>") && !lookup("=>")) {
+      if (isKeyword(clause->items[1], "=>")) {
         if (clause->items.size() != 3) fail(clause->loc, "cond: expected (test => receiver)");
         return Link{test, clause->loc, false, [this, clause, test] {
                       Atom f = expr(clause->items[2]);
@@ -433,14 +483,14 @@ class Expander {
       if (clause->kind != Sx::List || clause->tail || clause->items.empty())
         fail(clause->loc, "case: each clause must be ((datum...) expr...) or (else expr...)");
       Sx* data = clause->items[0];
-      bool isElse = data->isSymbol("else") && !lookup("else");
+      bool isElse = isKeyword(data, "else");
       if (isElse && i + 1 != x->items.size()) fail(clause->loc, "case: else must be the last clause");
       if (!isElse && (data->kind != Sx::List || data->tail))
         fail(data->loc, "case: a clause must start with a list of data, as in ((1 2) expr), or else");
       if (clause->items.size() < 2)
         fail(clause->loc, isElse ? "case: else clause needs a body" : "case: clause needs a body");
       auto consequent = [this, clause, key] {
-        if (clause->items[1]->isSymbol("=>") && !lookup("=>")) {
+        if (isKeyword(clause->items[1], "=>")) {
           if (clause->items.size() != 3) fail(clause->loc, "case: expected (data => receiver)");
           Atom f = expr(clause->items[2]);
           return call({f, key}, clause->loc);
@@ -507,7 +557,7 @@ class Expander {
     Fn fn{lam, outerFn, {}};
     Scope params(declared_, &loopScope);
     enterFn(&fn, &params, lam->body);
-    for (auto& v : vars) lam->params.push_back(declare(params, v.name->text, v.name->loc));
+    for (auto& v : vars) lam->params.push_back(declare(params, bindingKey(v.name), v.name->loc));
     // Inits in the outer function (where neither the loop nor its variables are
     // bound), steps in the loop procedure.
     Block* steps = mod_.newBlock();
@@ -517,7 +567,7 @@ class Expander {
       enterFn(outerFn, outerScope, outerCur);
       args.push_back(expr(v.init, v.name->text));
       enterFn(&fn, &params, steps);
-      next.push_back(v.step ? expr(v.step) : resolve(v.name->text, v.name->loc));
+      next.push_back(v.step ? expr(v.step) : resolve(bindingKey(v.name), v.name->loc));
     }
     enterFn(&fn, &params, lam->body);
     Atom test = expr(term->items[0]);
@@ -602,7 +652,7 @@ class Expander {
 
   // The keyword of a (quasiquote e), (unquote e) or (unquote-splicing e), else null.
   const char* qqKeyword(const Sx* x) const {
-    if (x->kind != Sx::Symbol || lookup(x->text)) return nullptr;
+    if (x->kind != Sx::Symbol || lookupSymbol(x)) return nullptr;
     for (const char* kw : {"quasiquote", "unquote", "unquote-splicing"})
       if (x->text == kw) return kw;
     return nullptr;
@@ -754,7 +804,7 @@ class Expander {
     Block* savedCur = cur_;
     enterFn(&fn, &scope, lam->body);
     if (params->kind == Sx::Symbol) {
-      lam->rest = declare(scope, params->text, params->loc);
+      lam->rest = declare(scope, bindingKey(params), params->loc);
     } else if (params->kind == Sx::List) {
       for (Sx* p : params->items) lam->params.push_back(declare(scope, symbolName(p, "a parameter"), p->loc));
       if (params->tail) lam->rest = declare(scope, symbolName(params->tail, "a rest parameter"), params->tail->loc);
@@ -786,7 +836,7 @@ class Expander {
     Sx* target = x->items[1];
     if (target->kind == Sx::Symbol) {
       if (x->items.size() != 3) fail(x->loc, "define: expected (define " + target->text + " value)");
-      return {target->text, x->items[2], target->loc};
+      return {bindingKey(target), x->items[2], target->loc};
     }
     if (target->kind != Sx::List || target->items.empty())
       fail(target->loc, "define: expected a name or (name params...)");
@@ -848,12 +898,23 @@ class Expander {
     return result;
   }
 
+  // Appends the forms f stands for in a body: f itself, or (R7RS) the forms of an
+  // include or of a begin, spliced, after expanding a macro use at the head (it may
+  // expand into definitions). An explicit stack: nested begins cost no C++ stack.
   void spliceBodyForm(Sx* f, std::vector<Sx*>& out) {
-    if (isForm(f, "include")) {
-      for (Sx* g : includedForms(f)) spliceBodyForm(g, out);
-      return;
+    std::vector<Sx*> work{f};
+    while (!work.empty()) {
+      Sx* g = expandMacros(work.back());
+      work.pop_back();
+      if (isForm(g, "include")) {
+        std::vector<Sx*> forms = includedForms(g);
+        work.insert(work.end(), forms.rbegin(), forms.rend());
+      } else if (isForm(g, "begin") && g->items.size() > 1 && !g->tail) {
+        work.insert(work.end(), g->items.rbegin(), g->items.rend() - 1);
+      } else {
+        out.push_back(g);
+      }
     }
-    out.push_back(f);
   }
 
   std::vector<Sx*> includedForms(Sx* x) {
@@ -960,7 +1021,7 @@ class Expander {
 
   Atom namedLet(Sx* x) {
     if (x->items.size() < 4) fail(x->loc, "let: expected (let name ((var value) ...) body...)");
-    const std::string& name = x->items[1]->text;
+    std::string name = bindingKey(x->items[1]);
     auto bindings = parseBindings(x->items[2], "let");
     std::vector<Atom> args;
     for (auto& b : bindings) args.push_back(expr(b.init, b.name));
@@ -994,6 +1055,8 @@ class Expander {
   std::unordered_set<Var*> uninit_;
   int depth_ = 0;
   int includeDepth_ = 0;
+  size_t expansions_ = 0;                      // macro expansions in this top-level form
+  size_t expansionNodes_ = kMaxExpansionNodes;  // the forms they may still make
   std::unordered_set<const Sx*> qqDynamic_;  // lists of quasiquote templates holding an unquote
   StackGuard stack_;
 };

@@ -167,12 +167,18 @@ Value VM::makeString(std::string_view s) {
   return Value::object(str);
 }
 
+Symbol* VM::findSymbol(std::string_view name) const {
+  auto it = symbols_.find(std::string(name));
+  return it == symbols_.end() ? nullptr : it->second;
+}
+
 Symbol* VM::intern(std::string_view name) {
   auto it = symbols_.find(std::string(name));
   if (it != symbols_.end()) return it->second;
   auto* sym = static_cast<Symbol*>(allocate(ObjType::Symbol, sizeof(Symbol)));
   new (&sym->name) std::string();  // owns nothing until tracked (each step may fail)
   sym->global = Value::undefined();
+  sym->macro = Value::undefined();
   track(sym);
   sym->name.assign(name);
   symbols_.emplace(sym->name, sym);
@@ -281,7 +287,10 @@ void VM::markRoots(std::vector<Obj*>& work) {
 
 [[gnu::always_inline]] inline void VM::traceChildren(Obj* o, std::vector<Obj*>& work) {
   switch (o->type) {
-    case ObjType::Symbol: markValue(static_cast<Symbol*>(o)->global, work); break;
+    case ObjType::Symbol:
+      markValue(static_cast<Symbol*>(o)->macro, work);
+      markValue(static_cast<Symbol*>(o)->global, work);
+      break;
     case ObjType::Pair: {
       auto* p = static_cast<Pair*>(o);
       markValue(p->memo, work);

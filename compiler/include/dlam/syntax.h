@@ -15,8 +15,9 @@ namespace dlam {
 struct Sx {
   enum Kind : uint8_t { List, Symbol, Number, String, Bool, Vector };
   Kind kind;
-  SrcLoc loc;
   bool boolean = false;        // Bool
+  SrcLoc loc;
+  uint32_t mark = 0;           // Symbol: put in by the macro expansion of this number (0: by the source)
   double number = 0;           // Number
   std::string text;            // Symbol name, or String contents (escapes decoded)
   std::vector<Sx*> items;      // List elements; Vector: its elements (numbers), `#(1 2 3)`

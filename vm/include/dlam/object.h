@@ -73,6 +73,7 @@ struct String : Obj {
 
 struct Symbol : Obj {
   Value global;       // the top-level binding, Value::undefined() if none
+  Value macro;        // a syntax-rules macro of this name (compiler/src/macros.h), else undefined
   std::string name;
 };
 

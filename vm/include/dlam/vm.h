@@ -214,6 +214,15 @@ class VM {
     writeBarrier(s, v);
   }
   Value global(std::string_view name) { return intern(name)->global; }
+  // The macro bound to a symbol (compiler/src/macros.h): undefined for none.
+  void setMacro(Symbol* s, Value m) {
+    s->macro = m;
+    writeBarrier(s, m);
+  }
+  // The symbol of this name if it exists (nothing is created).
+  Symbol* findSymbol(std::string_view name) const;
+  // Numbers the expansions of macros, so the names each one introduces are its own.
+  uint32_t nextMacroMark() { return ++macroMarks_; }
   // Registers a native procedure as a global.
   Native* defineNative(const char* name, NativeFn fn, int minArgs, int maxArgs, uint16_t id = 0);
 
@@ -383,6 +392,7 @@ class VM {
   uint64_t liveAfterMajor_ = 0;        // the bytes that survived the last full collection
   uint64_t majorAt_ = 0;               // a full collection is due when oldBytes_ reaches this
   std::unordered_map<std::string, Symbol*> symbols_;
+  uint32_t macroMarks_ = 0;
   std::vector<Value> tempRoots_;
 
   std::vector<Value> stack_;

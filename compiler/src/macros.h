@@ -1,0 +1,44 @@
+// macros.h — syntax-rules macros (R7RS 4.3.2): the rules define-syntax makes, kept on
+// the macro's symbol (Symbol::macro), and the expansion of a use: the first rule whose
+// pattern matches gives the template, filled in with what the pattern variables matched.
+//
+// Hygiene is by renaming: every symbol a template puts into the program carries the mark
+// of that expansion (Sx::mark). Bound by a form of the expansion, it binds under its own
+// key (bindingKey), apart from the program's names; free, it means what the name means at
+// top level, where macros are defined (a global or a keyword), whatever the use site
+// binds. So a macro's temporaries cannot capture the program's variables, and the
+// program's locals cannot capture the macro's references (R7RS's two hygiene conditions,
+// for macros defined at top level). Quoted, a marked symbol is the plain symbol.
+#pragma once
+#include <string>
+
+#include "dlam/syntax.h"
+#include "dlam/vm.h"
+
+namespace dlam {
+
+// The rules of (syntax-rules [ellipsis] (literal ...) (pattern template) ...), checked,
+// as a value to keep on the macro's symbol. A malformed spec is a Syntax error at its part.
+Value makeSyntaxRules(VM& vm, const Sx* spec, const std::string& name, const std::string& file);
+
+// The forms the expansions in one top-level form may make (a macro whose expansions
+// grow without end stops here), and how many of them one expansion may make.
+constexpr size_t kMaxExpansionNodes = 1000000;
+constexpr size_t kMaxExpansions = 100000;
+
+// The expansion of `use`, a list whose head names the macro with rules `rules`, made of
+// new nodes in `arena` located at the use, each taken from `budget` (the forms the
+// top-level form may still make). No rule matching, or the budget running out, is a
+// Syntax error at the use.
+Sx* expandMacro(VM& vm, SxArena& arena, Value rules, const Sx* use, const std::string& file, size_t& budget);
+
+// The key under which a symbol node binds and is looked up: its name, or for one a macro
+// expansion introduced, its name and the expansion's mark.
+std::string bindingKey(const Sx* sym);
+// The name a key was made from (for messages and variable names).
+std::string keyName(const std::string& key);
+
+// Special forms and auxiliary keywords, which define-syntax may not redefine.
+bool isReservedKeyword(const std::string& name);
+
+}  // namespace dlam
