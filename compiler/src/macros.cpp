@@ -229,7 +229,17 @@ class Rules {
       repeat(ts[i], b, dots, n->items);
       i += dots;
     }
-    if (!ttail.isNil()) n->tail = transcribe(ttail, b, escapes);
+    if (!ttail.isNil()) {
+      // A list in the tail continues the list: (a . (b c)) is (a b c), as the reader reads it.
+      Sx* t = transcribe(ttail, b, escapes);
+      if (t->kind == Sx::List) {
+        charge(t->items.size());
+        n->items.insert(n->items.end(), t->items.begin(), t->items.end());
+        n->tail = t->tail;
+      } else {
+        n->tail = t;
+      }
+    }
     return n;
   }
 
