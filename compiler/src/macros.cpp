@@ -361,20 +361,15 @@ Value makeSyntaxRules(VM& vm, const Sx* spec, const std::string& name, const std
       if (p->tail) work.push_back(p->tail);
     }
   }
-  // (ellipsis (literal ...) (pattern . template) ...)
+  // (ellipsis (literal ...) (pattern . template) ...). No collection runs while a form
+  // is compiled (collections happen at safe points of the interpreter and between
+  // top-level forms), so the values made here need no roots until the symbol holds them.
   Value rules = Value::nil();
-  VM::Root keep(vm, rules);
   for (size_t k = spec->items.size(); k-- > firstRule;) {
     const Sx* rule = spec->items[k];
-    Value pat = quoteDatum(vm, rule->items[0]);
-    VM::Root keepPat(vm, pat);
-    Value tmpl = quoteDatum(vm, rule->items[1]);
-    rules = vm.cons(vm.cons(pat, tmpl), rules);
-    keep.set(rules);
+    rules = vm.cons(vm.cons(quoteDatum(vm, rule->items[0]), quoteDatum(vm, rule->items[1])), rules);
   }
-  Value litList = quoteDatum(vm, lits);
-  VM::Root keepLits(vm, litList);
-  return vm.cons(vm.symbol(ellipsis), vm.cons(litList, rules));
+  return vm.cons(vm.symbol(ellipsis), vm.cons(quoteDatum(vm, lits), rules));
 }
 
 Sx* expandMacro(VM& vm, SxArena& arena, Value rules, const Sx* use, const std::string& file, size_t& budget) {

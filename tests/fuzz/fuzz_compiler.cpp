@@ -15,8 +15,9 @@
 namespace {
 
 // Loading the prelude costs far more than compiling a small input, so one VM serves many
-// inputs: compileSource runs nothing and defines nothing, so what an input leaves behind
-// is interned symbols and garbage protos (collected after each input). The VM is replaced
+// inputs: compileSource runs nothing and defines nothing but macros (forgotten after each
+// input), so what an input leaves behind is interned symbols and garbage protos
+// (collected after each input). The VM is replaced
 // every kInputsPerVm inputs to bound the symbol table.
 constexpr int kInputsPerVm = 2000;
 
@@ -51,6 +52,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const dlam::Error& e) {
     dlam::fuzz::checkError(e, chunk, false);
   }
+  // compileSource runs nothing, but define-syntax defines macros as it compiles: they go,
+  // so that every input meets the same VM.
+  vm.forgetMacros();
   vm.recover();
   vm.collectGarbage();
   return 0;

@@ -172,6 +172,10 @@ Symbol* VM::findSymbol(std::string_view name) const {
   return it == symbols_.end() ? nullptr : it->second;
 }
 
+void VM::forgetMacros() {
+  for (auto& [name, sym] : symbols_) sym->macro = Value::undefined();
+}
+
 Symbol* VM::intern(std::string_view name) {
   auto it = symbols_.find(std::string(name));
   if (it != symbols_.end()) return it->second;

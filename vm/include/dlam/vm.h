@@ -221,6 +221,8 @@ class VM {
   }
   // The symbol of this name if it exists (nothing is created).
   Symbol* findSymbol(std::string_view name) const;
+  // Removes every macro (the compiler fuzzer's shared VM goes back to its state).
+  void forgetMacros();
   // Numbers the expansions of macros, so the names each one introduces are its own.
   uint32_t nextMacroMark() { return ++macroMarks_; }
   // Registers a native procedure as a global.
