@@ -1099,17 +1099,20 @@ class Transformer {
           }
           return;
         }
-        // A variable exponent: d/da = b a^(b-1) and d/db = a^b log a, each with the
-        // factor that can be 0 made the symbolic zero where it is (%zero-if-zero), so
-        // the product is exactly 0 there: d/da at b = 0 is 0 also at a = 0 (not
-        // 0 * 0^-1), and d/db at a = 0 < b is 0 (not 0 * log 0), as in PyTorch. The
-        // factor keeps its derivative, so mixed second derivatives are right (1/a at
-        // b = 0). d/db is NaN for a < 0, where the power is not differentiable in b.
+        // A variable exponent: d/da = b a^(b-1) and d/db = a^b log a. Factors that are 0
+        // where the product must be are made the symbolic zero there (%zero-if-zero), so
+        // the product is exactly 0: d/da at b = 0 is 0 also at a = 0 (not 0 * 0^-1); d/db
+        // is 0 at a = 0 for every b (sign(a); not a^b * log 0), as in JAX (PyTorch: for
+        // b >= 0), and where a^b underflows to 0 (not -0). The factors keep their
+        // derivatives, so mixed second derivatives are right (1/a at b = 0). d/db is NaN
+        // for a < 0, where the power is not differentiable in b.
         if (a->kind == Atom::Local)
           addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Mul, {op(NativeId::ZeroIfZero, {bb}),
                                                                  op(NativeId::Expt, {aa, op(NativeId::Sub, {bb, K(1)})})})}));
-        if (b->kind == Atom::Local)
-          addTo(st, *b, op(NativeId::Mul, {g, op(NativeId::Mul, {op(NativeId::ZeroIfZero, {y()}), op(NativeId::Log, {aa})})}));
+        if (b->kind == Atom::Local) {
+          Atom mask = op(NativeId::Mul, {op(NativeId::ZeroIfZero, {op(NativeId::Sign, {aa})}), op(NativeId::ZeroIfZero, {y()})});
+          addTo(st, *b, op(NativeId::Mul, {g, op(NativeId::Mul, {mask, op(NativeId::Log, {aa})})}));
+        }
         return;
       }
       case NativeId::Sqrt: addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Mul, {K(2), y()})})); return;
