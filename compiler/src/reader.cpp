@@ -52,6 +52,25 @@ int digitValue(char c) {
   return 99;
 }
 
+// Appends code point cp (a Unicode scalar value) as UTF-8.
+void appendUtf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
 // Length of the valid UTF-8 sequence starting at p (lead byte >= 0x80), or 0 when the
 // bytes are not well-formed (overlong forms, surrogates and > U+10FFFF included).
 size_t utf8SequenceLength(const char* p, const char* end) {
@@ -576,11 +595,23 @@ class Reader {
         return;
       case 'x': {
         advance();
+        // R7RS's \x<hex digits>; is a code point, stored as UTF-8; without the `;`,
+        // \xHH (exactly two digits) is one byte, as in C.
+        size_t n = 0;
+        uint32_t cp = 0;
+        while (n < 8 && p_ + n != end_ && digitValue(p_[n]) < 16) cp = cp * 16 + static_cast<uint32_t>(digitValue(p_[n++]));
+        if (n >= 1 && p_ + n != end_ && p_[n] == ';') {
+          if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            fail(at, "bad escape '\\x...;' in string (not a Unicode scalar value)");
+          appendUtf8(out, cp);
+          for (size_t k = 0; k <= n; ++k) advance();
+          return;
+        }
         int value = 0;
         for (int k = 0; k < 2; ++k) {
           if (p_ == end_) fail(open, "unterminated string", true);
           int d = digitValue(*p_);
-          if (d >= 16) fail(at, "bad escape '\\x' in string (expected two hex digits)");
+          if (d >= 16) fail(at, "bad escape '\\x' in string (expected \\xHH or \\x<hex digits>;)");
           value = value * 16 + d;
           advance();
         }

@@ -47,7 +47,17 @@ void appendWrittenString(std::string& out, std::string_view s) {
       case '\n': out += "\\n"; break;
       case '\t': out += "\\t"; break;
       case '\r': out += "\\r"; break;
-      default: out += c;
+      default:
+        // Other control characters as R7RS's \x<hex>; (the reader takes no raw ones).
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          static const char* hex = "0123456789abcdef";
+          out += "\\x";
+          out += hex[(c >> 4) & 0xf];
+          out += hex[c & 0xf];
+          out += ';';
+        } else {
+          out += c;
+        }
     }
   }
   out += '"';
