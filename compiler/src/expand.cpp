@@ -62,28 +62,47 @@ struct Scope {
   ~Scope() {
     for (const auto& entry : names)
       if (auto it = declared.find(entry.first); --it->second == 0) declared.erase(it);
+    for (const auto& entry : macros)
+      if (auto it = declared.find(entry.first); --it->second == 0) declared.erase(it);
   }
   // Binds `name` to v; false if this scope binds it already, unless `replace` (let*, whose
   // later bindings shadow the earlier ones of the same name).
   bool bind(const std::string& name, Var* v, bool replace = false) {
+    if (macros.count(name)) return false;
     if (auto it = names.find(name); it != names.end()) {
       if (replace) it->second = v;
       return replace;
     }
-    // Counted first: if the count or the binding cannot be stored (std::bad_alloc), the
-    // scope does not hold the name and the count is as it was.
+    counted(name, [&] { names.emplace(name, v); });
+    return true;
+  }
+
+  // Binds `name` to the rules of a macro defined in this body; false if the scope binds
+  // the name already.
+  bool bindMacro(const std::string& name, Value rules) {
+    if (names.count(name) || macros.count(name)) return false;
+    counted(name, [&] { macros.emplace(name, rules); });
+    return true;
+  }
+
+  // Counts `name` in `declared`, then stores it (insert): if that cannot be done
+  // (std::bad_alloc), the scope does not hold the name and the count is as it was.
+  template <class Insert>
+  void counted(const std::string& name, Insert insert) {
     uint32_t& count = declared[name];
     ++count;
     try {
-      names.emplace(name, v);
+      insert();
     } catch (...) {
       if (--count == 0) declared.erase(name);
       throw;
     }
-    return true;
   }
 
   std::unordered_map<std::string, Var*> names;
+  // The macros defined in this body (define-syntax in a body). No collection runs while a
+  // form is compiled, so the rules need no root.
+  std::unordered_map<std::string, Value> macros;
   std::unordered_map<std::string, uint32_t>& declared;
   Scope* parent;
 };
@@ -100,7 +119,7 @@ class Expander {
     enterFn(&fn, &scope, lam->body);
     Atom result;
     if (isForm(form, "define-syntax")) {
-      defineSyntax(form);
+      defineSyntax(form, false);
       result = constAtom(Value::voidValue(), form->loc);
     } else if (isForm(form, "define")) {
       auto [name, init, nameLoc] = parseDefine(form);
@@ -147,39 +166,81 @@ class Expander {
   }
 
   // Is `x` the symbol `kw`, not bound by a scope (a keyword, also when a macro put it in)?
-  bool isKeyword(const Sx* x, const char* kw) const { return x->isSymbol(kw) && !lookupSymbol(x); }
+  bool isKeyword(const Sx* x, const char* kw) const {
+    if (!x->isSymbol(kw)) return false;
+    Meaning m = meaning(x);
+    return !m.var && !m.macro;
+  }
 
-  // The local variable a symbol refers to, if a scope binds it (under its binding key).
-  Var* lookupSymbol(const Sx* x) const { return x->mark ? lookup(bindingKey(x)) : lookup(x->text); }
+  // The local variable a symbol refers to, if it refers to one.
+  Var* lookupSymbol(const Sx* x) const { return meaning(x).var; }
+
+  // What a symbol means where it is: a local variable, a macro defined in a body (and
+  // that body's scope), or neither (a global or a keyword: the top level).
+  struct Meaning {
+    Var* var = nullptr;
+    const Value* macro = nullptr;
+    Scope* scope = nullptr;
+  };
+  Meaning meaningFrom(Scope* start, const std::string& name) const {
+    if (!declared_.count(name)) return {};
+    for (Scope* s = start; s; s = s->parent) {
+      if (auto it = s->names.find(name); it != s->names.end()) return {it->second, nullptr, s};
+      if (auto it = s->macros.find(name); it != s->macros.end()) return {nullptr, &it->second, s};
+    }
+    return {};
+  }
+  // A name a macro's template put in means what its expansion bound it to, else what the
+  // name means where the macro was defined: in the body of a define-syntax (markScope_),
+  // or at top level.
+  Meaning meaning(const Sx* x) const {
+    if (!x->mark) return meaningFrom(scope_, x->text);
+    Meaning m = meaningFrom(scope_, bindingKey(x));
+    if (m.var || m.macro) return m;
+    auto it = markScope_.find(x->mark);
+    if (it == markScope_.end()) return {};
+    return meaningFrom(it->second, x->text);
+  }
 
   // ---- macros (macros.h) -----------------------------------------------------
 
-  // (define-syntax name (syntax-rules ...)) at top level.
-  void defineSyntax(Sx* x) {
+  // (define-syntax name (syntax-rules ...)): the macro of the top level (on the symbol)
+  // or, in a body, of the body's scope.
+  void defineSyntax(Sx* x, bool inBody) {
     if (x->items.size() != 3 || x->tail || x->items[1]->kind != Sx::Symbol)
       fail(x->loc, "define-syntax: expected (define-syntax name (syntax-rules (literal ...) (pattern template) ...))");
     const std::string& name = x->items[1]->text;
     if (isReservedKeyword(name)) fail(x->items[1]->loc, "define-syntax: '" + name + "' is a special form and cannot be redefined");
     Value rules = makeSyntaxRules(vm_, x->items[2], name, opts_.file);
-    vm_.setMacro(vm_.intern(name), rules);
+    if (!inBody) {
+      vm_.setMacro(vm_.intern(name), rules);
+    } else if (!scope_->bindMacro(bindingKey(x->items[1]), rules)) {
+      fail(x->items[1]->loc, "duplicate binding of '" + name + "'");
+    }
   }
 
-  // The rules of the macro x names, if x is a symbol no scope binds and a macro's name.
-  Value macroOf(const Sx* x) const {
-    if (x->kind != Sx::Symbol || lookupSymbol(x)) return Value::undefined();
+  // The rules of the macro x names (and the body that defined it, or null: top level),
+  // if x is a symbol that names a macro where it is.
+  std::pair<Value, Scope*> macroOf(const Sx* x) const {
+    if (x->kind != Sx::Symbol) return {Value::undefined(), nullptr};
+    Meaning m = meaning(x);
+    if (m.var) return {Value::undefined(), nullptr};
+    if (m.macro) return {*m.macro, m.scope};
     Symbol* s = vm_.findSymbol(x->text);
-    return s ? s->macro : Value::undefined();
+    return {s ? s->macro : Value::undefined(), nullptr};
   }
 
   // x with the macro use at its head expanded, again while the result is one.
   Sx* expandMacros(Sx* x) {
     while (x->kind == Sx::List && !x->items.empty()) {
-      Value rules = macroOf(x->items[0]);
+      auto [rules, where] = macroOf(x->items[0]);
       if (rules.isUndefined()) break;
       if (++expansions_ > kMaxExpansions)
         fail(x->loc, "macro expansion does not end (more than " + std::to_string(kMaxExpansions) +
                          " expansions in one top-level form)");
-      x = expandMacro(vm_, arena_, rules, x, opts_.file, expansionNodes_);
+      uint32_t mark = 0;
+      x = expandMacro(vm_, arena_, rules, x, opts_.file, expansionNodes_, &mark);
+      if (where) markScope_[mark] = where;
     }
     return x;
   }
@@ -193,11 +254,23 @@ class Expander {
     return nullptr;
   }
 
+  // A symbol as an expression: its variable (local or global). A macro is not a value.
+  Atom resolveSymbol(const Sx* x) {
+    Meaning m = meaning(x);
+    if (m.macro) fail(x->loc, "the macro '" + x->text + "' is used as a variable");
+    if (!m.var) return globalAtom(vm_.intern(x->text), x->loc);
+    return resolveVar(m.var, x->text, x->loc);
+  }
+
   Atom resolve(const std::string& name, SrcLoc loc) {
     Var* v = lookup(name);
     if (!v) return globalAtom(vm_.intern(keyName(name)), loc);
+    return resolveVar(v, keyName(name), loc);
+  }
+
+  Atom resolveVar(Var* v, const std::string& name, SrcLoc loc) {
     Fn* owner = owner_.at(v);
-    if (owner == fn_ && uninit_.count(v)) fail(loc, "variable '" + keyName(name) + "' used before its definition");
+    if (owner == fn_ && uninit_.count(v)) fail(loc, "variable '" + name + "' used before its definition");
     for (Fn* f = fn_; f && f != owner; f = f->parent) {
       if (f->freeSet.insert(v).second) f->lam->freeVars.push_back(v);
     }
@@ -277,7 +350,7 @@ class Expander {
       case Sx::Number: return constAtom(Value::numberChecked(x->number), x->loc);
       case Sx::Bool: return constAtom(Value::boolean(x->boolean), x->loc);
       case Sx::String: return constAtom(vm_.makeString(x->text), x->loc);
-      case Sx::Symbol: return x->mark ? resolve(bindingKey(x), x->loc) : resolve(x->text, x->loc);
+      case Sx::Symbol: return resolveSymbol(x);
       case Sx::Vector: return constAtom(vectorLiteral(vm_, x), x->loc);
       case Sx::List: break;
     }
@@ -306,7 +379,7 @@ class Expander {
       if (k == "do") return doExpr(x);
       if (k == "quasiquote") return quasiquoteExpr(x);
       if (k == "define") fail(x->loc, "define: only allowed at top level or at the start of a body");
-      if (k == "define-syntax") fail(x->loc, "define-syntax: only allowed at top level");
+      if (k == "define-syntax") fail(x->loc, "define-syntax: only allowed at top level or at the start of a body");
       if (k == "include") return includeExpr(x);
       if (k == "set!") fail(x->loc, "set!: dlam is a pure language; there is no assignment");
       if (k == "unquote" || k == "unquote-splicing")
@@ -863,14 +936,17 @@ class Expander {
   // A body: internal defines (letrec* semantics) followed by expressions.
   Atom body(const std::vector<Sx*>& forms, size_t start, SrcLoc loc) {
     if (start >= forms.size()) fail(loc, "empty body");
-    std::vector<Sx*> expanded;  // with (include ...) and (begin ...) of defines spliced
-    for (size_t i = start; i < forms.size(); ++i) spliceBodyForm(forms[i], expanded);
-    std::vector<DefineParts> defs;
-    for (Sx* f : expanded)
-      if (isForm(f, "define")) defs.push_back(parseDefine(f));
+    // The body's scope holds its macros (define-syntax) while the forms are spliced, and
+    // then its definitions.
     Scope scope(declared_, scope_);
     Scope* saved = scope_;
     scope_ = &scope;
+    std::vector<Sx*> expanded;  // with (include ...) and (begin ...) of defines spliced
+    for (size_t i = start; i < forms.size(); ++i) spliceBodyForm(forms[i], expanded);
+    if (expanded.empty()) fail(loc, "empty body (it holds only macro definitions)");
+    std::vector<DefineParts> defs;
+    for (Sx* f : expanded)
+      if (isForm(f, "define")) defs.push_back(parseDefine(f));
     std::vector<Var*> recVars;
     for (auto& d : defs) recVars.push_back(declare(scope, d.name, d.loc, true));
     if (!recVars.empty()) {
@@ -906,7 +982,9 @@ class Expander {
     while (!work.empty()) {
       Sx* g = expandMacros(work.back());
       work.pop_back();
-      if (isForm(g, "include")) {
+      if (isForm(g, "define-syntax")) {
+        defineSyntax(g, true);
+      } else if (isForm(g, "include")) {
         std::vector<Sx*> forms = includedForms(g);
         work.insert(work.end(), forms.rbegin(), forms.rend());
       } else if (isForm(g, "begin") && g->items.size() > 1 && !g->tail) {
@@ -1055,6 +1133,7 @@ class Expander {
   std::unordered_set<Var*> uninit_;
   int depth_ = 0;
   int includeDepth_ = 0;
+  std::unordered_map<uint32_t, Scope*> markScope_;  // expansions of body macros: the body
   size_t expansions_ = 0;                      // macro expansions in this top-level form
   size_t expansionNodes_ = kMaxExpansionNodes;  // the forms they may still make
   std::unordered_set<const Sx*> qqDynamic_;  // lists of quasiquote templates holding an unquote

@@ -54,7 +54,7 @@ class Rules {
     underscore_ = vm.intern("_");
   }
 
-  Sx* expand(SxArena& arena, const Sx* use, size_t& budget) {
+  Sx* expand(SxArena& arena, const Sx* use, size_t& budget, uint32_t* markOut) {
     arena_ = &arena;
     budget_ = &budget;
     loc_ = use->loc;
@@ -64,6 +64,7 @@ class Rules {
       // The pattern's head (the keyword's place) matches anything.
       if (!matchList(asPair(asPair(rule)->car)->cdr, use, 1, b)) continue;
       mark_ = vm_.nextMacroMark();
+      if (markOut) *markOut = mark_;
       View view;
       for (auto& [v, m] : b) view[v] = &m;
       return transcribe(asPair(rule)->cdr, view, true);
@@ -372,9 +373,10 @@ Value makeSyntaxRules(VM& vm, const Sx* spec, const std::string& name, const std
   return vm.cons(vm.symbol(ellipsis), vm.cons(quoteDatum(vm, lits), rules));
 }
 
-Sx* expandMacro(VM& vm, SxArena& arena, Value rules, const Sx* use, const std::string& file, size_t& budget) {
+Sx* expandMacro(VM& vm, SxArena& arena, Value rules, const Sx* use, const std::string& file, size_t& budget,
+               uint32_t* mark) {
   Rules r(vm, rules, file);
-  return r.expand(arena, use, budget);
+  return r.expand(arena, use, budget, mark);
 }
 
 }  // namespace dlam
