@@ -66,12 +66,10 @@ class Toplevel {
 
   void formBody(Sx* f, const ExpandOptions& opts) {
     // A macro use is expanded first: it may become a begin, an include or a definition.
-    size_t budget = kMaxExpansionNodes;
-    for (size_t n = 0; f->kind == Sx::List && !f->items.empty() && f->items[0]->kind == Sx::Symbol; ++n) {
+    ExpansionBudget budget;
+    while (f->kind == Sx::List && !f->items.empty() && f->items[0]->kind == Sx::Symbol) {
       Symbol* s = vm_.findSymbol(f->items[0]->text);
       if (!s || s->macro.isUndefined()) break;
-      if (n == kMaxExpansions)
-        throw Error(ErrorKind::Syntax, "macro expansion does not end (a macro that expands into itself?)", opts.file, f->loc);
       f = expandMacro(vm_, arena_, s->macro, f, opts.file, budget);
     }
     if (isForm(f, "begin")) {

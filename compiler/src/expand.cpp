@@ -235,11 +235,8 @@ class Expander {
     while (x->kind == Sx::List && !x->items.empty()) {
       auto [rules, where] = macroOf(x->items[0]);
       if (rules.isUndefined()) break;
-      if (++expansions_ > kMaxExpansions)
-        fail(x->loc, "macro expansion does not end (more than " + std::to_string(kMaxExpansions) +
-                         " expansions in one top-level form)");
       uint32_t mark = 0;
-      x = expandMacro(vm_, arena_, rules, x, opts_.file, expansionNodes_, &mark);
+      x = expandMacro(vm_, arena_, rules, x, opts_.file, expansionBudget_, &mark);
       if (where) markScope_[mark] = where;
     }
     return x;
@@ -262,10 +259,11 @@ class Expander {
     return resolveVar(m.var, x->text, x->loc);
   }
 
+  // A name the expander made (a do loop's procedure) as an expression.
   Atom resolve(const std::string& name, SrcLoc loc) {
     Var* v = lookup(name);
-    if (!v) return globalAtom(vm_.intern(keyName(name)), loc);
-    return resolveVar(v, keyName(name), loc);
+    if (!v) return globalAtom(vm_.intern(name), loc);
+    return resolveVar(v, name, loc);
   }
 
   Atom resolveVar(Var* v, const std::string& name, SrcLoc loc) {
@@ -330,6 +328,7 @@ class Expander {
   // Expands `x` so that its value lands in variable `dst` (closures get dst as their
   // own binding, so letrec patching and naming work directly).
   void exprInto(Sx* x, Var* dst, const std::string& name) {
+    x = expandMacros(x);  // a macro use may expand into a lambda
     if (isForm(x, "lambda")) {
       lambdaExpr(x, name, dst);
       return;
@@ -640,7 +639,7 @@ class Expander {
       enterFn(outerFn, outerScope, outerCur);
       args.push_back(expr(v.init, v.name->text));
       enterFn(&fn, &params, steps);
-      next.push_back(v.step ? expr(v.step) : resolve(bindingKey(v.name), v.name->loc));
+      next.push_back(v.step ? expr(v.step) : resolveSymbol(v.name));
     }
     enterFn(&fn, &params, lam->body);
     Atom test = expr(term->items[0]);
@@ -1134,8 +1133,7 @@ class Expander {
   int depth_ = 0;
   int includeDepth_ = 0;
   std::unordered_map<uint32_t, Scope*> markScope_;  // expansions of body macros: the body
-  size_t expansions_ = 0;                      // macro expansions in this top-level form
-  size_t expansionNodes_ = kMaxExpansionNodes;  // the forms they may still make
+  ExpansionBudget expansionBudget_;  // what macro expansions in this top-level form may still do
   std::unordered_set<const Sx*> qqDynamic_;  // lists of quasiquote templates holding an unquote
   StackGuard stack_;
 };

@@ -54,10 +54,14 @@ class Rules {
     underscore_ = vm.intern("_");
   }
 
-  Sx* expand(SxArena& arena, const Sx* use, size_t& budget, uint32_t* markOut) {
+  Sx* expand(SxArena& arena, const Sx* use, ExpansionBudget& budget, uint32_t* markOut) {
     arena_ = &arena;
     budget_ = &budget;
     loc_ = use->loc;
+    if (budget.expansions == 0)
+      fail(use->loc, "macro expansion does not end (more than " + std::to_string(kMaxExpansions) +
+                         " expansions in one top-level form)");
+    --budget.expansions;
     for (Value r = rules_; isPair(r); r = asPair(r)->cdr) {
       Value rule = asPair(r)->car;
       Bindings b;
@@ -103,25 +107,20 @@ class Rules {
     std::vector<Value> ps;
     Value ptail;
     elements(p, ps, ptail);
+    // ps = before..., [p ellipsis], after...: the repeated p takes what the others leave.
     size_t n = x->items.size() - from;
     size_t e = ps.size();  // the index of the pattern followed by the ellipsis, if any
     for (size_t i = 0; i + 1 < ps.size(); ++i)
       if (isEllipsis(ps[i + 1])) e = i;
-    if (e == ps.size()) {
-      if (n < ps.size() || (ptail.isNil() && (n != ps.size() || x->tail))) return false;
-      for (size_t i = 0; i < ps.size(); ++i)
-        if (!match(ps[i], x->items[from + i], b)) return false;
-      if (ptail.isNil()) return true;
-      return match(ptail, rest(x, from + ps.size()), b);
-    }
-    size_t after = ps.size() - e - 2;
-    if (n < e + after || (ptail.isNil() && x->tail)) return false;
+    bool repeats = e < ps.size();
+    size_t after = repeats ? ps.size() - e - 2 : 0;
+    if (n < e + after || (ptail.isNil() && x->tail) || (!repeats && ptail.isNil() && n != e)) return false;
     for (size_t i = 0; i < e; ++i)
       if (!match(ps[i], x->items[from + i], b)) return false;
-    size_t reps = n - e - after;
+    size_t reps = repeats ? n - e - after : 0;
     // Every variable of the repeated pattern gets a sequence, empty if it repeats 0 times.
     std::vector<Symbol*> vars;
-    variables(ps[e], vars);
+    if (repeats) variables(ps[e], vars);
     for (Symbol* v : vars) b[v] = Match{nullptr, {}, 1};
     for (size_t k = 0; k < reps; ++k) {
       Bindings one;
@@ -135,8 +134,7 @@ class Rules {
     }
     for (size_t i = 0; i < after; ++i)
       if (!match(ps[e + 2 + i], x->items[from + e + reps + i], b)) return false;
-    if (ptail.isNil()) return true;
-    return match(ptail, rest(x, x->items.size()), b);
+    return ptail.isNil() || match(ptail, rest(x, from + e + reps + after), b);
   }
 
   // The rest of list x from item i on, as a form: a new list, x's dotted tail, or ().
@@ -163,10 +161,10 @@ class Rules {
   // Takes n forms from the budget: every node made, and every element put in a list
   // (a pattern variable's form is shared, not copied, but each place counts).
   void charge(size_t n) {
-    if (*budget_ < n)
-      fail(loc_, "macro expansion too large (more than " + std::to_string(kMaxExpansionNodes) +
+    if (budget_->forms < n)
+      fail(loc_, "macro expansion too large (more than " + std::to_string(kMaxExpansionForms) +
                      " forms made in one top-level form)");
-    *budget_ -= n;
+    budget_->forms -= n;
   }
 
   Sx* make(Sx::Kind kind) {
@@ -278,7 +276,7 @@ class Rules {
   std::unordered_set<Symbol*> literals_;
   Value rules_;
   SxArena* arena_ = nullptr;
-  size_t* budget_ = nullptr;
+  ExpansionBudget* budget_ = nullptr;
   SrcLoc loc_;
   uint32_t mark_ = 0;
 };
@@ -373,8 +371,8 @@ Value makeSyntaxRules(VM& vm, const Sx* spec, const std::string& name, const std
   return vm.cons(vm.symbol(ellipsis), vm.cons(quoteDatum(vm, lits), rules));
 }
 
-Sx* expandMacro(VM& vm, SxArena& arena, Value rules, const Sx* use, const std::string& file, size_t& budget,
-               uint32_t* mark) {
+Sx* expandMacro(VM& vm, SxArena& arena, Value rules, const Sx* use, const std::string& file,
+                ExpansionBudget& budget, uint32_t* mark) {
   Rules r(vm, rules, file);
   return r.expand(arena, use, budget, mark);
 }

@@ -23,17 +23,21 @@ namespace dlam {
 // as a value to keep on the macro's symbol. A malformed spec is a Syntax error at its part.
 Value makeSyntaxRules(VM& vm, const Sx* spec, const std::string& name, const std::string& file);
 
-// The forms the expansions in one top-level form may make (a macro whose expansions
-// grow without end stops here), and how many of them one expansion may make.
-constexpr size_t kMaxExpansionNodes = 1000000;
+// What the expansions of one top-level form may still do: expand (a macro that expands
+// into itself stops here) and make forms (one whose expansions grow without end).
 constexpr size_t kMaxExpansions = 100000;
+constexpr size_t kMaxExpansionForms = 1000000;
+struct ExpansionBudget {
+  size_t expansions = kMaxExpansions;
+  size_t forms = kMaxExpansionForms;
+};
 
 // The expansion of `use`, a list whose head names the macro with rules `rules`, made of
-// new nodes in `arena` located at the use, each taken from `budget` (the forms the
-// top-level form may still make). No rule matching, or the budget running out, is a
-// Syntax error at the use. *mark (if given) receives the expansion's mark.
-Sx* expandMacro(VM& vm, SxArena& arena, Value rules, const Sx* use, const std::string& file, size_t& budget,
-               uint32_t* mark = nullptr);
+// new nodes in `arena` located at the use, taken from `budget`. No rule matching, or the
+// budget running out, is a Syntax error at the use. *mark (if given) receives the
+// expansion's mark.
+Sx* expandMacro(VM& vm, SxArena& arena, Value rules, const Sx* use, const std::string& file,
+                ExpansionBudget& budget, uint32_t* mark = nullptr);
 
 // The key under which a symbol node binds and is looked up: its name, or for one a macro
 // expansion introduced, its name and the expansion's mark.

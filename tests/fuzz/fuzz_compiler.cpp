@@ -17,8 +17,8 @@ namespace {
 // Loading the prelude costs far more than compiling a small input, so one VM serves many
 // inputs: compileSource runs nothing and defines nothing but macros (forgotten after each
 // input), so what an input leaves behind is interned symbols and garbage protos
-// (collected after each input). The VM is replaced
-// every kInputsPerVm inputs to bound the symbol table.
+// (collected after each input). The VM is replaced every kInputsPerVm inputs to bound the
+// symbol table.
 constexpr int kInputsPerVm = 2000;
 
 dlam::VM& sharedVm() {
