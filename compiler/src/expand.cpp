@@ -193,7 +193,7 @@ class Expander {
   // A name a macro's template put in means what its expansion bound it to, else what the
   // name means where the macro was defined: in the body of a define-syntax (markScope_),
   // or at top level.
-  Meaning meaning(const Sx* x) const {
+  [[gnu::noinline]] Meaning meaning(const Sx* x) const {
     if (!x->mark) return meaningFrom(scope_, x->text);
     Meaning m = meaningFrom(scope_, bindingKey(x));
     if (m.var || m.macro) return m;
@@ -206,7 +206,7 @@ class Expander {
 
   // (define-syntax name (syntax-rules ...)): the macro of the top level (on the symbol)
   // or, in a body, of the body's scope.
-  void defineSyntax(Sx* x, bool inBody) {
+  [[gnu::noinline]] void defineSyntax(Sx* x, bool inBody) {
     if (x->items.size() != 3 || x->tail || x->items[1]->kind != Sx::Symbol)
       fail(x->loc, "define-syntax: expected (define-syntax name (syntax-rules (literal ...) (pattern template) ...))");
     const std::string& name = x->items[1]->text;
@@ -230,8 +230,9 @@ class Expander {
     return {s ? s->macro : Value::undefined(), nullptr};
   }
 
-  // x with the macro use at its head expanded, again while the result is one.
-  Sx* expandMacros(Sx* x) {
+  // x with the macro use at its head expanded, again while the result is one. Not
+  // inlined: expr, which recurses along the nesting, keeps a small frame (StackGuard).
+  [[gnu::noinline]] Sx* expandMacros(Sx* x) {
     while (x->kind == Sx::List && !x->items.empty()) {
       auto [rules, where] = macroOf(x->items[0]);
       if (rules.isUndefined()) break;
@@ -252,7 +253,7 @@ class Expander {
   }
 
   // A symbol as an expression: its variable (local or global). A macro is not a value.
-  Atom resolveSymbol(const Sx* x) {
+  [[gnu::noinline]] Atom resolveSymbol(const Sx* x) {
     Meaning m = meaning(x);
     if (m.macro) fail(x->loc, "the macro '" + x->text + "' is used as a variable");
     if (!m.var) return globalAtom(vm_.intern(x->text), x->loc);
@@ -328,7 +329,6 @@ class Expander {
   // Expands `x` so that its value lands in variable `dst` (closures get dst as their
   // own binding, so letrec patching and naming work directly).
   void exprInto(Sx* x, Var* dst, const std::string& name) {
-    x = expandMacros(x);  // a macro use may expand into a lambda
     if (isForm(x, "lambda")) {
       lambdaExpr(x, name, dst);
       return;
@@ -390,7 +390,7 @@ class Expander {
     return call(std::move(args), x->loc);
   }
 
-  Atom sequence(const std::vector<Sx*>& forms, size_t start) {
+  [[gnu::noinline]] Atom sequence(const std::vector<Sx*>& forms, size_t start) {
     Atom last;
     for (size_t i = start; i < forms.size(); ++i) {
       if (isForm(forms[i], "define")) fail(forms[i]->loc, "define: only allowed at the start of a body");
@@ -469,7 +469,7 @@ class Expander {
   }
 
   // (if c t e), and an else-if chain (if c1 t1 (if c2 t2 ...)) as one chain.
-  Atom ifExpr(Sx* x) {
+  [[gnu::noinline]] Atom ifExpr(Sx* x) {
     Sx* form = x;
     bool done = false;
     return chain([&](size_t) -> Step {
@@ -486,7 +486,7 @@ class Expander {
     });
   }
 
-  Atom condExpr(Sx* x) {
+  [[gnu::noinline]] Atom condExpr(Sx* x) {
     return chain([&](size_t k) -> Step {
       size_t i = k + 1;
       if (i >= x->items.size()) return constAtom(Value::voidValue(), x->loc);
@@ -515,7 +515,7 @@ class Expander {
   // (and a b ...) goes on in the then branches, (or a b ...) in the else branches;
   // where it stops, the value is the operand's: #f for and (the only false value),
   // so that an operand used only as the test (a comparison) is a compare-and-jump.
-  Atom andOrExpr(Sx* x, bool isAnd) {
+  [[gnu::noinline]] Atom andOrExpr(Sx* x, bool isAnd) {
     if (x->items.size() == 1) return constAtom(Value::boolean(isAnd), x->loc);
     return chain([&](size_t k) -> Step {
       size_t i = k + 1;
@@ -526,7 +526,7 @@ class Expander {
     });
   }
 
-  Atom whenExpr(Sx* x, bool unless) {
+  [[gnu::noinline]] Atom whenExpr(Sx* x, bool unless) {
     if (x->items.size() < 3) fail(x->loc, std::string(unless ? "unless" : "when") + ": expected a test and a body");
     Atom c = expr(x->items[1]);
     auto body = [&] { return sequence(x->items, 2); };
@@ -538,7 +538,7 @@ class Expander {
   // (case key ((datum...) expr...) ... [(else expr...)]), each clause also as
   // (... => receiver). The key is evaluated once and compared with eqv? (numbers by
   // value, symbols, booleans and '() by identity); clauses chain like cond's.
-  Atom caseExpr(Sx* x) {
+  [[gnu::noinline]] Atom caseExpr(Sx* x) {
     if (x->items.size() < 2) fail(x->loc, "case: expected (case key clause...)");
     Atom key = expr(x->items[1]);
     if (key.kind == Atom::Global) {
@@ -597,7 +597,7 @@ class Expander {
   // the order of the text (init and step of each variable, the test, the exprs, the
   // commands), so that free variables are found in order of first occurrence; the
   // steps are expanded into a block of their own, moved after the commands.
-  Atom doExpr(Sx* x) {
+  [[gnu::noinline]] Atom doExpr(Sx* x) {
     if (x->items.size() < 3) fail(x->loc, "do: expected (do ((var init [step]) ...) (test expr...) command...)");
     Sx* specs = x->items[1];
     if (specs->kind != Sx::List || specs->tail)
@@ -684,7 +684,7 @@ class Expander {
   // spliced list) joined by append, so the expander loops along a list and recurses
   // only into nested lists that contain unquotes (under the depth guard).
 
-  Atom quasiquoteExpr(Sx* x) {
+  [[gnu::noinline]] Atom quasiquoteExpr(Sx* x) {
     if (x->items.size() != 2) fail(x->loc, "quasiquote: expected exactly one template");
     markDynamic(x->items[1]);
     return qq(x->items[1], 1);
@@ -860,7 +860,7 @@ class Expander {
 
   // ---- lambda and bodies -----------------------------------------------------
 
-  Var* lambdaExpr(Sx* x, const std::string& name, Var* dst) {
+  [[gnu::noinline]] Var* lambdaExpr(Sx* x, const std::string& name, Var* dst) {
     if (x->items.size() < 3) fail(x->loc, "lambda: expected (lambda params body...)");
     return makeLambda(x->items[1], x->items, 2, name, x->loc, dst);
   }
@@ -976,7 +976,7 @@ class Expander {
   // Appends the forms f stands for in a body: f itself, or (R7RS) the forms of an
   // include or of a begin, spliced, after expanding a macro use at the head (it may
   // expand into definitions). An explicit stack: nested begins cost no C++ stack.
-  void spliceBodyForm(Sx* f, std::vector<Sx*>& out) {
+  [[gnu::noinline]] void spliceBodyForm(Sx* f, std::vector<Sx*>& out) {
     std::vector<Sx*> work{f};
     while (!work.empty()) {
       Sx* g = expandMacros(work.back());
@@ -1004,7 +1004,7 @@ class Expander {
     return readAll(arena_, text, path);
   }
 
-  Atom includeExpr(Sx* x) {
+  [[gnu::noinline]] Atom includeExpr(Sx* x) {
     std::vector<Sx*> forms = includedForms(x);
     if (forms.empty()) return constAtom(Value::voidValue(), x->loc);
     return body(forms, 0, x->loc);
@@ -1029,7 +1029,7 @@ class Expander {
     return out;
   }
 
-  Atom letExpr(Sx* x) {
+  [[gnu::noinline]] Atom letExpr(Sx* x) {
     if (x->items.size() >= 2 && x->items[1]->kind == Sx::Symbol) return namedLet(x);
     if (x->items.size() < 3) fail(x->loc, "let: expected (let ((name value) ...) body...)");
     auto bindings = parseBindings(x->items[1], "let");
@@ -1052,7 +1052,7 @@ class Expander {
     return r;
   }
 
-  Atom letStarExpr(Sx* x) {
+  [[gnu::noinline]] Atom letStarExpr(Sx* x) {
     if (x->items.size() < 3) fail(x->loc, "let*: expected (let* ((name value) ...) body...)");
     auto bindings = parseBindings(x->items[1], "let*");
     // One scope for all the bindings, each init expanded before its name is bound (so
@@ -1071,7 +1071,7 @@ class Expander {
     return r;
   }
 
-  Atom letrecExpr(Sx* x) {
+  [[gnu::noinline]] Atom letrecExpr(Sx* x) {
     if (x->items.size() < 3) fail(x->loc, "letrec: expected (letrec ((name value) ...) body...)");
     auto bindings = parseBindings(x->items[1], "letrec");
     Scope scope(declared_, scope_);
