@@ -330,7 +330,7 @@ const LimitCase kLimitCases[] = {
     {"stack", "(define (down n) (+ 1 (down n))) (down 0)", "stack overflow"},
     {"stack in a backward pass",
      "(define (p x n) (if (= n 0) x (+ 0 (p x (- n 1))))) "
-     "((gradient (custom-vjp (lambda (x) x) (lambda (x) (cons x (lambda (b) (p b 6000)))))) 1)",
+     "((gradient (custom-vjp (lambda (x) x) (lambda (x) (cons x (lambda (b) (p b 8000)))))) 1)",
      "stack overflow"},
     {"instructions", "(let loop ((i 0)) (loop (+ i 1)))", "instruction limit"},
     {"instructions in a pullback",

@@ -199,7 +199,7 @@ Value VM::call(Value fn, const Value* args, int nargs) {
         }
       }
     } else if (isClosure(fn)) {
-      if (frames_.size() >= config_.stackLimit) stackOverflow(asClosure(fn)->proto);
+      if (frames_.size() >= frameCap()) stackOverflow(asClosure(fn)->proto);
       frames_.push_back(CallFrame{nullptr, nullptr, slot + 1, true});
       // The CALL logic (arity, rest args, stack growth) lives in execute(); enter it
       // through a synthetic frame whose closure is set there.
@@ -450,7 +450,7 @@ Value VM::execute() {
   NativeId arithId = NativeId::None;    // the primitive and the operands of an ARITH for arith_slow
   Value arithArgs[2];
   uint64_t limit = config_.instructionLimit;
-  const size_t stackLimit = config_.stackLimit;
+  const uint64_t frameCap = this->frameCap();
 
   // Enters the function of the newest frame: checks arity, gathers rest arguments,
   // grows the stack. Expects frames_.back() set up with closure and base; args are
@@ -621,7 +621,7 @@ call_again:
   if (isClosure(fn)) {
     Closure* c = asClosure(fn);
     Proto* p = c->proto;
-    if (frames_.size() >= stackLimit) [[unlikely]]
+    if (frames_.size() >= frameCap) [[unlikely]]
       stackOverflow(p);
     uint32_t base = frame->base + a + 1;
     if (callKey != p->callKey || (c->flags & (kLazyJ | kLazyJInv)) || base + p->nregs >= stack_.size()) [[unlikely]] {

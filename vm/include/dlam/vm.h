@@ -256,8 +256,16 @@ class VM {
   // Raises a runtime error located at the instruction being executed, with a trace.
   [[noreturn]] void runtimeError(const std::string& message);
   [[noreturn]] void limitError(const std::string& message);
-  // The limit error of a call past stack_limit (callee: the function called, if known).
+  // The limit error of a call past the frame cap (callee: the function called, if known).
   [[noreturn]] void stackOverflow(const Proto* callee);
+  // Frames above stack_limit kept for whoever starts a recursion: the top level, an
+  // include, the library's wrappers (gradient, map, ...). So a recursion stack_limit
+  // calls deep runs wherever it starts (SPEC: a million frames within the default).
+  static constexpr uint64_t kFrameHeadroom = 1024;
+  // The number of frames past which a call is a stack overflow.
+  uint64_t frameCap() const {
+    return config_.stackLimit > UINT64_MAX - kFrameHeadroom ? UINT64_MAX : config_.stackLimit + kFrameHeadroom;
+  }
   // "NAME: expected TYPE as argument N, got VALUE"
   [[noreturn]] void typeError(const char* who, int argIndex, const char* expected, Value got);
   double checkNumber(const char* who, Value* args, int i);
