@@ -1,0 +1,62 @@
+// library_errors_test.cpp — the errors of the differentiation library (stdlib/prelude.dlam:
+// gradient, derivative, value-and-gradient, vjp, jvp, jacobian, hessian) name the
+// function the user called and say what was wrong, located at the user's call; and the
+// VM goes on working after each.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "dlam/compiler.h"
+#include "dlam/stdlib.h"
+#include "dlam/vm.h"
+
+namespace {
+
+struct Case {
+  const char* code;
+  const char* message;  // the whole message
+};
+
+// Each on line 2 of its source, at column 1 (the call that fails).
+const Case kCases[] = {
+    {"((gradient 5) 1)", "gradient: expected a procedure, got 5"},
+    {"((derivative \"f\") 1)", "derivative: expected a procedure, got \"f\""},
+    {"((value-and-gradient '(1)) 1)", "value-and-gradient: expected a procedure, got (1)"},
+    {"(vjp 5 1)", "vjp: expected a procedure, got 5"},
+    {"(jvp 5 1 1)", "jvp: expected a procedure, got 5"},
+    {"((jacobian 5) '(1))", "jacobian: expected a procedure, got 5"},
+    {"((hessian 5) '(1))", "hessian: expected a procedure, got 5"},
+    {"((gradient (lambda (x) (list x x))) 1)", "gradient: the function must return a real number, got (1 1)"},
+    {"((derivative (lambda (x) (list x))) 1)", "derivative: the function must return a real number, got (1)"},
+    {"((value-and-gradient (lambda (x) \"s\")) 1)",
+     "value-and-gradient: the function must return a real number, got \"s\""},
+    {"((hessian (lambda (v) v)) '(1 2))", "hessian: the function must return a real number, got (1 2)"},
+    {"((jacobian (lambda (v) (car v))) '(1 2))", "jacobian: the function must return a list of reals, got 1"},
+};
+
+TEST(LibraryErrors, NameTheFunctionCalledAndTheProblem) {
+  dlam::VM vm;
+  vm.output = [](std::string_view) {};
+  dlam::openStdlib(vm);
+  for (const Case& c : kCases) {
+    try {
+      dlam::evalSource(vm, std::string("(define unused 0)\n") + c.code, "lib.dlam");
+      ADD_FAILURE() << "no error from " << c.code;
+    } catch (const dlam::Error& e) {
+      EXPECT_EQ(e.message, c.message) << c.code;
+      EXPECT_EQ(e.file, "lib.dlam") << c.code;
+      EXPECT_EQ(e.loc.line, 2u) << c.code;
+    }
+    vm.recover();
+    // The same functions still work.
+    EXPECT_EQ(vm.show(dlam::evalSource(vm, "((gradient (lambda (x) (* x x x))) 2)", "ok.dlam")), "12");
+  }
+  EXPECT_EQ(vm.show(dlam::evalSource(vm, "((hessian (lambda (v) (* (car v) (car v) (cadr v)))) '(1 2))", "ok.dlam")),
+            "((4 2) (2 0))");
+  EXPECT_EQ(vm.show(dlam::evalSource(vm, "((jacobian (lambda (v) (list (* (car v) (cadr v)) (car v)))) '(1 2))",
+                                     "ok.dlam")),
+            "((2 1) (1 0))");
+  EXPECT_EQ(vm.show(dlam::evalSource(vm, "((derivative (derivative cos)) 0)", "ok.dlam")), "-1");
+}
+
+}  // namespace
