@@ -44,6 +44,10 @@ constexpr const char* kDoLoop = "(do)";
 // more are quoted pieces of their own.
 constexpr size_t kQqChunk = 64;
 constexpr size_t kQqRun = 16;
+// A call of more arguments than this is (apply f list), the list built the way a
+// quasiquote builds one (bigCall): a call window, and the code the reverse transform
+// makes for it, stay small however many arguments the source writes.
+constexpr size_t kMaxCallArgs = 1000;
 
 struct Fn {
   Lambda* lam;
@@ -384,10 +388,51 @@ class Expander {
       if (k == "unquote" || k == "unquote-splicing")
         fail(x->loc, k + ": only allowed inside a quasiquote (one level of unquote per level of quasiquote)");
     }
+    if (x->items.size() - 1 > kMaxCallArgs) return bigCall(x);
     std::vector<Atom> args;
     args.reserve(x->items.size());
     for (Sx* item : x->items) args.push_back(expr(item));
     return call(std::move(args), x->loc);
+  }
+
+  // (f a1 ... an) for n > kMaxCallArgs: (apply f (list a1 ... an)), the arguments
+  // evaluated in order into (list ...) pieces of kQqChunk joined by qqAdd/qqJoin, so
+  // few values are pending at once (data written as (list ...)). For + - * / (the
+  // builtins) it is a left fold of calls of kMaxCallArgs arguments instead,
+  // (+ (+ a1 ... ak) ak+1 ...): the same operations in the same order, and under a
+  // derivative the terms stay numbers (no list of reverse-tagged values).
+  [[gnu::noinline]] Atom bigCall(Sx* x) {
+    Atom f = expr(x->items[0]);
+    const size_t n = x->items.size();
+    if (isFoldable(f)) {
+      std::vector<Atom> args{f};
+      for (size_t i = 1; i < n; ++i) {
+        args.push_back(expr(x->items[i]));
+        if (args.size() == kMaxCallArgs + 1 && i + 1 < n) args = {f, call(std::move(args), x->loc)};
+      }
+      return call(std::move(args), x->loc);
+    }
+    std::vector<std::vector<Atom>> levels;
+    std::vector<Atom> group{builtinAtom(NativeId::List, "list", x->loc)};
+    for (size_t i = 1; i < n; ++i) {
+      group.push_back(expr(x->items[i]));
+      if (group.size() == kQqChunk + 1 || i + 1 == n) {
+        qqAdd(levels, call(std::move(group), x->loc), x->loc);
+        group = {builtinAtom(NativeId::List, "list", x->loc)};
+      }
+    }
+    return call({builtinAtom(NativeId::Apply, "apply", x->loc), f, qqJoin(levels, x->loc)}, x->loc);
+  }
+
+  // A global holding the builtin + - * or /: (f a b c ...) is ((a f b) f c) ...
+  bool isFoldable(const Atom& f) {
+    if (f.kind != Atom::Global || !isNative(f.sym->global)) return false;
+    auto id = static_cast<NativeId>(asNative(f.sym->global)->id);
+    switch (id) {
+      case NativeId::Add: case NativeId::Sub: case NativeId::Mul: case NativeId::Div:
+        return vm_.builtin(id) == asNative(f.sym->global);
+      default: return false;
+    }
   }
 
   [[gnu::noinline]] Atom sequence(const std::vector<Sx*>& forms, size_t start) {

@@ -255,4 +255,46 @@ TEST_F(Codegen, ACapturedValueUsedOnceByACallIsLoadedIntoItsWindow) {
   EXPECT_EQ(show("((gradient (lambda (x) ((caller (lambda (y) (* x y y)) 1) x))) 3)"), "27");
 }
 
+// The source of (head a_0 ... a_{n-1}), each a_i = item(i).
+template <class Item>
+std::string callOf(const std::string& head, size_t n, Item item) {
+  std::string s = "(" + head;
+  for (size_t i = 0; i < n; ++i) s += " " + item(i);
+  return s + ")";
+}
+std::string num(size_t i) { return std::to_string(i); }
+
+// A call of any number of arguments compiles (past kMaxCallArgs the expander makes it
+// apply over a list built in pieces, or for + - * / a left fold of calls): data
+// written as (list ...), a rest-parameter closure given 70000 arguments, a sum of 10^5
+// terms, under a derivative too. Before, more than 65533 failed to compile.
+TEST_F(Codegen, ACallOfAnyNumberOfArgumentsCompiles) {
+  const std::string big = callOf("list", 100000, [](size_t i) { return "(+ " + num(i) + " 1)"; });
+  EXPECT_EQ(show("(let ((l " + big + ")) (list (length l) (car l) (list-ref l 99999)))"), "(100000 1 100000)");
+  EXPECT_EQ(show("(equal? " + callOf("list", 70000, num) + " (iota 70000))"), "#t");
+  EXPECT_EQ(show(callOf("(lambda xs (length xs))", 70000, num)), "70000");
+  EXPECT_EQ(show(callOf("+", 100000, num)), "4999950000");
+  EXPECT_EQ(show(callOf("-", 5000, num)), "-12497500");
+  // The same operations in the same order as the call written out: a product of 5000
+  // inexact factors equals fold-left's, bit for bit.
+  auto factor = [](size_t i) { return "1.0000001" + num(i); };
+  EXPECT_EQ(show("(= " + callOf("*", 5000, factor) + " (fold-left * 1 " + callOf("list", 5000, factor) + "))"), "#t");
+  // Under a derivative: the list and the sum are made by the transformed code.
+  EXPECT_EQ(show("((gradient (lambda (x) (fold-left + 0 (map (lambda (c) (* x c)) " + callOf("list", 100000, num) +
+                 ")))) 1)"),
+            "4999950000");
+  EXPECT_EQ(show("((gradient (lambda (x) " + callOf("+", 3000, [](size_t i) { return "(* x x " + num(i) + ")"; }) +
+                 ")) 2)"),
+            "17994000");
+  // Arguments are evaluated in order, across the pieces.
+  std::string out;
+  vm.output = [&](std::string_view s) { out += s; };
+  show(callOf("list", 5000, [](size_t i) { return i % 2000 == 0 ? "(begin (display " + num(i / 2000) + ") 1)" : num(i); }));
+  EXPECT_EQ(out, "012");
+  // A wrong argument count is still an error at the call.
+  dlam::Error e = errorOf("(define unused 0)\n" + callOf("(lambda (a b c) a)", 2000, num));
+  EXPECT_EQ(e.message, "#<procedure>: expected 3 arguments, got 2000");
+  EXPECT_EQ(e.loc.line, 2u);
+}
+
 }  // namespace
