@@ -36,8 +36,9 @@ Value vectorLiteral(VM& vm, const Sx* x) {
 
 constexpr int kMaxDepth = 2000;
 
-// The scope name of a `do` loop's procedure: not a symbol any program can write.
-constexpr const char* kDoLoop = "(do)";
+// The scope name of a `do` loop's procedure: not a symbol any program can write (a
+// |symbol| holds no control characters).
+constexpr const char* kDoLoop = "\x01(do)";
 
 // A quasiquoted list is built from (list ...) calls of at most kQqChunk elements
 // joined by appends of at most kQqChunk lists; constant runs of kQqRun elements or

@@ -40,7 +40,7 @@ bool isWhitespace(unsigned char c) {
 // Characters that end a symbol or number token.
 bool isDelimiter(unsigned char c) {
   return isWhitespace(c) || c == '(' || c == ')' || c == '[' || c == ']' || c == '"' || c == ';' ||
-         c == '\'' || c == '`' || c == ',';
+         c == '\'' || c == '`' || c == ',' || c == '|';
 }
 
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
@@ -226,8 +226,9 @@ class Reader {
           }
           break;
         case '"':
+        case '|':
           beginDatum(here);
-          deliver(readString());
+          deliver(readQuoted(static_cast<char>(c)));
           break;
         default:
           if (c == '#' && p_ + 1 != end_ && p_[1] == '(') {
@@ -535,23 +536,31 @@ class Reader {
     fail(here, "unknown '#' syntax '" + shown + "'");
   }
 
-  Sx* readString() {
+  // A string "..." or a symbol |...| (R7RS: any characters, with the strings'
+  // escapes, \| among them), from its opening quote.
+  Sx* readQuoted(char quote) {
     SrcLoc open = loc();
     advance();
-    Sx* d = arena_.make(Sx::String, open);
+    const char* what = quote == '"' ? "string" : "|symbol|";
+    Sx* d = arena_.make(quote == '"' ? Sx::String : Sx::Symbol, open);
     std::string& out = d->text;
     for (;;) {
-      if (p_ == end_) fail(open, "unterminated string", true);
+      if (p_ == end_) fail(open, std::string("unterminated ") + what, true);
       unsigned char c = static_cast<unsigned char>(*p_);
-      if (c == '"') {
+      if (c == static_cast<unsigned char>(quote)) {
         advance();
+        // (The expander's own names hold control characters: none can be written.)
+        if (quote == '|')
+          for (char k : out)
+            if (static_cast<unsigned char>(k) < 0x20 || k == 0x7f)
+              fail(open, "a |symbol| may not hold control characters (here " + hexByte(static_cast<unsigned char>(k)) + ")");
         return d;
       }
       if (c == '\\') {
-        readEscape(open, out);
+        readEscape(open, out, what);
       } else if (c >= 0x80) {
         size_t len = utf8SequenceLength(p_, end_);
-        if (len == 0) fail(loc(), "invalid UTF-8 byte " + hexByte(c) + " in string");
+        if (len == 0) fail(loc(), "invalid UTF-8 byte " + hexByte(c) + " in " + what);
         out.append(p_, len);
         advanceBy(len);
       } else {
@@ -562,11 +571,13 @@ class Reader {
     }
   }
 
-  // At a backslash inside a string; appends the decoded character(s).
-  void readEscape(SrcLoc open, std::string& out) {
+  // At a backslash inside a string or |symbol| (what); appends the decoded character(s).
+  void readEscape(SrcLoc open, std::string& out, const char* what) {
+    const std::string in = std::string(" in ") + what;
+    const std::string unterminated = std::string("unterminated ") + what;
     SrcLoc at = loc();
     advance();
-    if (p_ == end_) fail(open, "unterminated string", true);
+    if (p_ == end_) fail(open, unterminated, true);
     char e = *p_;
     switch (e) {
       case 'n':
@@ -590,7 +601,8 @@ class Reader {
         advance();
         return;
       case '"':
-        out += '"';
+      case '|':
+        out += e;
         advance();
         return;
       case 'x': {
@@ -602,16 +614,16 @@ class Reader {
         while (n < 8 && p_ + n != end_ && digitValue(p_[n]) < 16) cp = cp * 16 + static_cast<uint32_t>(digitValue(p_[n++]));
         if (n >= 1 && p_ + n != end_ && p_[n] == ';') {
           if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            fail(at, "bad escape '\\x...;' in string (not a Unicode scalar value)");
+            fail(at, "bad escape '\\x...;'" + in + " (not a Unicode scalar value)");
           appendUtf8(out, cp);
           for (size_t k = 0; k <= n; ++k) advance();
           return;
         }
         int value = 0;
         for (int k = 0; k < 2; ++k) {
-          if (p_ == end_) fail(open, "unterminated string", true);
+          if (p_ == end_) fail(open, unterminated, true);
           int d = digitValue(*p_);
-          if (d >= 16) fail(at, "bad escape '\\x' in string (expected \\xHH or \\x<hex digits>;)");
+          if (d >= 16) fail(at, "bad escape '\\x'" + in + " (expected \\xHH or \\x<hex digits>;)");
           value = value * 16 + d;
           advance();
         }
@@ -626,7 +638,7 @@ class Reader {
       const char* q = p_;
       while (q != end_ && (*q == ' ' || *q == '\t')) ++q;
       if (q != end_ && *q == '\r' && q + 1 != end_ && q[1] == '\n') ++q;
-      if (q == end_) fail(open, "unterminated string", true);
+      if (q == end_) fail(open, unterminated, true);
       if (*q == '\n') {
         while (p_ != q) advance();
         advance();
@@ -645,7 +657,7 @@ class Reader {
     } else {
       shown = std::string(1, e);
     }
-    fail(at, "bad escape '\\" + shown + "' in string");
+    fail(at, "bad escape '\\" + shown + "'" + in);
   }
 
   SxArena& arena_;

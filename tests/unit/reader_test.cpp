@@ -208,6 +208,28 @@ TEST(Reader, StringLineContinuation) {
   EXPECT_EQ(r.data[1]->text, "xy");
 }
 
+TEST(Reader, BarSymbols) {
+  // R7RS |...|: any characters, the strings' escapes and \|; `|` is a delimiter.
+  Read r = readAll(R"(|a b| || |x\|y\\z| |\x41;\x3bb;| |(do)| a|b c|d)");
+  ASSERT_EQ(r.data.size(), 8u);
+  for (auto* d : r.data) EXPECT_EQ(d->kind, Sx::Symbol);
+  EXPECT_EQ(r.data[0]->text, "a b");
+  EXPECT_EQ(r.data[1]->text, "");
+  EXPECT_EQ(r.data[2]->text, "x|y\\z");
+  EXPECT_EQ(r.data[3]->text, "A\xce\xbb");  // λ, as UTF-8
+  EXPECT_EQ(r.data[4]->text, "(do)");
+  EXPECT_EQ(r.data[5]->text, "a");
+  EXPECT_EQ(r.data[6]->text, "b c");
+  EXPECT_EQ(r.data[7]->text, "d");
+  EXPECT_EQ(showAll("'|1|"), "(quote 1)");  // the symbol named 1 (shown by name)
+  EXPECT_EQ(readAll("|1|").data[0]->kind, Sx::Symbol);
+  EXPECT_SYNTAX_ERROR("x |abc", "unterminated |symbol|", 1u, 3u, true);
+  EXPECT_SYNTAX_ERROR("|a\\qb|", "bad escape '\\q' in |symbol|", 1u, 3u, false);
+  // Control characters, raw or escaped (the expander's own names hold them).
+  EXPECT_SYNTAX_ERROR("|a\\x1;b|", "a |symbol| may not hold control characters (here 0x01)", 1u, 1u, false);
+  EXPECT_SYNTAX_ERROR("|a\tb|", "may not hold control characters (here 0x09)", 1u, 1u, false);
+}
+
 TEST(Reader, Utf8) {
   Read r = readAll("(λ \"héllo ✓ 😀\" café)");
   ASSERT_EQ(r.data.size(), 1u);
@@ -227,7 +249,7 @@ TEST(Reader, SymbolsAreCaseSensitive) {
   EXPECT_EQ(r.data[0]->text, "Foo");
   EXPECT_EQ(r.data[1]->text, "foo");
   EXPECT_EQ(r.data[2]->text, "FOO");
-  EXPECT_EQ(r.data[3]->text, "|a|");
+  EXPECT_EQ(r.data[3]->text, "a");  // |a| is the symbol a
   EXPECT_EQ(r.data[4]->text, "a.b");
   EXPECT_EQ(r.data[5]->text, "x#y");
 }
@@ -278,7 +300,8 @@ TEST(Reader, Comments) {
   EXPECT_EQ(showAll("#| block |# x"), "x");
   EXPECT_EQ(showAll("#| outer #| inner |# still comment |# y"), "y");
   EXPECT_EQ(showAll("(a #| in list |# b)"), "(a b)");
-  EXPECT_EQ(showAll("a#|b|#"), "a#|b|#");  // `#` inside a symbol is a plain character
+  EXPECT_EQ(showAll("a#b#"), "a#b#");  // `#` inside a symbol is a plain character
+  EXPECT_EQ(showAll("a#|b|c"), "a# | b | c");  // `|` is a delimiter (R7RS): `a#`, |b|, c
   EXPECT_EQ(showAll("#|\n(\n|#\nz"), "z");
   EXPECT_EQ(showAll("x ;no newline at end"), "x");
 }

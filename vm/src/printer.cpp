@@ -38,11 +38,16 @@ void appendNumber(std::string& out, double x) {
   out.append(buf, r.ptr);
 }
 
-void appendWrittenString(std::string& out, std::string_view s) {
-  out += '"';
+// A string's characters between its quotes (quote: '"'), or a |symbol|'s (quote: '|').
+void appendEscaped(std::string& out, std::string_view s, char quote) {
+  out += quote;
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
+      case '"':
+      case '|':
+        if (c == quote) out += '\\';
+        out += c;
+        break;
       case '\\': out += "\\\\"; break;
       case '\n': out += "\\n"; break;
       case '\t': out += "\\t"; break;
@@ -60,7 +65,26 @@ void appendWrittenString(std::string& out, std::string_view s) {
         }
     }
   }
-  out += '"';
+  out += quote;
+}
+
+void appendWrittenString(std::string& out, std::string_view s) { appendEscaped(out, s, '"'); }
+
+// Whether the reader would take the name, written plainly, for something else than
+// this symbol (compiler/src/reader.cpp): empty, a delimiter or a control character
+// in it, `#` syntax, `.`, or the start of a number.
+bool needsBars(std::string_view name) {
+  if (name.empty() || name == "." || name[0] == '#') return true;
+  for (char ch : name) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c <= ' ' || c == 0x7f || c == '(' || c == ')' || c == '[' || c == ']' || c == '"' || c == ';' ||
+        c == '\'' || c == '`' || c == ',' || c == '|')
+      return true;
+  }
+  size_t i = name[0] == '+' || name[0] == '-' ? 1 : 0;
+  auto digit = [&](size_t k) { return k < name.size() && name[k] >= '0' && name[k] <= '9'; };
+  if (digit(i) || (i < name.size() && name[i] == '.' && digit(i + 1))) return true;
+  return name == "+inf.0" || name == "-inf.0" || name == "+nan.0" || name == "-nan.0";
 }
 
 void appendProcedure(std::string& out, std::string_view name) {
@@ -129,7 +153,12 @@ std::string VM::show(Value root, bool write) {
         if (write) appendWrittenString(out, static_cast<String*>(o)->view());
         else out += static_cast<String*>(o)->view();
         break;
-      case ObjType::Symbol: out += static_cast<Symbol*>(o)->name; break;
+      case ObjType::Symbol: {
+        const std::string& name = static_cast<Symbol*>(o)->name;
+        if (write && needsBars(name)) appendEscaped(out, name, '|');
+        else out += name;
+        break;
+      }
       case ObjType::Pair:
         out += '(';
         todo.push_back({Task::ListRest, static_cast<Pair*>(o)->cdr});
