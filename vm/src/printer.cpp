@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dlam/utf8.h"
 #include "dlam/vm.h"
 
 namespace dlam {
@@ -38,10 +39,41 @@ void appendNumber(std::string& out, double x) {
   out.append(buf, r.ptr);
 }
 
+bool isHexDigit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
 // A string's characters between its quotes (quote: '"'), or a |symbol|'s (quote: '|').
+// A byte that is not part of well-formed UTF-8 (a string made with C's \xHH can hold
+// one) is written \xHH, and a hex digit right after it as \x<hex>;, so that the
+// reader does not take the two for one code point.
 void appendEscaped(std::string& out, std::string_view s, char quote) {
+  static const char* hex = "0123456789abcdef";
   out += quote;
-  for (char c : s) {
+  bool afterByte = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80) {
+      size_t len = utf8SequenceLength(s.data() + i, s.data() + s.size());
+      if (len) {
+        out.append(s.data() + i, len);
+        i += len - 1;
+      } else {
+        out += "\\x";
+        out += hex[u >> 4];
+        out += hex[u & 0xf];
+      }
+      afterByte = len == 0;
+      continue;
+    }
+    if (afterByte && isHexDigit(c)) {
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 0xf];
+      out += ';';
+      afterByte = false;
+      continue;
+    }
+    afterByte = false;
     switch (c) {
       case '"':
       case '|':
@@ -55,7 +87,6 @@ void appendEscaped(std::string& out, std::string_view s, char quote) {
       default:
         // Other control characters as R7RS's \x<hex>; (the reader takes no raw ones).
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-          static const char* hex = "0123456789abcdef";
           out += "\\x";
           out += hex[(c >> 4) & 0xf];
           out += hex[c & 0xf];
