@@ -391,8 +391,10 @@ class Expander {
     }
     if (x->items.size() - 1 > kMaxCallArgs) return bigCall(x);
     std::vector<Atom> args;
-    args.reserve(x->items.size());
+    args.reserve(x->items.size() + 1);
     for (Sx* item : x->items) args.push_back(expr(item));
+    // (assert e) of the builtin gets e's text as its message: "assertion failed: e".
+    if (args.size() == 2 && isBuiltin(args[0], NativeId::Assert)) args.push_back(constAtom(quoteDatum(vm_, x->items[1]), x->loc));
     return call(std::move(args), x->loc);
   }
 
@@ -425,15 +427,15 @@ class Expander {
     return call({builtinAtom(NativeId::Apply, "apply", x->loc), f, qqJoin(levels, x->loc)}, x->loc);
   }
 
+  // Whether f is a global holding the builtin id (the codegen's primitiveOf test).
+  bool isBuiltin(const Atom& f, NativeId id) {
+    return f.kind == Atom::Global && isNative(f.sym->global) && vm_.builtin(id) == asNative(f.sym->global);
+  }
+
   // A global holding the builtin + - * or /: (f a b c ...) is ((a f b) f c) ...
   bool isFoldable(const Atom& f) {
-    if (f.kind != Atom::Global || !isNative(f.sym->global)) return false;
-    auto id = static_cast<NativeId>(asNative(f.sym->global)->id);
-    switch (id) {
-      case NativeId::Add: case NativeId::Sub: case NativeId::Mul: case NativeId::Div:
-        return vm_.builtin(id) == asNative(f.sym->global);
-      default: return false;
-    }
+    return isBuiltin(f, NativeId::Add) || isBuiltin(f, NativeId::Sub) || isBuiltin(f, NativeId::Mul) ||
+           isBuiltin(f, NativeId::Div);
   }
 
   [[gnu::noinline]] Atom sequence(const std::vector<Sx*>& forms, size_t start) {
