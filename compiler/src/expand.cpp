@@ -394,7 +394,8 @@ class Expander {
     args.reserve(x->items.size() + 1);
     for (Sx* item : x->items) args.push_back(expr(item));
     // (assert e) of the builtin gets e's text as its message: "assertion failed: e".
-    if (args.size() == 2 && isBuiltin(args[0], NativeId::Assert)) args.push_back(constAtom(quoteDatum(vm_, x->items[1]), x->loc));
+    if (args.size() == 2 && isBuiltin(args[0], NativeId::Assert))
+      args.push_back(constAtom(quoteDatum(vm_, x->items[1]), x->loc));
     return call(std::move(args), x->loc);
   }
 
