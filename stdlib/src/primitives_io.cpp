@@ -1,9 +1,11 @@
 // primitives_io.cpp — output, errors and introspection: display, write, newline,
-// print, error, assert, exit, disasm, gc-stats.
+// print, error, assert, exit, disasm, gc-stats, and R7RS's clocks (current-second,
+// current-jiffy, jiffies-per-second) for timing from a script.
 //
 // All output goes through vm.output so embedders and tests can capture it.
 // (collect-garbage) lives in primitives_ad.cpp: it only requests a collection at
 // the next safe point, since natives are not safe points themselves.
+#include <chrono>
 #include <string>
 
 #include "primitives.h"
@@ -97,6 +99,21 @@ Value gcResetPeak(VM& vm, Value*, int) {
   return Value::voidValue();
 }
 
+// (current-second): seconds since the epoch (UTC, R7RS's TAI approximated by UTC).
+Value currentSecond(VM&, Value*, int) {
+  auto d = std::chrono::system_clock::now().time_since_epoch();
+  return Value::number(std::chrono::duration<double>(d).count());
+}
+
+// (current-jiffy): microseconds of a monotonic clock from an arbitrary start, exact in
+// a double for 285 years; (jiffies-per-second) is 10^6.
+Value currentJiffy(VM&, Value*, int) {
+  auto d = std::chrono::steady_clock::now().time_since_epoch();
+  return Value::number(static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
+}
+
+Value jiffiesPerSecond(VM&, Value*, int) { return Value::number(1e6); }
+
 }  // namespace
 
 void openIoPrimitives(VM& vm) {
@@ -110,6 +127,9 @@ void openIoPrimitives(VM& vm) {
   vm.defineNative("disasm", disasm, 1, 1);
   vm.defineNative("gc-stats", gcStats, 0, 0);
   vm.defineNative("gc-reset-peak", gcResetPeak, 0, 0);
+  vm.defineNative("current-second", currentSecond, 0, 0);
+  vm.defineNative("current-jiffy", currentJiffy, 0, 0);
+  vm.defineNative("jiffies-per-second", jiffiesPerSecond, 0, 0);
 }
 
 }  // namespace dlam::prim
