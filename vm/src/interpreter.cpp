@@ -46,7 +46,7 @@ void VM::ensureStack(size_t needed) {
   if (needed <= stack_.size()) return;
   size_t n = stack_.size();
   while (n < needed) n *= 2;
-  stack_.resize(n, Value::nil());
+  stack_.resize(n);  // (registers never written read as the number 0)
 }
 
 void VM::buildTrace(Error& e) {

@@ -23,6 +23,7 @@
 #include "dlam/arena.h"
 #include "dlam/builtins.h"
 #include "dlam/config.h"
+#include "dlam/mapped_array.h"
 #include "dlam/error.h"
 #include "dlam/object.h"
 #include "dlam/value.h"
@@ -405,8 +406,8 @@ class VM {
   uint32_t macroMarks_ = 0;
   std::vector<Value> tempRoots_;
 
-  std::vector<Value> stack_;
-  std::vector<CallFrame> frames_;
+  MappedArray<Value> stack_;       // registers (mapped_array.h: grows without copying)
+  MappedArray<CallFrame> frames_;
   uint32_t stackTop_ = 0;  // first free slot above the innermost frame's registers
   uint64_t instructionCount_ = 0;
   uint64_t instructionBudget_ = 0;
