@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <new>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 namespace {
 
 using dlam::MappedArray;
@@ -58,6 +61,25 @@ TEST(MappedArray, ASizeTheKernelCannotMapIsBadAlloc) {
   EXPECT_THROW(a.reserve(uint64_t(1) << 50), std::bad_alloc);  // 8 PB: past the address space
   EXPECT_EQ(a[0], 5u);                                         // and the array is as it was
   EXPECT_EQ(a.size(), 1u);
+}
+
+// The growth used where there is no mremap: the used bytes move to a new mapping, the
+// rest reads as zero, the old mapping is gone.
+TEST(MappedArray, GrowthByCopyKeepsTheUsedPart) {
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* old = dlam::remapByCopy(nullptr, 0, 0, 2 * page);
+  ASSERT_NE(old, MAP_FAILED);
+  auto* words = static_cast<uint64_t*>(old);
+  for (size_t i = 0; i < 2 * page / 8; ++i) words[i] = i + 1;
+  void* grown = dlam::remapByCopy(old, 2 * page, page, 8 * page);  // the first page is in use
+  ASSERT_NE(grown, MAP_FAILED);
+  auto* g = static_cast<uint64_t*>(grown);
+  EXPECT_EQ(g[0], 1u);
+  EXPECT_EQ(g[page / 8 - 1], page / 8);
+  EXPECT_EQ(g[page / 8], 0u);  // past the used part: fresh zero pages
+  EXPECT_EQ(g[8 * page / 8 - 1], 0u);
+  munmap(grown, 8 * page);
+  EXPECT_EQ(dlam::remapByCopy(nullptr, 0, 0, size_t(1) << 62), MAP_FAILED);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // mapped_array.h — MappedArray<T>, the growable array behind the VM's register stack and
-// frame stack: its memory is mapped from the kernel and grows with mremap, which moves
-// pages rather than copying them. So a recursion a million frames deep costs the memory
+// frame stack: its memory is mapped from the kernel and grows with mremap (Linux), which
+// moves pages rather than copying them. So a recursion a million frames deep costs the memory
 // it touches: no old copy alongside the new one while growing (std::vector's peak is the
 // old array plus the new), and no fill of the capacity not used yet (the kernel's pages
 // are zero until written). T must be trivially copyable, with all-zero bytes a valid T
@@ -11,10 +11,21 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <type_traits>
 
 namespace dlam {
+
+// Without mremap: a new mapping of newBytes holding the first usedBytes of the old one
+// (oldBytes long, or none), which is unmapped; MAP_FAILED (the old one kept) if refused.
+inline void* remapByCopy(void* old, size_t oldBytes, size_t usedBytes, size_t newBytes) {
+  void* p = mmap(nullptr, newBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED || !old) return p;
+  std::memcpy(p, old, usedBytes);
+  munmap(old, oldBytes);
+  return p;
+}
 
 template <class T>
 class MappedArray {
@@ -58,8 +69,12 @@ class MappedArray {
     size_t want = capacity_ * 2 > n ? capacity_ * 2 : n;
     if (want > SIZE_MAX / sizeof(T) - page) throw std::bad_alloc();
     size_t bytes = (want * sizeof(T) + page - 1) / page * page;
+#ifdef __linux__
     void* p = data_ ? mremap(data_, capacity_ * sizeof(T), bytes, MREMAP_MAYMOVE)
                     : mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+#else
+    void* p = remapByCopy(data_, capacity_ * sizeof(T), size_ * sizeof(T), bytes);
+#endif
     if (p == MAP_FAILED) throw std::bad_alloc();
     data_ = static_cast<T*>(p);
     capacity_ = bytes / sizeof(T);
