@@ -49,8 +49,40 @@ void VM::ensureStack(size_t needed) {
   stack_.resize(n);  // (registers never written read as the number 0)
 }
 
+// The trace keeps this many entries (runs of the same call) from the innermost frame,
+// and the outermost kTraceOuter after a gap.
+constexpr size_t kTraceInner = 20;
+constexpr size_t kTraceOuter = 3;
+
 void VM::buildTrace(Error& e) {
   bool first = true;
+  // Past the inner entries, the last runs seen (the outermost so far) and how many
+  // frames went by before the oldest of them.
+  std::vector<TraceEntry> outer;
+  uint64_t gap = 0;
+  auto same = [](const TraceEntry& x, const TraceEntry& y) {
+    return x.function == y.function && x.file == y.file && x.loc.line == y.loc.line && x.loc.col == y.loc.col;
+  };
+  auto add = [&](TraceEntry t) {
+    if (outer.empty()) {
+      if (!e.trace.empty() && same(e.trace.back(), t)) {
+        ++e.trace.back().repeat;
+        return;
+      }
+      if (e.trace.size() < kTraceInner) {
+        e.trace.push_back(std::move(t));
+        return;
+      }
+    } else if (same(outer.back(), t)) {
+      ++outer.back().repeat;
+      return;
+    }
+    outer.push_back(std::move(t));
+    if (outer.size() > kTraceOuter) {
+      gap += outer.front().repeat;
+      outer.erase(outer.begin());
+    }
+  };
   for (size_t i = frames_.size(); i-- > 0;) {
     const CallFrame& f = frames_[i];
     if (!f.closure) continue;
@@ -70,7 +102,11 @@ void VM::buildTrace(Error& e) {
       }
       first = false;
     }
-    if (e.trace.size() < 20) e.trace.push_back({p->name.empty() ? "#<procedure>" : p->name, p->file, loc});
+    add({p->name.empty() ? "#<procedure>" : p->name, p->file, loc});
+  }
+  if (!outer.empty()) {
+    outer.front().skipped = gap;
+    for (TraceEntry& t : outer) e.trace.push_back(std::move(t));
   }
   if (e.file.empty() && !frames_.empty()) {
     for (size_t i = frames_.size(); i-- > 0;) {

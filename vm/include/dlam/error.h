@@ -21,10 +21,15 @@ struct SrcLoc {
   bool known() const { return line != 0; }
 };
 
+// One frame of a trace, or a run of frames that are all the same call (a recursion):
+// `repeat` of them. `skipped` frames were left out between this entry and the one
+// before it (a trace keeps the innermost calls and the outermost few).
 struct TraceEntry {
   std::string function;  // "<toplevel>" or the procedure name
   std::string file;
   SrcLoc loc;
+  uint64_t repeat = 1;
+  uint64_t skipped = 0;
 };
 
 class Error : public std::exception {
@@ -33,7 +38,8 @@ class Error : public std::exception {
       : kind(kind), message(std::move(message)), file(std::move(file)), loc(loc) {}
   const char* what() const noexcept override { return message.c_str(); }
 
-  // "FILE:LINE:COL: error: MESSAGE" followed by "  at NAME (FILE:LINE:COL)" lines.
+  // "FILE:LINE:COL: error: MESSAGE" followed by "  at NAME (FILE:LINE:COL)" lines, a
+  // run of the same call shown once with how many more times it repeats.
   std::string format() const {
     std::string s;
     if (!file.empty()) {
@@ -43,9 +49,12 @@ class Error : public std::exception {
     }
     s += "error: " + message;
     for (const auto& t : trace) {
+      if (t.skipped) s += "\n  ... " + std::to_string(t.skipped) + (t.skipped == 1 ? " frame" : " frames");
       s += "\n  at " + t.function + " (" + t.file;
       if (t.loc.known()) s += ":" + std::to_string(t.loc.line) + ":" + std::to_string(t.loc.col);
       s += ")";
+      if (t.repeat > 1)
+        s += "\n  ... repeated " + std::to_string(t.repeat - 1) + (t.repeat == 2 ? " more time" : " more times");
     }
     return s;
   }
