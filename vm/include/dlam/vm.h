@@ -11,6 +11,7 @@
 // a Value into a field of an object that may have survived a collection (anything but
 // an object it made itself since the last safe point) calls writeBarrier after it.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -262,10 +263,13 @@ class VM {
   // Frames above stack_limit kept for whoever starts a recursion: the top level, an
   // include, the library's wrappers (gradient, map, ...). So a recursion stack_limit
   // calls deep runs wherever it starts (SPEC: a million frames within the default).
-  static constexpr uint64_t kFrameHeadroom = 1024;
+  // A 64th of the limit, at most 1024: a small limit stays close to what it says.
+  static constexpr uint64_t kMaxFrameHeadroom = 1024;
   // The number of frames past which a call is a stack overflow.
   uint64_t frameCap() const {
-    return config_.stackLimit > UINT64_MAX - kFrameHeadroom ? UINT64_MAX : config_.stackLimit + kFrameHeadroom;
+    uint64_t limit = config_.stackLimit;
+    uint64_t headroom = std::min<uint64_t>(limit / 64, kMaxFrameHeadroom);
+    return limit > UINT64_MAX - headroom ? UINT64_MAX : limit + headroom;
   }
   // "NAME: expected TYPE as argument N, got VALUE"
   [[noreturn]] void typeError(const char* who, int argIndex, const char* expected, Value got);
