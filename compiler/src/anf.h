@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dlam/object.h"
+#include "dlam/vm.h"
 
 namespace dlam::anf {
 
@@ -125,6 +126,22 @@ inline Atom globalAtom(Symbol* s, SrcLoc loc = {}) {
   a.sym = s;
   a.loc = loc;
   return a;
+}
+
+// The builtin primitive a callee atom denotes: a global still bound to it, or the native
+// itself as a constant (a derived form's callee); NativeId::None for anything else.
+inline NativeId builtinOf(const VM& vm, const Atom& callee) {
+  Value g;
+  if (callee.kind == Atom::Global)
+    g = callee.sym->global;
+  else if (callee.kind == Atom::Const)
+    g = callee.value;
+  else
+    return NativeId::None;
+  if (!isNative(g)) return NativeId::None;
+  auto id = static_cast<NativeId>(asNative(g)->id);
+  if (id == NativeId::None || vm.builtin(id) != asNative(g)) return NativeId::None;
+  return id;
 }
 
 }  // namespace dlam::anf

@@ -237,20 +237,6 @@ class FnCompiler {
     }
   }
 
-  NativeId primitiveOf(const Atom& callee) {
-    Value g;
-    if (callee.kind == Atom::Global)
-      g = callee.sym->global;
-    else if (callee.kind == Atom::Const)
-      g = callee.value;
-    else
-      return NativeId::None;
-    if (!isNative(g)) return NativeId::None;
-    auto id = static_cast<NativeId>(asNative(g)->id);
-    if (id == NativeId::None || vm_.builtin(id) != asNative(g)) return NativeId::None;
-    return id;
-  }
-
   static bool isNumberConst(const Atom& a) { return a.kind == Atom::Const && a.value.isNumber(); }
 
   // Whether emitPrimitive has an opcode for `id` applied to `n` arguments; any other
@@ -383,7 +369,7 @@ class FnCompiler {
   // path strips and re-tags); none if the call goes through the primitive's lifted form.
   std::optional<Op> liftedBinaryOp(const Bind& bd) {
     if (bd.level == 0 || bd.level > 0x7f || bd.args.size() != 3) return std::nullopt;
-    switch (NativeId id = primitiveOf(bd.args[0])) {
+    switch (NativeId id = builtinOf(vm_, bd.args[0])) {
       case NativeId::Add: return Op::ADD;
       case NativeId::Sub: return Op::SUB;
       case NativeId::Mul: return Op::MUL;
@@ -397,7 +383,7 @@ class FnCompiler {
   bool usesWindow(const Bind& bd) {
     if (bd.kind != Bind::Call) return false;
     if (bd.level > 0) return !liftedBinaryOp(bd);
-    NativeId id = primitiveOf(bd.args[0]);
+    NativeId id = builtinOf(vm_, bd.args[0]);
     return id == NativeId::None || !hasOpcode(id, bd.args.size() - 1);
   }
 
@@ -583,7 +569,7 @@ class FnCompiler {
         continue;
       }
       if (i + 1 == n && t.kind == Target::Tail && bd.kind == Bind::Call && b->result.kind == Atom::Local &&
-          b->result.var == bd.dst && primitiveOf(bd.args[0]) == NativeId::Cons && bd.level == 0 &&
+          b->result.var == bd.dst && builtinOf(vm_, bd.args[0]) == NativeId::Cons && bd.level == 0 &&
           bd.args.size() == 3) {
         // (cons a b) returned: RETURN2 makes the pair only for a caller that takes it whole.
         uint32_t x = atomReg(bd.args[1]), y = atomReg(bd.args[2]);
@@ -593,7 +579,7 @@ class FnCompiler {
       }
       if (bd.kind == Bind::Call && i + 1 < n) {
         const Bind& next = b->binds[i + 1];
-        NativeId id = primitiveOf(bd.args[0]);
+        NativeId id = builtinOf(vm_, bd.args[0]);
         if (next.kind == Bind::If && next.atom.kind == Atom::Local && next.atom.var == bd.dst && isCompare(id) && bd.level == 0 &&
             bd.args.size() == 3 && uses(bd.dst) == 1) {
           bool nextLast = i + 2 == n && b->result.kind == Atom::Local && b->result.var == next.dst;
@@ -638,7 +624,7 @@ class FnCompiler {
 
   // A check (%rep-result v callee, or %bp-result) of the call result or part v.
   NativeId checkOf(const Bind& bd, const Var* v) {
-    NativeId cid = bd.kind == Bind::Call ? primitiveOf(bd.args[0]) : NativeId::None;
+    NativeId cid = bd.kind == Bind::Call ? builtinOf(vm_, bd.args[0]) : NativeId::None;
     if ((cid != NativeId::RepResult && cid != NativeId::BpResult) || bd.args.size() != 3 ||
         bd.args[1].kind != Atom::Local || bd.args[1].var != v || !bd.dst || bd.dst->rec || bd.level != 0)
       return NativeId::None;
@@ -654,7 +640,7 @@ class FnCompiler {
     for (size_t j = first; j < b->binds.size(); ++j) {
       const Bind& take = b->binds[j];
       if (take.kind != Bind::Call) continue;
-      NativeId tid = primitiveOf(take.args[0]);
+      NativeId tid = builtinOf(vm_, take.args[0]);
       int part = tid == NativeId::SCar || (!sensOnly && tid == NativeId::Car)   ? 0
                  : tid == NativeId::SCdr || (!sensOnly && tid == NativeId::Cdr) ? 1
                                                                                 : -1;
@@ -729,7 +715,7 @@ class FnCompiler {
     for (size_t i = 0; i < b->binds.size(); ++i) {
       const Bind& call = b->binds[i];
       if (call.kind != Bind::Call || call.level != 0 || call.args.size() != 2 ||
-          primitiveOf(call.args[0]) != NativeId::None || (call.dst && call.dst->rec))
+          builtinOf(vm_, call.args[0]) != NativeId::None || (call.dst && call.dst->rec))
         continue;
       if (i + 1 == b->binds.size() && t.kind == Target::Tail && b->result.kind == Atom::Local && b->result.var == call.dst)
         continue;
@@ -772,7 +758,7 @@ class FnCompiler {
       return std::nullopt;
     const Bind& check = b->binds[i + 1];
     NativeId cid = checkOf(check, call.dst);
-    if (cid == NativeId::None || primitiveOf(call.args[0]) != NativeId::None || uses(call.dst) != 1)
+    if (cid == NativeId::None || builtinOf(vm_, call.args[0]) != NativeId::None || uses(call.dst) != 1)
       return std::nullopt;
     auto plan = checkedParts(b, i + 1, cid == NativeId::BpResult);
     if (!plan || cid != NativeId::RepResult || plan->parts[0].size() != 1) return plan;
@@ -915,7 +901,7 @@ class FnCompiler {
   }
 
   bool isCons(const Bind& bd) {
-    return bd.kind == Bind::Call && bd.level == 0 && bd.args.size() == 3 && primitiveOf(bd.args[0]) == NativeId::Cons &&
+    return bd.kind == Bind::Call && bd.level == 0 && bd.args.size() == 3 && builtinOf(vm_, bd.args[0]) == NativeId::Cons &&
            bd.dst && !bd.dst->rec;
   }
 
@@ -1030,7 +1016,7 @@ class FnCompiler {
           emit(instr::withLevel(instr::make(op, dst, a, b), bd.level));
         });
       } else {
-        emitInto(bd, t, [&](uint32_t dst) { emitPrimitive(primitiveOf(bd.args[0]), bd.args, dst); });
+        emitInto(bd, t, [&](uint32_t dst) { emitPrimitive(builtinOf(vm_, bd.args[0]), bd.args, dst); });
       }
       return;
     }

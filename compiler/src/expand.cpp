@@ -394,7 +394,7 @@ class Expander {
     args.reserve(x->items.size() + 1);
     for (Sx* item : x->items) args.push_back(expr(item));
     // (assert e) of the builtin gets e's text as its message: "assertion failed: e".
-    if (args.size() == 2 && isBuiltin(args[0], NativeId::Assert))
+    if (args.size() == 2 && builtinOf(vm_, args[0]) == NativeId::Assert)
       args.push_back(constAtom(quoteDatum(vm_, x->items[1]), x->loc));
     return call(std::move(args), x->loc);
   }
@@ -428,15 +428,10 @@ class Expander {
     return call({builtinAtom(NativeId::Apply, "apply", x->loc), f, qqJoin(levels, x->loc)}, x->loc);
   }
 
-  // Whether f is a global holding the builtin id (the codegen's primitiveOf test).
-  bool isBuiltin(const Atom& f, NativeId id) {
-    return f.kind == Atom::Global && isNative(f.sym->global) && vm_.builtin(id) == asNative(f.sym->global);
-  }
-
-  // A global holding the builtin + - * or /: (f a b c ...) is ((a f b) f c) ...
+  // f is the builtin + - * or / (a global still bound to it): (f a b c ...) is ((a f b) f c) ...
   bool isFoldable(const Atom& f) {
-    return isBuiltin(f, NativeId::Add) || isBuiltin(f, NativeId::Sub) || isBuiltin(f, NativeId::Mul) ||
-           isBuiltin(f, NativeId::Div);
+    NativeId id = builtinOf(vm_, f);
+    return id == NativeId::Add || id == NativeId::Sub || id == NativeId::Mul || id == NativeId::Div;
   }
 
   [[gnu::noinline]] Atom sequence(const std::vector<Sx*>& forms, size_t start) {

@@ -29,20 +29,10 @@
 #include <vector>
 
 #include "dlam/syntax.h"
-#include "dlam/utf8.h"
+#include "dlam/lexical.h"
 
 namespace dlam {
 namespace {
-
-bool isWhitespace(unsigned char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
-// Characters that end a symbol or number token.
-bool isDelimiter(unsigned char c) {
-  return isWhitespace(c) || c == '(' || c == ')' || c == '[' || c == ']' || c == '"' || c == ';' ||
-         c == '\'' || c == '`' || c == ',' || c == '|';
-}
 
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
 
@@ -446,11 +436,7 @@ class Reader {
       value = std::numeric_limits<double>::quiet_NaN();
       return true;
     }
-    size_t i = 0;
-    if (t[i] == '+' || t[i] == '-') ++i;
-    bool numberLike =
-        (i < t.size() && isDigit(t[i])) || (i + 1 < t.size() && t[i] == '.' && isDigit(t[i + 1]));
-    if (!numberLike) return false;
+    if (!readsAsNumber(t)) return false;
     if (!parseDecimal(t, value)) fail(here, "invalid number '" + std::string(t) + "'");
     return true;
   }
@@ -537,11 +523,12 @@ class Reader {
 
   // At a backslash inside a string or |symbol| (what); appends the decoded character(s).
   void readEscape(SrcLoc open, std::string& out, const char* what) {
-    const std::string in = std::string(" in ") + what;
-    const std::string unterminated = std::string("unterminated ") + what;
+    // (The messages are made only when one is needed.)
+    auto in = [what] { return std::string(" in ") + what; };
+    auto unterminated = [what] { return std::string("unterminated ") + what; };
     SrcLoc at = loc();
     advance();
-    if (p_ == end_) fail(open, unterminated, true);
+    if (p_ == end_) fail(open, unterminated(), true);
     char e = *p_;
     switch (e) {
       case 'n':
@@ -578,16 +565,16 @@ class Reader {
         while (n < 8 && p_ + n != end_ && digitValue(p_[n]) < 16) cp = cp * 16 + static_cast<uint32_t>(digitValue(p_[n++]));
         if (n >= 1 && p_ + n != end_ && p_[n] == ';') {
           if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            fail(at, "bad escape '\\x...;'" + in + " (not a Unicode scalar value)");
+            fail(at, "bad escape '\\x...;'" + in() + " (not a Unicode scalar value)");
           appendUtf8(out, cp);
           for (size_t k = 0; k <= n; ++k) advance();
           return;
         }
         int value = 0;
         for (int k = 0; k < 2; ++k) {
-          if (p_ == end_) fail(open, unterminated, true);
+          if (p_ == end_) fail(open, unterminated(), true);
           int d = digitValue(*p_);
-          if (d >= 16) fail(at, "bad escape '\\x'" + in + " (expected \\xHH or \\x<hex digits>;)");
+          if (d >= 16) fail(at, "bad escape '\\x'" + in() + " (expected \\xHH or \\x<hex digits>;)");
           value = value * 16 + d;
           advance();
         }
@@ -602,7 +589,7 @@ class Reader {
       const char* q = p_;
       while (q != end_ && (*q == ' ' || *q == '\t')) ++q;
       if (q != end_ && *q == '\r' && q + 1 != end_ && q[1] == '\n') ++q;
-      if (q == end_) fail(open, unterminated, true);
+      if (q == end_) fail(open, unterminated(), true);
       if (*q == '\n') {
         while (p_ != q) advance();
         advance();
@@ -621,7 +608,7 @@ class Reader {
     } else {
       shown = std::string(1, e);
     }
-    fail(at, "bad escape '\\" + shown + "'" + in);
+    fail(at, "bad escape '\\" + shown + "'" + in());
   }
 
   SxArena& arena_;

@@ -54,72 +54,65 @@ void VM::ensureStack(size_t needed) {
 constexpr size_t kTraceInner = 20;
 constexpr size_t kTraceOuter = 3;
 
+// Where a frame is: at the instruction it executes (the one before its saved pc), or at
+// its function's start.
+static SrcLoc frameLoc(const CallFrame& f) {
+  const Proto* p = f.closure->proto;
+  if (f.pc) {
+    size_t idx = static_cast<size_t>(f.pc - p->code.data());
+    if (idx > 0 && idx - 1 < p->locs.size()) return p->locs[idx - 1];
+  }
+  return p->loc;
+}
+
 void VM::buildTrace(Error& e) {
-  bool first = true;
-  // Past the inner entries, the last runs seen (the outermost so far) and how many
-  // frames went by before the oldest of them.
-  std::vector<TraceEntry> outer;
+  // The frames from the innermost out, as runs of the same call (function and place):
+  // the first kTraceInner runs, and the last kTraceOuter after them, the frames of the
+  // runs that fell out between counted in gap. Entries are made for the kept runs only.
+  struct Run {
+    const Proto* proto;
+    SrcLoc loc;
+    uint64_t frames;
+  };
+  std::vector<Run> inner, outer;
   uint64_t gap = 0;
-  auto same = [](const TraceEntry& x, const TraceEntry& y) {
-    return x.function == y.function && x.file == y.file && x.loc.line == y.loc.line && x.loc.col == y.loc.col;
-  };
-  auto add = [&](TraceEntry t) {
-    if (outer.empty()) {
-      if (!e.trace.empty() && same(e.trace.back(), t)) {
-        ++e.trace.back().repeat;
-        return;
-      }
-      if (e.trace.size() < kTraceInner) {
-        e.trace.push_back(std::move(t));
-        return;
-      }
-    } else if (same(outer.back(), t)) {
-      ++outer.back().repeat;
-      return;
-    }
-    outer.push_back(std::move(t));
-    if (outer.size() > kTraceOuter) {
-      gap += outer.front().repeat;
-      outer.erase(outer.begin());
-    }
-  };
+  const CallFrame* located = nullptr;  // the innermost frame of user code
   for (size_t i = frames_.size(); i-- > 0;) {
     const CallFrame& f = frames_[i];
     if (!f.closure) continue;
     const Proto* p = f.closure->proto;
-    SrcLoc loc = p->loc;
-    if (f.pc) {
-      size_t idx = static_cast<size_t>(f.pc - p->code.data());
-      if (idx > 0 && idx - 1 < p->locs.size()) loc = p->locs[idx - 1];
-    }
+    SrcLoc loc = frameLoc(f);
     // The error is located at the innermost frame of user code: library frames
     // (the prelude, eta-expanded primitives) stay in the trace only.
-    bool library = p->file == "<prelude>" || p->file == "<primitive>";
-    if (first && !library) {
-      if (e.file.empty()) {
-        e.file = p->file;
-        e.loc = loc;
+    if (!located && p->file != "<prelude>" && p->file != "<primitive>") located = &f;
+    std::vector<Run>& runs = outer.empty() ? inner : outer;
+    if (!runs.empty() && runs.back().proto == p && runs.back().loc.line == loc.line && runs.back().loc.col == loc.col) {
+      ++runs.back().frames;
+    } else if (&runs == &inner && inner.size() < kTraceInner) {
+      inner.push_back({p, loc, 1});
+    } else {
+      outer.push_back({p, loc, 1});
+      if (outer.size() > kTraceOuter) {
+        gap += outer.front().frames;
+        outer.erase(outer.begin());
       }
-      first = false;
     }
-    add({p->name.empty() ? "#<procedure>" : p->name, p->file, loc});
   }
-  if (!outer.empty()) {
-    outer.front().skipped = gap;
-    for (TraceEntry& t : outer) e.trace.push_back(std::move(t));
+  auto entry = [](const Run& r) {
+    return TraceEntry{r.proto->name.empty() ? "#<procedure>" : r.proto->name, r.proto->file, r.loc, r.frames};
+  };
+  for (const Run& r : inner) e.trace.push_back(entry(r));
+  for (size_t k = 0; k < outer.size(); ++k) {
+    e.trace.push_back(entry(outer[k]));
+    if (k == 0) e.trace.back().skipped = gap;
   }
-  if (e.file.empty() && !frames_.empty()) {
-    for (size_t i = frames_.size(); i-- > 0;) {
-      if (!frames_[i].closure) continue;
-      const Proto* p = frames_[i].closure->proto;
-      e.file = p->file;
-      e.loc = p->loc;
-      if (frames_[i].pc) {
-        size_t idx = static_cast<size_t>(frames_[i].pc - p->code.data());
-        if (idx > 0 && idx - 1 < p->locs.size()) e.loc = p->locs[idx - 1];
-      }
-      break;
-    }
+  // Else the innermost frame, whatever it is.
+  if (!located)
+    for (size_t i = frames_.size(); i-- > 0 && !located;)
+      if (frames_[i].closure) located = &frames_[i];
+  if (e.file.empty() && located) {
+    e.file = located->closure->proto->file;
+    e.loc = frameLoc(*located);
   }
   if (e.file.empty()) e.file = currentFile;
 }

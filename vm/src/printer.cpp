@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dlam/utf8.h"
+#include "dlam/lexical.h"
 #include "dlam/vm.h"
 
 namespace dlam {
@@ -41,14 +41,23 @@ void appendNumber(std::string& out, double x) {
 
 bool isHexDigit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
+// \xHH for byte u; with the semicolon, R7RS's \x<hex>; (a code point), else C's byte.
+void appendHexEscape(std::string& out, unsigned char u, bool semicolon) {
+  static const char* hex = "0123456789abcdef";
+  out += "\\x";
+  out += hex[u >> 4];
+  out += hex[u & 0xf];
+  if (semicolon) out += ';';
+}
+
 // A string's characters between its quotes (quote: '"'), or a |symbol|'s (quote: '|').
 // A byte that is not part of well-formed UTF-8 (a string made with C's \xHH can hold
 // one) is written \xHH, and a hex digit right after it as \x<hex>;, so that the
-// reader does not take the two for one code point.
+// reader does not take the two for one code point. Other control characters than
+// \n \t \r are written \x<hex>; (the reader takes no raw ones).
 void appendEscaped(std::string& out, std::string_view s, char quote) {
-  static const char* hex = "0123456789abcdef";
   out += quote;
-  bool afterByte = false;
+  bool afterByte = false;  // the last thing written was a lone byte's \xHH
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
     auto u = static_cast<unsigned char>(c);
@@ -58,22 +67,17 @@ void appendEscaped(std::string& out, std::string_view s, char quote) {
         out.append(s.data() + i, len);
         i += len - 1;
       } else {
-        out += "\\x";
-        out += hex[u >> 4];
-        out += hex[u & 0xf];
+        appendHexEscape(out, u, false);
       }
       afterByte = len == 0;
       continue;
     }
-    if (afterByte && isHexDigit(c)) {
-      out += "\\x";
-      out += hex[u >> 4];
-      out += hex[u & 0xf];
-      out += ';';
-      afterByte = false;
+    bool wasAfterByte = afterByte;
+    afterByte = false;
+    if (wasAfterByte && isHexDigit(c)) {
+      appendHexEscape(out, u, true);
       continue;
     }
-    afterByte = false;
     switch (c) {
       case '"':
       case '|':
@@ -85,15 +89,8 @@ void appendEscaped(std::string& out, std::string_view s, char quote) {
       case '\t': out += "\\t"; break;
       case '\r': out += "\\r"; break;
       default:
-        // Other control characters as R7RS's \x<hex>; (the reader takes no raw ones).
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-          out += "\\x";
-          out += hex[(c >> 4) & 0xf];
-          out += hex[c & 0xf];
-          out += ';';
-        } else {
-          out += c;
-        }
+        if (u < 0x20 || u == 0x7f) appendHexEscape(out, u, true);
+        else out += c;
     }
   }
   out += quote;
@@ -102,20 +99,15 @@ void appendEscaped(std::string& out, std::string_view s, char quote) {
 void appendWrittenString(std::string& out, std::string_view s) { appendEscaped(out, s, '"'); }
 
 // Whether the reader would take the name, written plainly, for something else than
-// this symbol (compiler/src/reader.cpp): empty, a delimiter or a control character
-// in it, `#` syntax, `.`, or the start of a number.
+// this symbol (lexical.h): empty, a delimiter or a control character in it, `#` syntax,
+// `.`, or a number.
 bool needsBars(std::string_view name) {
-  if (name.empty() || name == "." || name[0] == '#') return true;
+  if (name.empty() || name == "." || name[0] == '#' || readsAsNumber(name)) return true;
   for (char ch : name) {
     auto c = static_cast<unsigned char>(ch);
-    if (c <= ' ' || c == 0x7f || c == '(' || c == ')' || c == '[' || c == ']' || c == '"' || c == ';' ||
-        c == '\'' || c == '`' || c == ',' || c == '|')
-      return true;
+    if (c < 0x20 || c == 0x7f || isDelimiter(c)) return true;
   }
-  size_t i = name[0] == '+' || name[0] == '-' ? 1 : 0;
-  auto digit = [&](size_t k) { return k < name.size() && name[k] >= '0' && name[k] <= '9'; };
-  if (digit(i) || (i < name.size() && name[i] == '.' && digit(i + 1))) return true;
-  return name == "+inf.0" || name == "-inf.0" || name == "+nan.0" || name == "-nan.0";
+  return false;
 }
 
 void appendProcedure(std::string& out, std::string_view name) {

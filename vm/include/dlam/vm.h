@@ -24,8 +24,8 @@
 #include "dlam/arena.h"
 #include "dlam/builtins.h"
 #include "dlam/config.h"
-#include "dlam/mapped_array.h"
 #include "dlam/error.h"
+#include "dlam/mapped_array.h"
 #include "dlam/object.h"
 #include "dlam/value.h"
 

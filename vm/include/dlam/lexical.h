@@ -1,12 +1,35 @@
-// utf8.h — UTF-8, as dlam's strings and symbols hold it: encoding a code point and
-// checking a sequence (the reader rejects ill-formed text; the printer escapes the
-// bytes a string made with C's \xHH may hold, so that write's output reads back).
+// lexical.h — the lexical rules of dlam's text, shared by the reader (which applies them)
+// and the printer (whose `write` output must read back): UTF-8, as strings and symbols
+// hold it (encoding a code point, checking a sequence: the reader rejects ill-formed
+// text, the printer escapes the bytes a string made with C's \xHH may hold), the bytes
+// that end a token, and the tokens that are numbers rather than symbols.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace dlam {
+
+inline bool isWhitespace(unsigned char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+// Characters that end a symbol or number token.
+inline bool isDelimiter(unsigned char c) {
+  return isWhitespace(c) || c == '(' || c == ')' || c == '[' || c == ']' || c == '"' || c == ';' ||
+         c == '\'' || c == '`' || c == ',' || c == '|';
+}
+
+// A token (a run of bytes up to a delimiter) the reader takes for a number: +inf.0,
+// -inf.0, +nan.0, -nan.0, or a digit, or a point and a digit, after an optional sign.
+// (Such a token that is not a well-formed number is an error, never a symbol.)
+inline bool readsAsNumber(std::string_view t) {
+  if (t == "+inf.0" || t == "-inf.0" || t == "+nan.0" || t == "-nan.0") return true;
+  auto digit = [&](size_t k) { return k < t.size() && t[k] >= '0' && t[k] <= '9'; };
+  size_t i = !t.empty() && (t[0] == '+' || t[0] == '-') ? 1 : 0;
+  return digit(i) || (i < t.size() && t[i] == '.' && digit(i + 1));
+}
 
 // Appends code point cp (a Unicode scalar value) as UTF-8.
 inline void appendUtf8(std::string& out, uint32_t cp) {
