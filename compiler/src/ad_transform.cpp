@@ -119,8 +119,19 @@ class Transformer {
     bd.args = std::move(args);
     bd.level = level;
     bd.dst = dst;
-    return emitTo(b, std::move(bd));
+    const Atom& f = bd.args[0];
+    bool arith = f.kind == Atom::Const && isObj(f.value, ObjType::Native) && isArithmetic(asNative(f.value)->id);
+    Atom r = emitTo(b, std::move(bd));
+    if (arith) arith_[r.var] = level;
+    return r;
   }
+
+  // The variables the transform bound to the result of an arithmetic primitive, with
+  // its level: numbers (or the symbolic zero) at that level. ρ sums two sensitivities
+  // that both are such with + rather than plus, so that a further transform computes
+  // the sum on primal values (no tagged operands, no tagged sum).
+  std::unordered_map<const Var*, uint16_t> arith_;
+  static bool isArithmetic(uint16_t id) { return id >= uint16_t(NativeId::Add) && id <= uint16_t(NativeId::Truncate); }
 
   Atom constJ(Value c, int times) {
     for (int i = 0; i < times; ++i) c = vm_.starJ(c);
@@ -618,6 +629,8 @@ class Transformer {
       if (!tm) return zero();
       if (!tm->pair) return tm->atom;
       Atom a = materialize(tm->car), d = materialize(tm->cdr);
+      // (cons (%scar s) (%scdr s)) is s (a zero s stands for a pair of zeros).
+      if (Var* s = t->wholeOf(a, d)) return localAtom(s, t->loc_);
       return t->call(out, {t->prim(NativeId::Cons), a, d});
     }
     TermP merge(const TermP& a, const TermP& b) {
@@ -653,6 +666,10 @@ class Transformer {
         cur[v] = std::move(e);
         return;
       }
+      if (uint16_t level; t->numericPair(it->second, e, level)) {
+        it->second = atomTerm(t->call(out, {t->prim(NativeId::Add), it->second->atom, e->atom}, level));
+        return;
+      }
       it->second = merge(it->second, e);
     }
     // The parts of a pair's sensitivity: taken at transform time when it is a term.
@@ -661,9 +678,31 @@ class Transformer {
     TermP part(const TermP& tm, bool car) {
       if (!tm) return nullptr;
       if (tm->pair) return car ? tm->car : tm->cdr;
-      return atomTerm(t->call(out, {t->prim(car ? NativeId::SCar : NativeId::SCdr), tm->atom}));
+      Atom p = t->call(out, {t->prim(car ? NativeId::SCar : NativeId::SCdr), tm->atom});
+      if (tm->atom.kind == Atom::Local) t->partOf_[p.var] = {tm->atom.var, car};
+      return atomTerm(p);
     }
   };
+
+  // The sensitivities that ρ took apart: the variable bound to (%scar s) or (%scdr s),
+  // with s and which part.
+  std::unordered_map<const Var*, std::pair<Var*, bool>> partOf_;
+  // s if a and d are (%scar s) and (%scdr s), else null.
+  Var* wholeOf(const Atom& a, const Atom& d) const {
+    if (a.kind != Atom::Local || d.kind != Atom::Local) return nullptr;
+    auto x = partOf_.find(a.var), y = partOf_.find(d.var);
+    if (x == partOf_.end() || y == partOf_.end()) return nullptr;
+    return x->second.first == y->second.first && x->second.second && !y->second.second ? x->second.first : nullptr;
+  }
+
+  // Whether two sensitivity terms are both arithmetic results at one level (arith_).
+  bool numericPair(const TermP& a, const TermP& b, uint16_t& level) const {
+    if (a->pair || b->pair || a->atom.kind != Atom::Local || b->atom.kind != Atom::Local) return false;
+    auto x = arith_.find(a->atom.var), y = arith_.find(b->atom.var);
+    if (x == arith_.end() || y == arith_.end() || x->second != y->second) return false;
+    level = x->second;
+    return true;
+  }
 
   // Whether a target takes a sensitivity: a variable, or an atom that is a local variable.
   static bool takes(const Var*) { return true; }
