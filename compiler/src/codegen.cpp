@@ -925,13 +925,23 @@ class FnCompiler {
   void emitReturnList(const std::vector<const Bind*>& chain, bool rep) {
     loc_ = chain[0]->loc;
     size_t first = rep ? 1 : 0;  // the cons of the list's first element
-    uint32_t head = atomReg(chain[first]->args[1]);
+    Instr marks = 0;
+    // The head and the tail may be constants (kHeadK, kTailK), which need no register.
+    auto operand = [&](const Atom& a, Instr mark) {
+      if (a.kind == Atom::Const)
+        if (uint32_t k = constant(a.value); k <= 0xffff) {
+          marks |= mark;
+          return k;
+        }
+      return atomReg(a);
+    };
+    uint32_t head = operand(chain[first]->args[1], instr::kHeadK);
     std::vector<uint32_t> regs;  // the words: RETURNR's bp, then x1 ... xk
     if (rep) regs.push_back(atomReg(chain[0]->args[2]));
     for (size_t j = first + 1; j < chain.size(); ++j) regs.push_back(atomReg(chain[j]->args[1]));
-    uint32_t tail = atomReg(chain.back()->args[2]);
+    uint32_t tail = operand(chain.back()->args[2], instr::kTailK);
     loc_ = chain[0]->loc;
-    emit(instr::make(rep ? Op::RETURNR : Op::RETURNN, head, static_cast<uint32_t>(regs.size()), tail));
+    emit(instr::make(rep ? Op::RETURNR : Op::RETURNN, head, static_cast<uint32_t>(regs.size()), tail) | marks);
     for (size_t j = 0; j < regs.size(); j += 4) {
       Instr w = 0;
       for (size_t m = 0; m < 4 && j + m < regs.size(); ++m) w |= static_cast<Instr>(regs[j + m]) << (16 * m);

@@ -64,7 +64,13 @@ const dlam::Proto* protoOf(VM& vm, const std::string& code, std::string& listing
 
 size_t countOps(const dlam::Proto* p, dlam::Op op) {
   size_t n = 0;
-  for (dlam::Instr ins : p->code) n += dlam::instr::op(ins) == op;
+  for (size_t i = 0; i < p->code.size(); ++i) {
+    dlam::Instr ins = p->code[i];
+    n += dlam::instr::op(ins) == op;
+    // RETURNN's and RETURNR's register lists are words of their own, not instructions
+    if (dlam::instr::op(ins) == dlam::Op::RETURNN || dlam::instr::op(ins) == dlam::Op::RETURNR)
+      i += (dlam::instr::b(ins) + 3) / 4;
+  }
   return n;
 }
 
@@ -108,6 +114,30 @@ TEST_F(Codegen, TransformedCodePassesAListMadeForACallInParts) {
   EXPECT_EQ(show("((gradient (lambda (y) (let loop ((g ((gradient sumsq) y)) (v '(1 2 3)) (acc 0))"
                  "  (if (null? g) acc (loop (cdr g) (cdr v) (+ acc (* (car g) (car v)))))))) '(0.5 -1 2))"),
             "(2 4 6)");
+}
+
+TEST_F(Codegen, AReturnedListsConstantHeadAndTailAreConstantOperands) {
+  // A backpropagator's (cons fbar (x1 ... xk . tail)) with a constant fbar or tail:
+  // RETURNN and RETURNR take them from the constants, with no LOADK before them.
+  dlam::evalSource(vm,
+                   "(define (r2 a b) (cons '(0) (cons a (cons b '()))))"
+                   "(define (sumsq l) (let loop ((l l) (acc 0)) (if (null? l) acc (loop (cdr l) (+ acc (* (car l) (car l)))))))",
+                   "<codegen>");
+  const dlam::Proto* p = protoOf(vm, "r2", listing);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(countOps(p, dlam::Op::RETURNN), 1u) << listing;
+  EXPECT_EQ(countOps(p, dlam::Op::LOADK), 0u) << listing;
+  EXPECT_NE(listing.find("RETURNN    (0) (r0 r1 . ())"), std::string::npos) << listing;
+  EXPECT_EQ(show("(r2 1 2)"), "((0) 1 2)");
+  EXPECT_EQ(show("(let ((l (r2 'x 'y))) (list (cdr l) (car l)))"), "((x y) (0))");
+  // The loop's backpropagators return the loop closure's sensitivity, the constant (0),
+  // and end their lists with '(); transformed twice, with their own backpropagators.
+  std::string once = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j sumsq)", "<codegen>"))->proto, true);
+  EXPECT_NE(once.find("RETURNN    (0) ("), std::string::npos) << once;
+  std::string twice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j sumsq))", "<codegen>"))->proto, true);
+  EXPECT_NE(twice.find("RETURNR    ((0) "), std::string::npos) << twice;
+  EXPECT_EQ(show("((gradient sumsq) '(1 2 3))"), "(2 4 6)");
+  EXPECT_EQ(show("((gradient (lambda (y) (car ((gradient sumsq) y)))) '(1 2 3))"), "(2 0 0)");
 }
 
 TEST_F(Codegen, VectorRefIsAnOpcodeInUserCodeAndInItsDerivative) {

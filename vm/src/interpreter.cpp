@@ -263,14 +263,22 @@ Value VM::call(Value fn, const Value* args, int nargs) {
   }
 }
 
+// The head (A) and the tail (C) of a RETURNN or RETURNR: registers, or constants.
+static inline Value returnHead(Instr ins, const Value* R, const Value* K) {
+  return ins & instr::kHeadK ? K[instr::a(ins)] : R[instr::a(ins)];
+}
+static inline Value returnTail(Instr ins, const Value* R, const Value* K) {
+  return ins & instr::kTailK ? K[instr::c(ins)] : R[instr::c(ins)];
+}
+
 // RETURNN's usual case, out of line and a leaf (it needs no saved registers): the
 // caller takes every element (split = 2 + k) and there are at most four, whose register
 // numbers fit in the word after the instruction. A parallel move of k + 2 values into
 // R[-1] ..., all read into locals before any is written.
-[[gnu::noinline]] static void returnSplit(Instr ins, const Instr* words, Value* R, uint32_t k) {
+[[gnu::noinline]] static void returnSplit(Instr ins, const Instr* words, Value* R, const Value* K, uint32_t k) {
   Value* dst = R - 1;
   uint64_t w = k ? words[0] : 0;
-  Value f = R[instr::a(ins)], t = R[instr::c(ins)];
+  Value f = returnHead(ins, R, K), t = returnTail(ins, R, K);
   switch (k) {
     case 0: dst[0] = f, dst[1] = t; break;
     case 1: {
@@ -317,13 +325,13 @@ void VM::arrangeArguments(const Proto* p, Value* R, uint32_t nargs, uint32_t par
 // of a list of at most three elements (or of a rep); false for anything else. A
 // parallel move, as in returnSplit; bp is the register in the low 16 bits of the
 // word after the instruction, then x1 ... xk.
-[[gnu::noinline]] static bool returnRepSplit(Instr ins, const Instr* words, Value* R, uint8_t split) {
+[[gnu::noinline]] static bool returnRepSplit(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split) {
   uint32_t k = instr::b(ins) - 1;
   uint64_t w = words[0];
   Value bp = R[w & 0xffff];
   if (!isProcedure(unwrapAttached(bp))) return false;
   Value* dst = R - 1;
-  Value f = R[instr::a(ins)], t = R[instr::c(ins)];
+  Value f = returnHead(ins, R, K), t = returnTail(ins, R, K);
   if (split == kSplitRepOf + 1) {
     if (k != 0 || !isProcedure(unwrapAttached(t))) return false;
     dst[0] = f, dst[1] = t, dst[2] = bp;
@@ -378,14 +386,14 @@ static void readListed(const Instr* words, const Value* R, uint32_t j, uint32_t 
 // in its registers R[-1] ..., with pairs made only for what it does not take apart;
 // any other caller gets the whole value in R[-1]. Returns the whole value if it does
 // not have the shape the caller splits (the caller's error), undefined otherwise.
-[[gnu::noinline]] Value VM::returnList(Instr ins, const Instr* words, Value* R, uint8_t split) {
+[[gnu::noinline]] Value VM::returnList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split) {
   uint32_t k = instr::b(ins);
   Value* dst = R - 1;
   Parts buf;
   Value* vals = buf.v;
-  vals[0] = R[instr::a(ins)];
+  vals[0] = returnHead(ins, R, K);
   readListed(words, R, 0, k, vals + 1);
-  vals[k + 1] = R[instr::c(ins)];
+  vals[k + 1] = returnTail(ins, R, K);
   if (split >= 2 && split < kSplitRepOf && split - 2u <= k) {
     uint32_t taken = split - 2u;
     Value tail = vals[k + 1];
@@ -414,16 +422,16 @@ static void readListed(const Instr* words, const Value* R, uint32_t j, uint32_t 
 // take apart; a caller that splits it as a rep gets the list and bp; any other caller
 // the whole value. Returns the whole value if it does not have the shape the caller
 // splits (the caller's error), undefined otherwise.
-[[gnu::noinline]] Value VM::returnRepList(Instr ins, const Instr* words, Value* R, uint8_t split) {
+[[gnu::noinline]] Value VM::returnRepList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split) {
   uint32_t k = instr::b(ins) - 1;
   Value* dst = R - 1;
   Parts buf;
   Value* vals = buf.v;
   Value bp;
   readListed(words, R, 0, 1, &bp);
-  vals[0] = R[instr::a(ins)];
+  vals[0] = returnHead(ins, R, K);
   readListed(words, R, 1, k, vals + 1);
-  vals[k + 1] = R[instr::c(ins)];
+  vals[k + 1] = returnTail(ins, R, K);
   bool bpOk = isProcedure(unwrapAttached(bp));
   if (split >= kSplitRepOf && bpOk) {
     uint8_t inner = static_cast<uint8_t>(split - kSplitRepOf);
@@ -812,11 +820,11 @@ op_RETURNN: {
   // (cons R[A] (cons x1 ... (cons xk R[C]))) in tail position: see returnSplit and
   // returnList.
   if (uint32_t k = instr::b(ins); frame->split == 2 + k && k <= 4) [[likely]] {
-    returnSplit(ins, pc, R, k);
+    returnSplit(ins, pc, R, K, k);
     goto leave_frame;
   }
   SAVE_PC();
-  Value bad = returnList(ins, pc, R, frame->split);
+  Value bad = returnList(ins, pc, R, K, frame->split);
   if (!bad.isUndefined()) [[unlikely]]
     badSplit = cons(bad, Value::object(closure));
   goto leave_frame;
@@ -824,10 +832,10 @@ op_RETURNN: {
 op_RETURNR: {
   // (cons (cons R[A] (x1 ... xk . R[C])) bp) in tail position: see returnRepSplit and
   // returnRepList.
-  if (returnRepSplit(ins, pc, R, frame->split)) [[likely]]
+  if (returnRepSplit(ins, pc, R, K, frame->split)) [[likely]]
     goto leave_frame;
   SAVE_PC();
-  Value bad = returnRepList(ins, pc, R, frame->split);
+  Value bad = returnRepList(ins, pc, R, K, frame->split);
   if (!bad.isUndefined()) [[unlikely]]
     badSplit = cons(bad, Value::object(closure));
   goto leave_frame;

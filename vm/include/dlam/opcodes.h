@@ -44,8 +44,8 @@ namespace dlam {
   X(TAILCALL, ABN, "return R[A](R[A+1] .. R[A+B]), reusing this frame")               \
   X(RETURN, A, "return R[A]")                                                         \
   X(RETURN2, AB, "return (cons R[A] R[B]), as two values to a caller that splits it")  \
-  X(RETURNN, ABL, "return (cons R[A] (x1 ... xB . R[C])), the B registers x in the next words; parts to a splitting caller") \
-  X(RETURNR, ABR, "return (cons (cons R[A] (x1 ... xk . R[C])) bp), bp and the k = B - 1 registers x in the next words; parts to a splitting caller") \
+  X(RETURNN, ABL, "return (cons R[A] (x1 ... xB . R[C])), the B registers x in the next words; parts to a splitting caller (A, C: K[A], K[C] when marked)") \
+  X(RETURNR, ABR, "return (cons (cons R[A] (x1 ... xk . R[C])) bp), bp and the k = B - 1 registers x in the next words; parts to a splitting caller (A, C as RETURNN's)") \
   X(JMP, sBx, "pc += sBx")                                                            \
   X(JMPIFNOT, AsBx, "if R[A] is #f then pc += sBx")                                   \
   X(ADD, ABC, "R[A] = R[B] + R[C]")                                                   \
@@ -114,6 +114,10 @@ constexpr Instr makeBx(Op op, uint32_t a, uint32_t bx) {
   return static_cast<Instr>(op) | (static_cast<Instr>(a & 0xffff) << 8) | (static_cast<Instr>(bx) << 24);
 }
 constexpr Instr kSwapped = 1ull << 63;
+// RETURNN and RETURNR: A (the head) or C (the tail) is a constant's index, not a
+// register (a backpropagator's fbar and the end of its list are often constants).
+constexpr Instr kHeadK = 1ull << 56;
+constexpr Instr kTailK = 1ull << 57;
 constexpr uint32_t level(Instr i) { return static_cast<uint32_t>((i >> 56) & 0x7f); }
 constexpr Instr withLevel(Instr i, uint32_t level) { return i | (static_cast<Instr>(level & 0x7f) << 56); }
 constexpr Op op(Instr i) { return static_cast<Op>(i & 0xff); }

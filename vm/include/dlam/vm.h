@@ -371,8 +371,8 @@ class VM {
  private:
   friend class Interpreter;
   Value execute();
-  Value returnList(Instr ins, const Instr* words, Value* R, uint8_t split);
-  Value returnRepList(Instr ins, const Instr* words, Value* R, uint8_t split);
+  Value returnList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split);
+  Value returnRepList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split);
   void arrangeArguments(const Proto* p, Value* R, uint32_t nargs, uint32_t parts);
   void buildTrace(Error& e);
   void markRoots(std::vector<Obj*>& work);
