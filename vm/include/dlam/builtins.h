@@ -55,8 +55,9 @@ constexpr const char* cxrPath(NativeId id) {
 // other operands (also an infinity or a NaN, as JAX's symbolic zeros), and so is a sum
 // or difference of nothing but zeros. So a sensitivity that reached nothing stays exact
 // through a derivative's formula: the second derivative of (expt x n) with n a variable
-// is not 0 times log x (NaN for x < 0). Returns undefined when the answer is an
-// ordinary number (no zero, or a sum with a number in it).
+// is not 0 times log x (NaN for x < 0). A sum of one number and zeros is that number.
+// Returns undefined when the answer is an ordinary number to compute (no zero, or a
+// difference or a sum with numbers in it).
 inline Value arithWithZero(NativeId id, const Value* a, int n) {
   int zeros = 0;
   for (int i = 0; i < n; ++i) zeros += a[i].isZero();
@@ -65,6 +66,12 @@ inline Value arithWithZero(NativeId id, const Value* a, int n) {
     case NativeId::Mul: return Value::zero();
     case NativeId::Div: return a[0].isZero() ? Value::zero() : Value::undefined();
     case NativeId::Add:
+      // x + 0 is x itself (-0.0 stays -0.0), as plus gives it: the reverse transform sums
+      // numeric sensitivities with + (ad_transform.cpp, numericPair).
+      if (zeros == n - 1)
+        for (int i = 0; i < n; ++i)
+          if (!a[i].isZero()) return a[i];
+      return zeros == n ? Value::zero() : Value::undefined();
     case NativeId::Sub: return zeros == n ? Value::zero() : Value::undefined();
     default: return Value::undefined();
   }
