@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "ad_transform.h"
+#include "ad_simplify.h"
 #include "codegen.h"
 #include "stack_guard.h"
 
@@ -920,6 +921,7 @@ class Transformer {
       rhoBind(*bd, st);
     }
     bp->body->result = finish(bp->body, st);
+    foldNegations(vm_, bp->body);
     computeFreeVars(bp);
     return bp;
   }

@@ -140,6 +140,27 @@ TEST_F(Codegen, AReturnedListsConstantHeadAndTailAreConstantOperands) {
   EXPECT_EQ(show("((gradient (lambda (y) (car ((gradient sumsq) y)))) '(1 2 3))"), "(2 0 0)");
 }
 
+TEST_F(Codegen, ABackpropagatorFoldsTheNegationsOfSubtractions) {
+  // The rule of - negates the subtrahend's sensitivity; each negation here goes into
+  // an operation there anyway (ad_simplify.cpp): u = 1 - a gives a (* ū' -2) for the
+  // product ū = 2 u ḡ, t = b - a² gives a² the factor -2 of (* a a)'s rule, and b's
+  // sum t̄ + (-w̄) is t̄ - w̄. No NEG is left in the backpropagator, and the gradient
+  // and a second derivative through it are the analytic ones: at a = 0.5, b = 2,
+  // t = 1.75, u = 0.5, w = -0.5, f_a = -400 a t - 2 u + 6 = -345, f_b = 200 t - 2 = 348,
+  // f_aa = 800 a² - 400 t + 2 = -498.
+  dlam::evalSource(vm,
+                   "(define (f a b) (let* ((t (- b (* a a))) (u (- 1 a)) (w (- (* 3 a) b)))"
+                   "  (+ (* 100 (* t t)) (* u u) (* w 2))))",
+                   "<codegen>");
+  std::string once = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j f)", "<codegen>"))->proto, true);
+  EXPECT_EQ(once.find("NEG"), std::string::npos) << once;
+  EXPECT_NE(once.find("MULK       r3 r2 -2"), std::string::npos) << once;
+  EXPECT_NE(once.find("SUB"), once.rfind("SUB")) << "one SUB forward, one backward: " << once;
+  EXPECT_EQ(show("((gradient f) 0.5 2)"), "(-345 348)");
+  EXPECT_EQ(show("((derivative (lambda (a) (car ((gradient f) a 2)))) 0.5)"), "-498");
+  EXPECT_EQ(show("((gradient (lambda (b) (cadr ((gradient f) 0.5 b)))) 2)"), "200");
+}
+
 TEST_F(Codegen, VectorRefIsAnOpcodeInUserCodeAndInItsDerivative) {
   // (vector-ref v i) compiles to VREF, as car to CAR, and so does the primal read in
   // its derivative (vector-ref's rule runs it on primal values); the opcode's slow

@@ -55,9 +55,9 @@ constexpr const char* cxrPath(NativeId id) {
 // other operands (also an infinity or a NaN, as JAX's symbolic zeros), and so is a sum
 // or difference of nothing but zeros. So a sensitivity that reached nothing stays exact
 // through a derivative's formula: the second derivative of (expt x n) with n a variable
-// is not 0 times log x (NaN for x < 0). A sum of one number and zeros is that number.
-// Returns undefined when the answer is an ordinary number to compute (no zero, or a
-// difference or a sum with numbers in it).
+// is not 0 times log x (NaN for x < 0). A sum of one number and zeros is that number,
+// x - 0 is x and 0 - x is -x (signed zeros kept). Returns undefined when the answer is
+// an ordinary number to compute (no zero, or more numbers than one).
 inline Value arithWithZero(NativeId id, const Value* a, int n) {
   int zeros = 0;
   for (int i = 0; i < n; ++i) zeros += a[i].isZero();
@@ -72,7 +72,10 @@ inline Value arithWithZero(NativeId id, const Value* a, int n) {
         for (int i = 0; i < n; ++i)
           if (!a[i].isZero()) return a[i];
       return zeros == n ? Value::zero() : Value::undefined();
-    case NativeId::Sub: return zeros == n ? Value::zero() : Value::undefined();
+    case NativeId::Sub:
+      // x - 0 is x, 0 - x is -x (what x + (-0) and (-x) + 0 give)
+      if (n == 2 && zeros == 1) return a[1].isZero() ? a[0] : Value::number(-a[1].asNumber());
+      return zeros == n ? Value::zero() : Value::undefined();
     default: return Value::undefined();
   }
 }

@@ -1,0 +1,131 @@
+// ad_simplify.cpp — algebra on the backpropagators the reverse transform makes.
+//
+// The rule of - gives the subtrahend the negated sensitivity, (- g), which the rules
+// after it then multiply: (- u) of u = 1 - a reaches a as is, and (- t̄) of t = b - a²
+// is multiplied by a and by 2. foldNegations moves each such negation into an operation
+// that is there anyway, at one level:
+//   (- (* x c))          → (* x -c)           the product made only for the negation
+//   (* (- g) c)          → (* g -c)
+//   (* (* (- g) y) c)    → (* (* g y) -c)      the inner product used only there
+//   (+ x (- g))          → (- x g)
+// with c a number constant and every intermediate used once. Each rewrite gives the
+// same number in floating point (negation is exact and commutes with rounding, and
+// x - g is x + (-g)), and the same symbolic zero (arithWithZero). The backpropagator
+// is shorter, and so is everything made from it when it is transformed again.
+#include "ad_simplify.h"
+
+#include <unordered_map>
+
+namespace dlam {
+
+using namespace anf;
+
+namespace {
+
+bool isNumberConst(const Atom& a) { return a.kind == Atom::Const && a.value.isNumber(); }
+
+Atom negated(Atom a) {
+  a.value = Value::number(-a.value.asNumber());
+  return a;
+}
+
+// The position (1 or 2) of v among a binary call's operands, 0 if it is not one.
+size_t operandOf(const Bind& bd, const Var* v) {
+  for (size_t i = 1; i <= 2; ++i)
+    if (bd.args[i].kind == Atom::Local && bd.args[i].var == v) return i;
+  return 0;
+}
+
+}  // namespace
+
+void foldNegations(const VM& vm, Block* body) {
+  // Uses of each variable anywhere in the body (nested blocks, captures included), and,
+  // in the body's own bindings, where each variable is made and used.
+  std::unordered_map<const Var*, int> uses;
+  std::vector<const Block*> work{body};
+  auto use = [&](const Atom& a) {
+    if (a.kind == Atom::Local) ++uses[a.var];
+  };
+  while (!work.empty()) {
+    const Block* b = work.back();
+    work.pop_back();
+    for (const Bind& bd : b->binds) {
+      use(bd.atom);
+      for (const Atom& a : bd.args) use(a);
+      if (bd.kind == Bind::MakeLambda)
+        for (const Var* v : bd.lambda->freeVars) ++uses[v];
+      if (bd.thenB) work.push_back(bd.thenB);
+      if (bd.elseB) work.push_back(bd.elseB);
+    }
+    use(b->result);
+  }
+  std::vector<Bind>& binds = body->binds;
+  std::unordered_map<const Var*, size_t> madeAt, usedAt;
+  for (size_t i = 0; i < binds.size(); ++i) {
+    if (binds[i].dst) madeAt[binds[i].dst] = i;
+    for (const Atom& a : binds[i].args)
+      if (a.kind == Atom::Local) usedAt[a.var] = i;
+  }
+  auto is = [&](const Bind& bd, NativeId id, size_t nargs, uint16_t level) {
+    return bd.kind == Bind::Call && bd.level == level && bd.args.size() == nargs + 1 && builtinOf(vm, bd.args[0]) == id;
+  };
+  // The binding that is v's one use, if it is in the body's own bindings.
+  auto soleUser = [&](const Var* v) -> Bind* {
+    auto it = usedAt.find(v);
+    return v && uses[v] == 1 && it != usedAt.end() ? &binds[it->second] : nullptr;
+  };
+  std::vector<bool> folded(binds.size(), false);
+  for (size_t i = 0; i < binds.size(); ++i) {
+    Bind& neg = binds[i];
+    uint16_t k = neg.level;
+    if (!neg.dst || !is(neg, NativeId::Sub, 1, k)) continue;
+    Var* t = neg.dst;
+    Atom g = neg.args[1];
+    // (- (* x c)), the product used only here: the product makes t with -c.
+    if (g.kind == Atom::Local && uses[g.var] == 1 && madeAt.count(g.var)) {
+      Bind& m = binds[madeAt[g.var]];
+      if (size_t c = isNumberConst(m.args.size() == 3 ? m.args[2] : Atom{}) ? 2 : 0; is(m, NativeId::Mul, 2, k) && c) {
+        m.args[c] = negated(m.args[c]);
+        m.dst = t;
+        madeAt[t] = madeAt[g.var];
+        folded[i] = true;
+        continue;
+      }
+    }
+    Bind* u = soleUser(t);
+    if (!u || u->kind != Bind::Call || u->level != k) continue;
+    size_t at = operandOf(*u, t);
+    if (!at) continue;
+    Bind* scaled = nullptr;  // the product whose constant takes the sign
+    size_t constAt = 0;
+    if (is(*u, NativeId::Mul, 2, k)) {
+      if (isNumberConst(u->args[3 - at])) {
+        scaled = u, constAt = 3 - at;
+      } else if (Bind* v = soleUser(u->dst); v && is(*v, NativeId::Mul, 2, k)) {
+        size_t w = operandOf(*v, u->dst);
+        if (w && isNumberConst(v->args[3 - w])) scaled = v, constAt = 3 - w;
+      }
+      if (!scaled) continue;
+      scaled->args[constAt] = negated(scaled->args[constAt]);
+    } else if (is(*u, NativeId::Add, 2, k)) {
+      Atom x = u->args[3 - at];
+      u->args[0] = constAtom(Value::object(vm.builtin(NativeId::Sub)), u->args[0].loc);
+      u->args[1] = x;
+      at = 2;
+    } else {
+      continue;
+    }
+    u->args[at] = g;
+    if (g.kind == Atom::Local) usedAt[g.var] = static_cast<size_t>(u - binds.data());
+    folded[i] = true;
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < binds.size(); ++i) {
+    if (folded[i]) continue;
+    if (kept != i) binds[kept] = std::move(binds[i]);
+    ++kept;
+  }
+  binds.resize(kept);
+}
+
+}  // namespace dlam

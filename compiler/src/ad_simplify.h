@@ -1,0 +1,11 @@
+// ad_simplify.h — algebra on the backpropagators the reverse transform makes.
+#pragma once
+#include "anf.h"
+
+namespace dlam {
+
+// Folds the negations in a backpropagator's straight-line body into the products and
+// sums that use them (see ad_simplify.cpp).
+void foldNegations(const VM& vm, anf::Block* body);
+
+}  // namespace dlam
