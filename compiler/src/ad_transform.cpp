@@ -128,9 +128,9 @@ class Transformer {
   }
 
   // The variables the transform bound to the result of an arithmetic primitive, with
-  // its level: numbers (or the symbolic zero) at that level. ρ sums two sensitivities
-  // that both are such with + rather than plus, so that a further transform computes
-  // the sum on primal values (no tagged operands, no tagged sum).
+  // its level: numbers (or the symbolic zero) at that level. ρ sums a sensitivity with
+  // such a one with + rather than plus (numericPair), so that a further transform
+  // computes the sum on primal values (no tagged operands, no tagged sum).
   std::unordered_map<const Var*, uint16_t> arith_;
   static bool isArithmetic(uint16_t id) { return id >= uint16_t(NativeId::Add) && id <= uint16_t(NativeId::Truncate); }
 
@@ -646,6 +646,8 @@ class Transformer {
         const TermP& v = a->pair ? b : a;
         return pairTerm(merge(head(v), p->car), merge(tail(v), p->cdr));
       }
+      if (uint16_t level; t->numericPair(a, b, level))
+        return atomTerm(t->call(out, {t->prim(NativeId::Add), a->atom, b->atom}, level));
       return atomTerm(t->call(out, {t->prim(NativeId::Plus), materialize(a), materialize(b)}));
     }
     // Makes e the whole sensitivity of v, in place of what it had (e takes that in).
@@ -665,10 +667,6 @@ class Transformer {
       auto it = cur.find(v);
       if (it == cur.end()) {
         cur[v] = std::move(e);
-        return;
-      }
-      if (uint16_t level; t->numericPair(it->second, e, level)) {
-        it->second = atomTerm(t->call(out, {t->prim(NativeId::Add), it->second->atom, e->atom}, level));
         return;
       }
       it->second = merge(it->second, e);
@@ -696,12 +694,19 @@ class Transformer {
     return x->second.first == y->second.first && x->second.second && !y->second.second ? x->second.first : nullptr;
   }
 
-  // Whether two sensitivity terms are both arithmetic results at one level (arith_).
+  // Whether two sensitivity terms of one variable are numbers to add at `level`: one
+  // of them (at least) is an arithmetic result (arith_), so the variable is a number,
+  // its sensitivities are numbers (or zero) at that level, and plus of them is their
+  // sum (or fails, as + does).
   bool numericPair(const TermP& a, const TermP& b, uint16_t& level) const {
-    if (a->pair || b->pair || a->atom.kind != Atom::Local || b->atom.kind != Atom::Local) return false;
-    auto x = arith_.find(a->atom.var), y = arith_.find(b->atom.var);
-    if (x == arith_.end() || y == arith_.end() || x->second != y->second) return false;
-    level = x->second;
+    if (a->pair || b->pair) return false;
+    auto levelOf = [&](const Atom& x) -> int {
+      auto it = x.kind == Atom::Local ? arith_.find(x.var) : arith_.end();
+      return it == arith_.end() ? -1 : it->second;
+    };
+    int x = levelOf(a->atom), y = levelOf(b->atom);
+    if ((x < 0 && y < 0) || (x >= 0 && y >= 0 && x != y)) return false;
+    level = static_cast<uint16_t>(std::max(x, y));
     return true;
   }
 
