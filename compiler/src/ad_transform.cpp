@@ -155,7 +155,10 @@ class Transformer {
 
   // ---- lambdas ------------------------------------------------------------------
 
-  Lambda* transformLambda(const Lambda* L) {
+  // `primals`: for the free variables that the transform keeps as primal values
+  // (primalFree), the variables of the enclosing transformed function that hold them;
+  // null for the function *j transforms (the VM makes its closure).
+  Lambda* transformLambda(const Lambda* L, const std::vector<Var*>* primals = nullptr) {
     if (stack_.exceeded()) fail(L->loc, L->file, "*j: function nested too deeply to transform");
     Lambda* T = M.newLambda();
     T->derived = true;
@@ -165,7 +168,13 @@ class Transformer {
     T->primalOf = L;
     for (Var* p : L->params) T->params.push_back(J_[p] = fresh(p, "`"));
     if (L->rest) T->rest = J_[L->rest] = fresh(L->rest, "`");
-    for (Var* f : L->freeVars) T->freeVars.push_back(J_.at(f));
+    uint64_t plain = primalFree(L);
+    for (size_t i = 0; i < L->freeVars.size(); ++i) {
+      Var* f = L->freeVars[i];
+      bool kept = i < 64 && (plain >> i & 1);
+      T->freeVars.push_back(!kept ? J_.at(f) : primals ? primals->at(i) : fresh(f, "'"));
+    }
+    T->primalFree = plain;
     T->body = M.newBlock();
     std::string savedFile = std::move(file_);
     file_ = L->file;
@@ -176,6 +185,8 @@ class Transformer {
     Uses savedUses = std::move(uses_);
     P_.clear();
     uses_ = classify(L->body);
+    for (size_t i = 0; i < L->freeVars.size() && i < 64; ++i)
+      if (plain >> i & 1) P_[L->freeVars[i]] = T->freeVars[i];
     for (Var* p : L->params) notePrimal(T->body, p);
     for (Var* f : L->freeVars) notePrimal(T->body, f);
 
@@ -186,7 +197,15 @@ class Transformer {
         fbar = constAtom(Value::nil(), loc_);
       } else {
         std::vector<Atom> items;
-        for (Var* f : L->freeVars) items.push_back(closedRec_.count(f) || f == flatSelf_ ? st.zero() : st.get(f));
+        for (size_t i = 0; i < L->freeVars.size(); ++i) {
+          Var* f = L->freeVars[i];
+          Atom s = closedRec_.count(f) || f == flatSelf_ ? st.zero() : st.get(f);
+          // A value L's closures keep as a primal value stands for its image: *j of
+          // the primal's sensitivity is the image's.
+          if (i < 64 && (L->primalFree >> i & 1) && !(s.kind == Atom::Const && s.value.isZero()))
+            s = call(out, {prim(NativeId::StarJ), s});
+          items.push_back(s);
+        }
         fbar = listOf(out, items);
       }
       Atom xbar;
@@ -232,6 +251,31 @@ class Transformer {
   Uses uses_;
   std::unordered_map<const Var*, Var*> P_;  // primal variable → variable holding its primal value
 
+  // The free variables of L that its transform captures as primal values rather than
+  // as their images (bit i for freeVars[i], i < 64): for a backpropagator, those its
+  // body uses only as arguments of numeric primitives (directly, or through closures
+  // that keep them so). The transformed body would only take their primal
+  // (*j-inverse) at its entry; the closure holds that instead, so the code that makes
+  // it tags nothing for it, and *j and *j-inverse of closures leave those values as
+  // they are (VM::forceClosure). The sensitivity of such a closure is still that of
+  // the values it stands for (the images): ρ takes *j-inverse of a part before giving
+  // it to the primal variable (rhoBind), and the transform of a function that keeps
+  // values so gives *j of their sensitivities (transformLambda's fbar). Only
+  // backpropagators, which no recursive group or self-recursive closure contains. A
+  // function of L alone (cached), so every transform of L agrees.
+  uint64_t primalFree(const Lambda* L) {
+    if (!L->backprop) return 0;
+    if (auto it = primalFree_.find(L); it != primalFree_.end()) return it->second;
+    if (stack_.exceeded()) fail(L->loc, L->file, "*j: function nested too deeply to transform");
+    Uses u = classify(L->body);
+    uint64_t plain = 0;
+    for (size_t i = 0; i < L->freeVars.size() && i < 64; ++i)
+      if (u.arith.count(L->freeVars[i]) && !u.tagged.count(L->freeVars[i])) plain |= uint64_t(1) << i;
+    primalFree_[L] = plain;
+    return plain;
+  }
+  std::unordered_map<const Lambda*, uint64_t> primalFree_;
+
   Uses classify(const Block* body) {
     Uses u;
     std::vector<std::pair<const Var*, const Var*>> copies;
@@ -256,9 +300,14 @@ class Transformer {
             work.push_back(bd.thenB);
             work.push_back(bd.elseB);
             break;
-          case Bind::MakeLambda:
-            for (Var* v : bd.lambda->freeVars) u.tagged.insert(v);
+          case Bind::MakeLambda: {
+            // A value the transformed closure keeps as a primal value is used as by
+            // arithmetic; any other capture needs the tagged value.
+            uint64_t plain = primalFree(bd.lambda);
+            for (size_t i = 0; i < bd.lambda->freeVars.size(); ++i)
+              (i < 64 && (plain >> i & 1) ? u.arith : u.tagged).insert(bd.lambda->freeVars[i]);
             break;
+          }
           case Bind::Copy:
             if (bd.atom.kind == Atom::Local) copies.emplace_back(bd.dst, bd.atom.var);
             break;
@@ -392,7 +441,13 @@ class Transformer {
         bool flat = selfRec_.count(bd.dst) && std::count(bd.lambda->freeVars.begin(), bd.lambda->freeVars.end(), bd.dst);
         flatSelf_ = flat ? bd.dst : nullptr;
         flatFree_ = flat ? &bd.lambda->freeVars : nullptr;
-        Lambda* t = transformLambda(bd.lambda);
+        // The captured values that the transformed closure keeps as primal values
+        // (primalFree) are this function's primal variables.
+        uint64_t plain = primalFree(bd.lambda);
+        std::vector<Var*> primals(bd.lambda->freeVars.size(), nullptr);
+        for (size_t i = 0; i < primals.size() && i < 64; ++i)
+          if (plain >> i & 1) primals[i] = primalFwd(out, localAtom(bd.lambda->freeVars[i], loc_)).var;
+        Lambda* t = transformLambda(bd.lambda, &primals);
         flatSelf_ = savedSelf;
         flatFree_ = savedFree;
         Bind m;
@@ -903,6 +958,7 @@ class Transformer {
   Lambda* backprop(const Block* body, const Tape& tape, SrcLoc loc, const std::string& name, Finish finish) {
     Lambda* bp = M.newLambda();
     bp->derived = true;
+    bp->backprop = true;
     bp->name = name.empty() ? "backprop" : "backprop:" + name;
     bp->file = file_;
     bp->loc = loc;
@@ -954,6 +1010,18 @@ class Transformer {
         if (st.isZero(bd.dst)) return;
         // A closure's sensitivity is the list of its free variables' sensitivities.
         const auto& fvs = bd.lambda->freeVars;
+        if (uint64_t kept = bd.lambda->primalFree) {
+          // Those of the values it keeps as primal values are their images'.
+          TermP s = st.term(bd.dst);
+          for (size_t i = 0; i < fvs.size(); ++i) {
+            TermP part = st.head(s);
+            if (part && i < 64 && (kept >> i & 1))
+              part = Sens::atomTerm(call(st.out, {prim(NativeId::StarJInverse), st.materialize(part)}));
+            st.addTerm(fvs[i], part);
+            if (i + 1 < fvs.size()) s = st.tail(s);
+          }
+          return;
+        }
         spread(st, st.term(bd.dst), fvs.begin(), fvs.end());
         return;
       }

@@ -80,6 +80,7 @@ class FnCompiler {
     // Captured values are loaded at entry, except one used once, as an argument (or
     // the callee) of a call: it is loaded where it is used, straight into the call's
     // window or into a temporary (lazyUpval_), which saves a MOVE.
+    proto_->primalUpvals = lam_->primalFree;
     for (size_t i = 0; i < lam_->freeVars.size(); ++i) {
       Var* v = lam_->freeVars[i];
       proto_->freeVars.push_back(v->name);

@@ -71,6 +71,19 @@ Value freeVariables(VM& vm, Value* a, int) {
   return vm.list(syms.data(), syms.size());
 }
 
+// The values a closure captured, as a list: what its sensitivity has the shape of. A
+// transformed closure keeps some as primal values (Proto::primalUpvals), and so do
+// the closures of its own transforms (their images, one tag more): those are given as
+// their images, with a tag for each proto along the primal chain that keeps them.
+Value capturedValues(VM& vm, Closure* c) {
+  vm.forceClosure(c);
+  std::vector<Value> caps(c->upvals, c->upvals + c->count());
+  for (const Proto* p = c->proto; p; p = p->primal)
+    for (size_t i = 0; i < caps.size() && i < 64; ++i)
+      if (p->primalUpvals >> i & 1) caps[i] = vm.starJ(caps[i]);
+  return vm.list(caps.data(), caps.size());
+}
+
 // Whether s and v agree about being vectors (s under any reverse tags): a vector's
 // sensitivity is a vector of its length, and only a vector's is a vector.
 bool sameVectorShape(Value s, Value v) {
@@ -126,10 +139,7 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
         work.push_back({asPair(s)->car, asPair(v)->car, 0});
       } else if (isPair(s) && isClosure(v)) {
         // A closure's sensitivity: one entry per captured value.
-        Closure* c = asClosure(v);
-        vm.forceClosure(c);
-        Value caps = vm.list(c->upvals, c->count());
-        work.push_back({s, caps, 0});
+        work.push_back({s, capturedValues(vm, asClosure(v)), 0});
       } else if (isPair(s) || (s.isNumber() && !v.isNumber() && !isObj(v, ObjType::Rev)) ||
                  !sameVectorShape(s, v)) {
         std::string ss = vm.show(s, true), sv = vm.show(v, true);
@@ -157,9 +167,7 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
       work.push_back({s, asPair(v)->cdr, 0});
       work.push_back({s, asPair(v)->car, 0});
     } else if (isClosure(v) && expanded.insert(v.asObject()).second) {
-      Closure* c = asClosure(v);
-      vm.forceClosure(c);
-      work.push_back({s, vm.list(c->upvals, c->count()), 0});
+      work.push_back({s, capturedValues(vm, asClosure(v)), 0});
     } else {
       results.push_back(Value::nil());
     }

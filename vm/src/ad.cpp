@@ -96,10 +96,15 @@ void VM::forceClosureSlow(Closure* c) {
   c->flags &= static_cast<uint16_t>(~(kLazyJ | kLazyJInv));
   // The whole environment is mapped before any of it is stored: if mapping fails part
   // way (out of memory, a limit), the closure stays lazy as it was, not half mapped.
+  // The values the transformed proto keeps as primal values stay as they are (the
+  // transformed proto: this one, or the one of which this one is the primal).
+  const Proto* t = inverse ? c->proto->transformed : c->proto;
+  uint64_t kept = t ? t->primalUpvals : 0;
   std::vector<Value> mapped;
   try {
     mapped.reserve(c->aux);
-    for (uint32_t i = 0; i < c->aux; ++i) mapped.push_back(inverse ? starJInverse(c->upvals[i]) : starJ(c->upvals[i]));
+    for (uint32_t i = 0; i < c->aux; ++i)
+      mapped.push_back(i < 64 && (kept >> i & 1) ? c->upvals[i] : inverse ? starJInverse(c->upvals[i]) : starJ(c->upvals[i]));
   } catch (...) {
     c->flags |= lazy;
     throw;

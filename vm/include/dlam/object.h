@@ -132,6 +132,10 @@ struct Proto : Obj {
   Proto* transformed = nullptr;             // memoised reverse transform
   Proto* primal = nullptr;                  // for a transformed proto: the proto it came from
   uint16_t adLevel = 0;                     // how many reverse transforms made this proto
+  // A transformed proto: bit i set when its closures hold upvals[i] as the primal
+  // value (what *j-inverse of the image gives), not as its image; *j and *j-inverse
+  // of closures copy those as they are (VM::forceClosure).
+  uint64_t primalUpvals = 0;
   uint64_t ownedBytes = 0;                  // the C++ memory above, as counted by VM::noteProtoBytes
 };
 
