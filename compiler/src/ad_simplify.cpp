@@ -10,8 +10,9 @@
 //   (+ x (- g))          → (- x g)
 // with c a number constant and every intermediate used once. Each rewrite gives the
 // same number in floating point (negation is exact and commutes with rounding, and
-// x - g is x + (-g)), and the same symbolic zero (arithWithZero). The backpropagator
-// is shorter, and so is everything made from it when it is transformed again.
+// x - g is x + (-g)), and the same symbolic zero (arithWithZero). And (*j (*j-inverse
+// x)) is x. The backpropagator is shorter, and so is everything made from it when it
+// is transformed again.
 #include "ad_simplify.h"
 
 #include <unordered_map>
@@ -118,6 +119,18 @@ void foldNegations(const VM& vm, Block* body) {
     u->args[at] = g;
     if (g.kind == Atom::Local) usedAt[g.var] = static_cast<size_t>(u - binds.data());
     folded[i] = true;
+  }
+  // (*j (*j-inverse x)) is x: the image of the primal of a sensitivity, which ρ makes
+  // where a primal was taken (the rule of *j-inverse gives *j of what reached it).
+  for (size_t i = 0; i < binds.size(); ++i) {
+    Bind& bd = binds[i];
+    if (folded[i] || !is(bd, NativeId::StarJ, 1, 0) || bd.args[1].kind != Atom::Local) continue;
+    auto it = madeAt.find(bd.args[1].var);
+    if (it == madeAt.end() || folded[it->second] || !is(binds[it->second], NativeId::StarJInverse, 1, 0)) continue;
+    Atom x = binds[it->second].args[1];
+    bd.kind = Bind::Copy;
+    bd.atom = x;
+    bd.args.clear();
   }
   size_t kept = 0;
   for (size_t i = 0; i < binds.size(); ++i) {

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "dlam/compiler.h"
@@ -159,6 +161,43 @@ TEST_F(Codegen, ABackpropagatorFoldsTheNegationsOfSubtractions) {
   EXPECT_EQ(show("((gradient f) 0.5 2)"), "(-345 348)");
   EXPECT_EQ(show("((derivative (lambda (a) (car ((gradient f) a 2)))) 0.5)"), "-498");
   EXPECT_EQ(show("((gradient (lambda (b) (cadr ((gradient f) 0.5 b)))) 2)"), "200");
+}
+
+// The STARJs of a listing whose operand a JINV of the same function made.
+size_t starJOfJInverse(const std::string& listing) {
+  std::istringstream in(listing);
+  std::set<std::string> inverted;  // registers a JINV wrote, in the current function
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("function ", 0) == 0) inverted.clear();
+    std::istringstream words(line);
+    std::string w, op, a, b;
+    while (words >> w && w != "JINV" && w != "STARJ") {
+    }
+    if (w != "JINV" && w != "STARJ") continue;
+    words >> a >> b;
+    if (w == "JINV") inverted.insert(a);
+    else n += inverted.count(b);
+  }
+  return n;
+}
+
+TEST_F(Codegen, ABackpropagatorGivesTheSensitivityItsPrimalWasTakenFrom) {
+  // Transformed twice, Rosenbrock's backpropagator takes the primal of a tagged
+  // sensitivity (JINV) to multiply with it, and the rule of *j-inverse gives that
+  // primal's sensitivity back tagged (STARJ): (*j (*j-inverse s)) is s itself.
+  dlam::evalSource(vm,
+                   "(define (rosen x) (let loop ((x x) (acc 0)) (if (null? (cdr x)) acc"
+                   "  (let* ((a (car x)) (b (cadr x)) (t (- b (* a a))) (u (- 1 a)))"
+                   "    (loop (cdr x) (+ acc (* 100 (* t t)) (* u u)))))))",
+                   "<codegen>");
+  std::string twice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j rosen))", "<codegen>"))->proto, true);
+  EXPECT_NE(twice.find("JINV"), std::string::npos) << twice;
+  EXPECT_EQ(starJOfJInverse(twice), 0u) << twice;
+  // H v at x = (0 1 2 3), v = (1 1 1 1) (as AdCost's Hessian-vector product)
+  EXPECT_EQ(show("((gradient (lambda (y) (let loop ((g ((gradient rosen) y)) (v '(1 1 1 1)) (acc 0))"
+                 "  (if (null? g) acc (loop (cdr g) (cdr v) (+ acc (* (car g) (car v)))))))) '(0 1 2 3))"),
+            "(-398 202 2602 -600)");
 }
 
 TEST_F(Codegen, VectorRefIsAnOpcodeInUserCodeAndInItsDerivative) {
