@@ -2,8 +2,8 @@
 //
 // The rule of - gives the subtrahend the negated sensitivity, (- g), which the rules
 // after it then multiply: (- u) of u = 1 - a reaches a as is, and (- t̄) of t = b - a²
-// is multiplied by a and by 2. foldNegations moves each such negation into an operation
-// that is there anyway, at one level:
+// is multiplied by a and by 2. simplifyBackpropagator moves each such negation into an
+// operation that is there anyway, at one level:
 //   (- (* x c))          → (* x -c)           the product made only for the negation
 //   (* (- g) c)          → (* g -c)
 //   (* (* (- g) y) c)    → (* (* g y) -c)      the inner product used only there
@@ -39,7 +39,7 @@ size_t operandOf(const Bind& bd, const Var* v) {
 
 }  // namespace
 
-void foldNegations(const VM& vm, Block* body) {
+void simplifyBackpropagator(const VM& vm, Block* body) {
   // Uses of each variable anywhere in the body (nested blocks, captures included), and,
   // in the body's own bindings, where each variable is made and used.
   std::unordered_map<const Var*, int> uses;

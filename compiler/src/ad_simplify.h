@@ -6,6 +6,6 @@ namespace dlam {
 
 // Folds the negations in a backpropagator's straight-line body into the products and
 // sums that use them, and *j of a *j-inverse into its operand (see ad_simplify.cpp).
-void foldNegations(const VM& vm, anf::Block* body);
+void simplifyBackpropagator(const VM& vm, anf::Block* body);
 
 }  // namespace dlam

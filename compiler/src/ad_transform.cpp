@@ -982,7 +982,7 @@ class Transformer {
       rhoBind(*bd, st);
     }
     bp->body->result = finish(bp->body, st);
-    foldNegations(vm_, bp->body);
+    simplifyBackpropagator(vm_, bp->body);
     computeFreeVars(bp);
     return bp;
   }
