@@ -11,8 +11,9 @@
 // with c a number constant and every intermediate used once. Each rewrite gives the
 // same number in floating point (negation is exact and commutes with rounding, and
 // x - g is x + (-g)), and the same symbolic zero (arithWithZero). And (*j (*j-inverse
-// x)) is x. The backpropagator is shorter, and so is everything made from it when it
-// is transformed again.
+// x)) is x, and (plus x (*j y)) with y a number is (*j (+ (*j-inverse x) y)). The
+// backpropagator is shorter, and so is everything made from it when it is transformed
+// again.
 #include "ad_simplify.h"
 
 #include <unordered_map>
@@ -39,7 +40,7 @@ size_t operandOf(const Bind& bd, const Var* v) {
 
 }  // namespace
 
-void simplifyBackpropagator(const VM& vm, Block* body) {
+void simplifyBackpropagator(const VM& vm, Module& module, Block* body) {
   // Uses of each variable anywhere in the body (nested blocks, captures included), and,
   // in the body's own bindings, where each variable is made and used.
   std::unordered_map<const Var*, int> uses;
@@ -132,13 +133,48 @@ void simplifyBackpropagator(const VM& vm, Block* body) {
     bd.atom = x;
     bd.args.clear();
   }
-  size_t kept = 0;
+  // (plus x (*j y)), y an arithmetic result at level k and (*j y) made for this sum
+  // only: (*j (+ (*j-inverse x) y)), the sum taken at level k. x is then a sensitivity
+  // at y's level plus one, a tagged number (or zero), so both give the same number, and
+  // one tagged value is made instead of two (the operand's and plus's).
+  std::vector<std::vector<Bind>> before(binds.size());  // bindings to insert before each
+  auto prim = [&](NativeId id, SrcLoc loc) { return constAtom(Value::object(vm.builtin(id)), loc); };
   for (size_t i = 0; i < binds.size(); ++i) {
-    if (folded[i]) continue;
-    if (kept != i) binds[kept] = std::move(binds[i]);
-    ++kept;
+    Bind& p = binds[i];
+    if (folded[i] || !is(p, NativeId::Plus, 2, 0)) continue;
+    for (size_t side = 1; side <= 2; ++side) {
+      const Atom& sa = p.args[side];
+      if (sa.kind != Atom::Local || uses[sa.var] != 1 || !madeAt.count(sa.var)) continue;
+      size_t si = madeAt[sa.var];
+      const Bind& tag = binds[si];
+      if (folded[si] || !is(tag, NativeId::StarJ, 1, 0) || tag.args[1].kind != Atom::Local) continue;
+      auto yi = madeAt.find(tag.args[1].var);
+      if (yi == madeAt.end() || folded[yi->second]) continue;
+      const Bind& yb = binds[yi->second];
+      NativeId yid = yb.kind == Bind::Call ? builtinOf(vm, yb.args[0]) : NativeId::None;
+      if (!(yid >= NativeId::Add && yid <= NativeId::Truncate)) continue;
+      Bind inv, add;
+      inv.kind = add.kind = Bind::Call;
+      inv.loc = add.loc = p.loc;
+      inv.dst = module.newVar("");
+      inv.args = {prim(NativeId::StarJInverse, p.loc), p.args[3 - side]};
+      add.dst = module.newVar("");
+      add.level = yb.level;
+      add.args = {prim(NativeId::Add, p.loc), localAtom(inv.dst, p.loc), tag.args[1]};
+      p.args = {prim(NativeId::StarJ, p.loc), localAtom(add.dst, p.loc)};
+      folded[si] = true;
+      before[i].push_back(std::move(inv));
+      before[i].push_back(std::move(add));
+      break;
+    }
   }
-  binds.resize(kept);
+  std::vector<Bind> out;
+  out.reserve(binds.size());
+  for (size_t i = 0; i < binds.size(); ++i) {
+    for (Bind& b : before[i]) out.push_back(std::move(b));
+    if (!folded[i]) out.push_back(std::move(binds[i]));
+  }
+  binds = std::move(out);
 }
 
 }  // namespace dlam

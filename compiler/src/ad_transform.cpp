@@ -982,7 +982,7 @@ class Transformer {
       rhoBind(*bd, st);
     }
     bp->body->result = finish(bp->body, st);
-    simplifyBackpropagator(vm_, bp->body);
+    simplifyBackpropagator(vm_, M, bp->body);
     computeFreeVars(bp);
     return bp;
   }

@@ -194,6 +194,9 @@ TEST_F(Codegen, ABackpropagatorGivesTheSensitivityItsPrimalWasTakenFrom) {
   std::string twice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j rosen))", "<codegen>"))->proto, true);
   EXPECT_NE(twice.find("JINV"), std::string::npos) << twice;
   EXPECT_EQ(starJOfJInverse(twice), 0u) << twice;
+  // The sum of a tagged sensitivity and a tagged number is taken on their primals and
+  // tagged once: no PLUS is left (one made a tagged value more per element).
+  EXPECT_EQ(twice.find("PLUS"), std::string::npos) << twice;
   // H v at x = (0 1 2 3), v = (1 1 1 1) (as AdCost's Hessian-vector product)
   EXPECT_EQ(show("((gradient (lambda (y) (let loop ((g ((gradient rosen) y)) (v '(1 1 1 1)) (acc 0))"
                  "  (if (null? g) acc (loop (cdr g) (cdr v) (+ acc (* (car g) (car v)))))))) '(0 1 2 3))"),
