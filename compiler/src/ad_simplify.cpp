@@ -71,6 +71,7 @@ void simplifyBackpropagator(const VM& vm, Module& module, Block* body) {
   auto is = [&](const Bind& bd, NativeId id, size_t nargs, uint16_t level) {
     return bd.kind == Bind::Call && bd.level == level && bd.args.size() == nargs + 1 && builtinOf(vm, bd.args[0]) == id;
   };
+  auto prim = [&](NativeId id, SrcLoc loc) { return constAtom(Value::object(vm.builtin(id)), loc); };
   // The binding that is v's one use, if it is in the body's own bindings.
   auto soleUser = [&](const Var* v) -> Bind* {
     auto it = usedAt.find(v);
@@ -111,7 +112,7 @@ void simplifyBackpropagator(const VM& vm, Module& module, Block* body) {
       scaled->args[constAt] = negated(scaled->args[constAt]);
     } else if (is(*u, NativeId::Add, 2, k)) {
       Atom x = u->args[3 - at];
-      u->args[0] = constAtom(Value::object(vm.builtin(NativeId::Sub)), u->args[0].loc);
+      u->args[0] = prim(NativeId::Sub, u->args[0].loc);
       u->args[1] = x;
       at = 2;
     } else {
@@ -138,7 +139,6 @@ void simplifyBackpropagator(const VM& vm, Module& module, Block* body) {
   // at y's level plus one, a tagged number (or zero), so both give the same number, and
   // one tagged value is made instead of two (the operand's and plus's).
   std::vector<std::vector<Bind>> before(binds.size());  // bindings to insert before each
-  auto prim = [&](NativeId id, SrcLoc loc) { return constAtom(Value::object(vm.builtin(id)), loc); };
   for (size_t i = 0; i < binds.size(); ++i) {
     Bind& p = binds[i];
     if (folded[i] || !is(p, NativeId::Plus, 2, 0)) continue;
@@ -152,7 +152,7 @@ void simplifyBackpropagator(const VM& vm, Module& module, Block* body) {
       if (yi == madeAt.end() || folded[yi->second]) continue;
       const Bind& yb = binds[yi->second];
       NativeId yid = yb.kind == Bind::Call ? builtinOf(vm, yb.args[0]) : NativeId::None;
-      if (!(yid >= NativeId::Add && yid <= NativeId::Truncate)) continue;
+      if (!isArithmetic(yid)) continue;
       Bind inv, add;
       inv.kind = add.kind = Bind::Call;
       inv.loc = add.loc = p.loc;

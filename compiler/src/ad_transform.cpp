@@ -56,7 +56,7 @@ bool isStructural(NativeId id) {
 
 // Numeric primitives: φ applies them to primal values (see Transformer::Uses).
 bool isNumeric(NativeId id) {
-  return (id >= NativeId::Add && id <= NativeId::Truncate) || (id >= NativeId::NumEq && id <= NativeId::NanP) ||
+  return isArithmetic(id) || (id >= NativeId::NumEq && id <= NativeId::NanP) ||
          id == NativeId::Sign || id == NativeId::Step || id == NativeId::ZeroIfZero || id == NativeId::VectorRef ||
          id == NativeId::VectorLength || id == NativeId::VectorOnehot;
 }
@@ -120,8 +120,7 @@ class Transformer {
     bd.args = std::move(args);
     bd.level = level;
     bd.dst = dst;
-    const Atom& f = bd.args[0];
-    bool arith = f.kind == Atom::Const && isObj(f.value, ObjType::Native) && isArithmetic(asNative(f.value)->id);
+    bool arith = isArithmetic(builtinOf(vm_, bd.args[0]));
     Atom r = emitTo(b, std::move(bd));
     if (arith) arith_[r.var] = level;
     return r;
@@ -132,7 +131,6 @@ class Transformer {
   // such a one with + rather than plus (numericPair), so that a further transform
   // computes the sum on primal values (no tagged operands, no tagged sum).
   std::unordered_map<const Var*, uint16_t> arith_;
-  static bool isArithmetic(uint16_t id) { return id >= uint16_t(NativeId::Add) && id <= uint16_t(NativeId::Truncate); }
 
   Atom constJ(Value c, int times) {
     for (int i = 0; i < times; ++i) c = vm_.starJ(c);
@@ -171,8 +169,7 @@ class Transformer {
     uint64_t plain = primalFree(L);
     for (size_t i = 0; i < L->freeVars.size(); ++i) {
       Var* f = L->freeVars[i];
-      bool kept = i < 64 && (plain >> i & 1);
-      T->freeVars.push_back(!kept ? J_.at(f) : primals ? primals->at(i) : fresh(f, "'"));
+      T->freeVars.push_back(!keepsPrimal(plain, i) ? J_.at(f) : primals ? primals->at(i) : fresh(f, "'"));
     }
     T->primalFree = plain;
     T->body = M.newBlock();
@@ -185,8 +182,8 @@ class Transformer {
     Uses savedUses = std::move(uses_);
     P_.clear();
     uses_ = classify(L->body);
-    for (size_t i = 0; i < L->freeVars.size() && i < 64; ++i)
-      if (plain >> i & 1) P_[L->freeVars[i]] = T->freeVars[i];
+    for (size_t i = 0; i < L->freeVars.size(); ++i)
+      if (keepsPrimal(plain, i)) P_[L->freeVars[i]] = T->freeVars[i];
     for (Var* p : L->params) notePrimal(T->body, p);
     for (Var* f : L->freeVars) notePrimal(T->body, f);
 
@@ -202,7 +199,7 @@ class Transformer {
           Atom s = closedRec_.count(f) || f == flatSelf_ ? st.zero() : st.get(f);
           // A value L's closures keep as a primal value stands for its image: *j of
           // the primal's sensitivity is the image's.
-          if (i < 64 && (L->primalFree >> i & 1) && !(s.kind == Atom::Const && s.value.isZero()))
+          if (keepsPrimal(L->primalFree, i) && !(s.kind == Atom::Const && s.value.isZero()))
             s = call(out, {prim(NativeId::StarJ), s});
           items.push_back(s);
         }
@@ -305,7 +302,7 @@ class Transformer {
             // arithmetic; any other capture needs the tagged value.
             uint64_t plain = primalFree(bd.lambda);
             for (size_t i = 0; i < bd.lambda->freeVars.size(); ++i)
-              (i < 64 && (plain >> i & 1) ? u.arith : u.tagged).insert(bd.lambda->freeVars[i]);
+              (keepsPrimal(plain, i) ? u.arith : u.tagged).insert(bd.lambda->freeVars[i]);
             break;
           }
           case Bind::Copy:
@@ -445,8 +442,8 @@ class Transformer {
         // (primalFree) are this function's primal variables.
         uint64_t plain = primalFree(bd.lambda);
         std::vector<Var*> primals(bd.lambda->freeVars.size(), nullptr);
-        for (size_t i = 0; i < primals.size() && i < 64; ++i)
-          if (plain >> i & 1) primals[i] = primalFwd(out, localAtom(bd.lambda->freeVars[i], loc_)).var;
+        for (size_t i = 0; i < primals.size(); ++i)
+          if (keepsPrimal(plain, i)) primals[i] = primalFwd(out, localAtom(bd.lambda->freeVars[i], loc_)).var;
         Lambda* t = transformLambda(bd.lambda, &primals);
         flatSelf_ = savedSelf;
         flatFree_ = savedFree;
@@ -789,11 +786,18 @@ class Transformer {
   }
 
   // Gives the elements of the list-shaped sensitivity s to the targets, in order
-  // (variables, or atoms of which only local variables take a sensitivity).
+  // (variables, or atoms of which only local variables take a sensitivity). Element i
+  // with keepsPrimal(kept, i) is the sensitivity of the image of target i: its primal
+  // gets *j-inverse of it (a closure that keeps captured values as primal values).
   template <class It>
-  static void spread(Sens& st, TermP s, It first, It last) {
+  static void spread(Sens& st, TermP s, It first, It last, uint64_t kept = 0) {
     for (It i = first; i != last; ++i) {
-      if (takes(*i)) addTo(st, *i, st.head(s));
+      if (takes(*i)) {
+        TermP part = st.head(s);
+        if (part && keepsPrimal(kept, static_cast<size_t>(std::distance(first, i))))
+          part = Sens::atomTerm(st.t->call(st.out, {st.t->prim(NativeId::StarJInverse), st.materialize(part)}));
+        addTo(st, *i, part);
+      }
       if (std::none_of(std::next(i), last, [](const auto& t) { return takes(t); })) return;
       s = st.tail(s);
     }
@@ -1009,20 +1013,9 @@ class Transformer {
       case Bind::MakeLambda: {
         if (st.isZero(bd.dst)) return;
         // A closure's sensitivity is the list of its free variables' sensitivities.
+        // Those of the values it keeps as primal values are their images'.
         const auto& fvs = bd.lambda->freeVars;
-        if (uint64_t kept = bd.lambda->primalFree) {
-          // Those of the values it keeps as primal values are their images'.
-          TermP s = st.term(bd.dst);
-          for (size_t i = 0; i < fvs.size(); ++i) {
-            TermP part = st.head(s);
-            if (part && i < 64 && (kept >> i & 1))
-              part = Sens::atomTerm(call(st.out, {prim(NativeId::StarJInverse), st.materialize(part)}));
-            st.addTerm(fvs[i], part);
-            if (i + 1 < fvs.size()) s = st.tail(s);
-          }
-          return;
-        }
-        spread(st, st.term(bd.dst), fvs.begin(), fvs.end());
+        spread(st, st.term(bd.dst), fvs.begin(), fvs.end(), bd.lambda->primalFree);
         return;
       }
       case Bind::If: {

@@ -79,8 +79,8 @@ Value capturedValues(VM& vm, Closure* c) {
   vm.forceClosure(c);
   std::vector<Value> caps(c->upvals, c->upvals + c->count());
   for (const Proto* p = c->proto; p; p = p->primal)
-    for (size_t i = 0; i < caps.size() && i < 64; ++i)
-      if (p->primalUpvals >> i & 1) caps[i] = vm.starJ(caps[i]);
+    for (size_t i = 0; i < caps.size(); ++i)
+      if (keepsPrimal(p->primalUpvals, i)) caps[i] = vm.starJ(caps[i]);
   return vm.list(caps.data(), caps.size());
 }
 

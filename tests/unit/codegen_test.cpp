@@ -64,6 +64,10 @@ const dlam::Proto* protoOf(VM& vm, const std::string& code, std::string& listing
   return p;
 }
 
+// The sum of the squares of a list's elements, by a named let (two tests transform it).
+const std::string kSumSq =
+    "(define (sumsq l) (let loop ((l l) (acc 0)) (if (null? l) acc (loop (cdr l) (+ acc (* (car l) (car l)))))))";
+
 size_t countOps(const dlam::Proto* p, dlam::Op op) {
   size_t n = 0;
   for (size_t i = 0; i < p->code.size(); ++i) {
@@ -103,8 +107,8 @@ TEST_F(Codegen, TransformedCodePassesAListMadeForACallInParts) {
   // the list where it stands (the VM making it would cost more).
   dlam::evalSource(vm,
                    "(define (take2 s) (list (%scar s) (%scdr s)))"
-                   "(define (c2 a r) (car (list (take2 (cons a r)))))"
-                   "(define (sumsq l) (let loop ((l l) (acc 0)) (if (null? l) acc (loop (cdr l) (+ acc (* (car l) (car l)))))))",
+                   "(define (c2 a r) (car (list (take2 (cons a r)))))" +
+                       kSumSq,
                    "<codegen>");
   const dlam::Proto* p = protoOf(vm, "c2", listing);
   ASSERT_NE(p, nullptr);
@@ -122,8 +126,7 @@ TEST_F(Codegen, AReturnedListsConstantHeadAndTailAreConstantOperands) {
   // A backpropagator's (cons fbar (x1 ... xk . tail)) with a constant fbar or tail:
   // RETURNN and RETURNR take them from the constants, with no LOADK before them.
   dlam::evalSource(vm,
-                   "(define (r2 a b) (cons '(0) (cons a (cons b '()))))"
-                   "(define (sumsq l) (let loop ((l l) (acc 0)) (if (null? l) acc (loop (cdr l) (+ acc (* (car l) (car l)))))))",
+                   "(define (r2 a b) (cons '(0) (cons a (cons b '()))))" + kSumSq,
                    "<codegen>");
   const dlam::Proto* p = protoOf(vm, "r2", listing);
   ASSERT_NE(p, nullptr);

@@ -104,7 +104,7 @@ void VM::forceClosureSlow(Closure* c) {
   try {
     mapped.reserve(c->aux);
     for (uint32_t i = 0; i < c->aux; ++i)
-      mapped.push_back(i < 64 && (kept >> i & 1) ? c->upvals[i] : inverse ? starJInverse(c->upvals[i]) : starJ(c->upvals[i]));
+      mapped.push_back(keepsPrimal(kept, i) ? c->upvals[i] : inverse ? starJInverse(c->upvals[i]) : starJ(c->upvals[i]));
   } catch (...) {
     c->flags |= lazy;
     throw;

@@ -55,8 +55,8 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
       uint32_t a = instr::a(ins), b = instr::b(ins), c = instr::c(ins);
       size_t extra = 0;  // words after the instruction that belong to it
       // RETURNN's and RETURNR's head and tail: a register, or a constant (kHeadK, kTailK)
-      std::string head = ins & instr::kHeadK ? k(a) : "r" + std::to_string(a);
-      std::string tail = ins & instr::kTailK ? k(c) : "r" + std::to_string(c);
+      auto head = [&] { return ins & instr::kHeadK ? k(a) : "r" + std::to_string(a); };
+      auto tail = [&] { return ins & instr::kTailK ? k(c) : "r" + std::to_string(c); };
       switch (opFormat(op)) {
         case Fmt::A: operands = "r" + std::to_string(a); break;
         case Fmt::AB: operands = "r" + std::to_string(a) + " r" + std::to_string(b); break;
@@ -87,13 +87,13 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
           if (c) operands += ", split " + splitName(static_cast<uint8_t>(c));
           break;
         case Fmt::ABL: {
-          operands = head + " (";
+          operands = head() + " (";
           for (uint32_t j = 0; j < b; ++j) {
             size_t w = i + 1 + j / 4;
             uint32_t r = w < f->code.size() ? static_cast<uint32_t>((f->code[w] >> (16 * (j % 4))) & 0xffff) : 0;
             operands += (j ? " r" : "r") + std::to_string(r);
           }
-          operands += " . " + tail + ")";
+          operands += " . " + tail() + ")";
           extra = (b + 3) / 4;
           break;
         }
@@ -103,9 +103,9 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
             size_t w = i + 1 + j / 4;
             return w < f->code.size() ? static_cast<uint32_t>((f->code[w] >> (16 * (j % 4))) & 0xffff) : 0;
           };
-          operands = "(" + head;
+          operands = "(" + head();
           for (uint32_t j = 1; j < b; ++j) operands += " r" + std::to_string(word(j));
-          operands += " . " + tail + ") r" + std::to_string(b ? word(0) : 0);
+          operands += " . " + tail() + ") r" + std::to_string(b ? word(0) : 0);
           extra = (b + 3) / 4;
           break;
         }

@@ -50,6 +50,10 @@ constexpr const char* cxrPath(NativeId id) {
   }
 }
 
+// The arithmetic primitives (+ - * / and the functions of numbers to numbers): their
+// result is a number, or the symbolic zero.
+constexpr bool isArithmetic(NativeId id) { return id >= NativeId::Add && id <= NativeId::Truncate; }
+
 // The symbolic zero (Value::zero(), a sensitivity nothing reached) is an exact 0 to
 // + - * /: a product with it, or a quotient of it, is the symbolic zero whatever the
 // other operands (also an infinity or a NaN, as JAX's symbolic zeros), and so is a sum

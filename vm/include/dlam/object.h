@@ -139,6 +139,10 @@ struct Proto : Obj {
   uint64_t ownedBytes = 0;                  // the C++ memory above, as counted by VM::noteProtoBytes
 };
 
+// Whether a primalUpvals-style mask keeps captured value i as its primal value (the
+// mask covers the first 64; later ones are always images).
+inline bool keepsPrimal(uint64_t mask, size_t i) { return i < 64 && (mask >> i & 1); }
+
 using NativeFn = Value (*)(VM& vm, Value* args, int nargs);
 
 struct Native : Obj {
