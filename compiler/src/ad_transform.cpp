@@ -108,7 +108,7 @@ class Transformer {
 
   Atom emitTo(Block* b, Bind bd) {
     if (!bd.dst) bd.dst = M.newVar("");
-    if (!bd.loc.known()) bd.loc = loc_;
+    if (!bd.loc.known()) bd.loc = loc_.known() ? loc_ : fnLoc_;
     Var* d = bd.dst;
     b->binds.push_back(std::move(bd));
     return localAtom(d, loc_);
@@ -175,7 +175,8 @@ class Transformer {
     T->body = M.newBlock();
     std::string savedFile = std::move(file_);
     file_ = L->file;
-    loc_ = L->loc;
+    SrcLoc savedLoc = loc_, savedFnLoc = fnLoc_;
+    loc_ = fnLoc_ = L->loc;
     // The primal values and uses are the function's own: a nested lambda recovers
     // the primals of its free variables itself (its closure captures their images).
     auto savedPrimals = std::move(P_);
@@ -230,6 +231,8 @@ class Transformer {
     P_ = std::move(savedPrimals);
     uses_ = std::move(savedUses);
     file_ = std::move(savedFile);
+    loc_ = savedLoc;
+    fnLoc_ = savedFnLoc;
     return T;
   }
 
@@ -427,6 +430,7 @@ class Transformer {
       case Bind::Rec: {
         Bind r;
         r.kind = Bind::Rec;
+        r.loc = bd.loc.known() ? bd.loc : fnLoc_;
         for (Var* v : bd.recVars) r.recVars.push_back(J_[v] = fresh(v, "`"));
         out->binds.push_back(std::move(r));
         return;
@@ -449,6 +453,7 @@ class Transformer {
         flatFree_ = savedFree;
         Bind m;
         m.kind = Bind::MakeLambda;
+        m.loc = bd.loc;
         m.lambda = t;
         m.dst = J_.count(bd.dst) ? J_[bd.dst] : (J_[bd.dst] = fresh(bd.dst, "`"));
         emitTo(out, std::move(m));
@@ -966,6 +971,8 @@ class Transformer {
     bp->name = name.empty() ? "backprop" : "backprop:" + name;
     bp->file = file_;
     bp->loc = loc;
+    SrcLoc savedFnLoc = fnLoc_;
+    fnLoc_ = loc.known() ? loc : fnLoc_;
     Var* ybar = M.newVar("ybar");
     bp->params.push_back(ybar);
     bp->body = M.newBlock();
@@ -988,6 +995,7 @@ class Transformer {
     bp->body->result = finish(bp->body, st);
     simplifyBackpropagator(vm_, M, bp->body);
     computeFreeVars(bp);
+    fnLoc_ = savedFnLoc;
     return bp;
   }
 
@@ -1379,6 +1387,9 @@ class Transformer {
   std::deque<Bind> synth_;
   std::string file_;
   SrcLoc loc_;
+  // The function being transformed, or the backpropagator being made: where what the
+  // transform adds without a binding of the user's to stand for is placed.
+  SrcLoc fnLoc_;
   StackGuard stack_;
 };
 

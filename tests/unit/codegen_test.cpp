@@ -206,6 +206,50 @@ TEST_F(Codegen, ABackpropagatorGivesTheSensitivityItsPrimalWasTakenFrom) {
             "(-398 202 2602 -600)");
 }
 
+// The instructions of `p` and of the functions it creates, at any depth, that have no
+// source location, listed as "function: index opcode" lines.
+std::string unlocated(const dlam::Proto* p) {
+  std::string out;
+  std::vector<const dlam::Proto*> work{p};
+  std::set<const dlam::Proto*> seen;
+  while (!work.empty()) {
+    const dlam::Proto* q = work.back();
+    work.pop_back();
+    if (!seen.insert(q).second) continue;
+    for (size_t i = 0; i < q->code.size(); ++i) {
+      dlam::Op op = dlam::instr::op(q->code[i]);
+      if (!q->locs.at(i).known()) out += q->name + ": " + std::to_string(i) + " " + std::to_string(int(op)) + "\n";
+      // RETURNN's and RETURNR's register lists are words of their own (countOps)
+      if (op == dlam::Op::RETURNN || op == dlam::Op::RETURNR) i += (dlam::instr::b(q->code[i]) + 3) / 4;
+    }
+    for (const dlam::Proto* c : q->protos) work.push_back(c);
+  }
+  return out;
+}
+
+TEST_F(Codegen, EveryInstructionOfTransformedCodeHasASourceLocation) {
+  // What the reverse transform adds (the letrec of a loop, the closure of a
+  // backpropagator made after a nested function was transformed, the (cons fbar xbar)
+  // a backpropagator returns) is placed in the user's source too: an error there (a
+  // heap limit at a CLOSURE, a wrong shape at a return) names a line of it.
+  dlam::evalSource(vm,
+                   "(define (rosen x) (let loop ((x x) (acc 0)) (if (null? (cdr x)) acc"
+                   "  (let* ((a (car x)) (b (cadr x)) (t (- b (* a a))) (u (- 1 a)))"
+                   "    (loop (cdr x) (+ acc (* 100 (* t t)) (* u u)))))))"
+                   "(define (curried a) (lambda (b) (let ((c (* a b))) (lambda (d) (+ c (* d a))))))"
+                   "(define (pick x) (if (< x 0) (- x) (let loop ((k 3) (y x)) (if (= k 0) y (loop (- k 1) (* y x))))))" +
+                       kSumSq,
+                   "<codegen>");
+  for (const char* f : {"rosen", "curried", "pick", "sumsq"}) {
+    const dlam::Proto* plain = dlam::asClosure(vm.global(f))->proto;
+    EXPECT_EQ(unlocated(plain), "") << f;
+    for (const std::string& jf : {"(*j " + std::string(f) + ")", "(*j (*j " + std::string(f) + "))"}) {
+      const dlam::Proto* t = dlam::asClosure(dlam::evalSource(vm, jf, "<codegen>"))->proto;
+      EXPECT_EQ(unlocated(t), "") << jf << "\n" << vm.disassemble(t, true);
+    }
+  }
+}
+
 TEST_F(Codegen, VectorRefIsAnOpcodeInUserCodeAndInItsDerivative) {
   // (vector-ref v i) compiles to VREF, as car to CAR, and so does the primal read in
   // its derivative (vector-ref's rule runs it on primal values); the opcode's slow

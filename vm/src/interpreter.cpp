@@ -60,8 +60,9 @@ static SrcLoc frameLoc(const CallFrame& f) {
   const Proto* p = f.closure->proto;
   if (f.pc) {
     size_t idx = static_cast<size_t>(f.pc - p->code.data());
-    if (idx > 0 && idx - 1 < p->locs.size()) return p->locs[idx - 1];
+    if (idx > 0 && idx - 1 < p->locs.size() && p->locs[idx - 1].known()) return p->locs[idx - 1];
   }
+  // An instruction no source text stands for is placed at its function.
   return p->loc;
 }
 
