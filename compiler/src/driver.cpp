@@ -35,10 +35,17 @@ class Toplevel {
 
   void source(std::string_view text, const std::string& file) {
     std::vector<Sx*> forms;
+    // The syntax read (and made by macros) counts against the heap limit, in the room
+    // the heap leaves now.
+    uint64_t limit = vm_.config().heapLimitMb << 20, live = vm_.gcStats().liveBytes;
+    arena_.allowMore(!limit ? UINT64_MAX : limit > live ? limit - live : 0, vm_.config().heapLimitMb);
     try {
       forms = readAll(arena_, text, file);
     } catch (const std::bad_alloc&) {
       outOfMemory(file, {});
+    } catch (Error& e) {
+      if (e.file.empty()) e.file = file;
+      throw;
     }
     ExpandOptions opts{file, dirOf(file), !vm_.config().sandbox};
     for (Sx* f : forms) form(f, opts);
@@ -61,6 +68,13 @@ class Toplevel {
       formBody(f, opts);
     } catch (const std::bad_alloc&) {
       outOfMemory(opts.file, f->loc);
+    } catch (Error& e) {
+      // A macro's expansion past the heap limit (SxArena) names no file.
+      if (e.file.empty()) {
+        e.file = opts.file;
+        if (!e.loc.known()) e.loc = f->loc;
+      }
+      throw;
     }
   }
 

@@ -623,6 +623,10 @@ class Reader {
 
 }  // namespace
 
+void SxArena::exhausted(SrcLoc loc) const {
+  throw Error(ErrorKind::Limit, "heap limit exceeded (" + std::to_string(limitMb_) + " MB)", "", loc);
+}
+
 std::vector<Sx*> readAll(SxArena& arena, std::string_view source, const std::string& file) {
   return Reader(arena, source, file).readAll();
 }

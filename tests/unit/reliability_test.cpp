@@ -364,6 +364,35 @@ TEST(Limits, EachLimitTwiceThenTheVmWorks) {
   }
 }
 
+// A source that cannot even be read under the heap limit: its syntax (SxArena, a hundred
+// bytes and more per token) counts against the limit, or a script of data would take
+// memory no limit bounds. The same data in a smaller source reads and runs.
+TEST(Limits, ASourceTooLargeToReadUnderTheHeapLimit) {
+  Config cfg = smallConfig();
+  cfg.heapLimitMb = 32;
+  VM vm(cfg);
+  dlam::openStdlib(vm);
+  auto literal = [](int n) {
+    std::string src = "(define big '(";
+    for (int i = 0; i < n; ++i) src += std::to_string(i) + " ";
+    return src + ")) (length big)";
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    try {
+      std::string got = eval(vm, literal(400000));  // 41.6 MB of syntax, 12.8 MB of list
+      ADD_FAILURE() << "no error, got " << got;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind, ErrorKind::Limit) << e.format();
+      EXPECT_EQ(e.message, "heap limit exceeded (32 MB)") << e.format();
+      EXPECT_EQ(e.file, "<check>") << e.format();
+      EXPECT_TRUE(e.loc.known()) << e.format();
+    }
+    vm.recover();
+    expectUsable(vm, "after a source too large to read", pass);
+    EXPECT_EQ(eval(vm, literal(100000)), "100000");
+  }
+}
+
 // Limits while the same VM is used through the interpreter's own entry from C++ (VM::call),
 // as a host does with dlam_call.
 TEST(Limits, ThroughVmCall) {

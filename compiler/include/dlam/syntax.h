@@ -26,9 +26,19 @@ struct Sx {
   bool isSymbol(std::string_view s) const { return kind == Symbol && text == s; }
 };
 
+// The nodes count against the heap limit while they exist (allowMore): the reader of a
+// large source would otherwise use memory that no limit bounds (some hundred bytes per
+// token, more than the values it denotes). A node past the limit is the heap-limit
+// error, at the node's place, with the file left for the caller to fill in.
 class SxArena {
  public:
+  // What a node takes: itself and its place in the items of the list holding it.
+  static constexpr uint64_t kNodeBytes = sizeof(Sx) + sizeof(Sx*);
+
   Sx* make(Sx::Kind kind, SrcLoc loc) {
+    bytes_ += kNodeBytes;
+    if (bytes_ > limit_) [[unlikely]]
+      exhausted(loc);
     nodes_.emplace_back();
     Sx* n = &nodes_.back();
     n->kind = kind;
@@ -36,8 +46,21 @@ class SxArena {
     return n;
   }
 
+  uint64_t bytes() const { return bytes_; }
+  // From now on the nodes may take `room` bytes more than they do (the heap's room
+  // under its limit of `limitMb` MB, named in the error); UINT64_MAX: no limit.
+  void allowMore(uint64_t room, uint64_t limitMb) {
+    limit_ = room > UINT64_MAX - bytes_ ? UINT64_MAX : bytes_ + room;
+    limitMb_ = limitMb;
+  }
+
  private:
+  [[noreturn]] void exhausted(SrcLoc loc) const;
+
   std::deque<Sx> nodes_;
+  uint64_t bytes_ = 0;
+  uint64_t limit_ = UINT64_MAX;
+  uint64_t limitMb_ = 0;
 };
 
 // Reads every datum of `source`. `'x` reads as (quote x). Throws dlam::Error of kind
