@@ -93,15 +93,11 @@ class Transformer {
 
   Atom prim(NativeId id) { return constAtom(Value::object(builtin(id)), loc_); }
 
-  // The builtin a callee atom denotes (a global still bound to it, or the native itself).
+  // The plain native a callee atom denotes (calleeNative): a builtin still bound to its
+  // name, or a native of the host's (id 0); not a lifted or rep native.
   Native* calleeBuiltin(const Atom& a) {
-    Value v;
-    if (a.kind == Atom::Global) v = a.sym->global;
-    else if (a.kind == Atom::Const) v = a.value;
-    else return nullptr;
-    if (!isNative(v)) return nullptr;
-    Native* n = asNative(v);
-    if (n->kind != 0 || n->fn == nullptr) return nullptr;
+    Native* n = calleeNative(a);
+    if (!n || n->kind != 0 || n->fn == nullptr) return nullptr;
     if (n->id != 0 && vm_.builtin(static_cast<NativeId>(n->id)) != n) return nullptr;
     return n;
   }

@@ -130,19 +130,26 @@ inline Atom globalAtom(Symbol* s, SrcLoc loc = {}) {
   return a;
 }
 
-// The builtin primitive a callee atom denotes: a global still bound to it, or the native
-// itself as a constant (a derived form's callee); NativeId::None for anything else.
-inline NativeId builtinOf(const VM& vm, const Atom& callee) {
+// The native a callee atom denotes now: a global bound to one, or the native itself as a
+// constant (a derived form's callee); nullptr for anything else.
+inline Native* calleeNative(const Atom& callee) {
   Value g;
   if (callee.kind == Atom::Global)
     g = callee.sym->global;
   else if (callee.kind == Atom::Const)
     g = callee.value;
   else
-    return NativeId::None;
-  if (!isNative(g)) return NativeId::None;
-  auto id = static_cast<NativeId>(asNative(g)->id);
-  if (id == NativeId::None || vm.builtin(id) != asNative(g)) return NativeId::None;
+    return nullptr;
+  return isNative(g) ? asNative(g) : nullptr;
+}
+
+// The builtin primitive a callee atom denotes (calleeNative, still the VM's builtin of
+// its id); NativeId::None for anything else.
+inline NativeId builtinOf(const VM& vm, const Atom& callee) {
+  Native* n = calleeNative(callee);
+  if (!n) return NativeId::None;
+  auto id = static_cast<NativeId>(n->id);
+  if (id == NativeId::None || vm.builtin(id) != n) return NativeId::None;
   return id;
 }
 
