@@ -36,8 +36,11 @@ class Toplevel {
   void source(std::string_view text, const std::string& file) {
     std::vector<Sx*> forms;
     // The syntax read (and made by macros) counts against the heap limit, in the room
-    // the heap leaves now.
-    uint64_t limit = vm_.config().heapLimitMb << 20, live = vm_.gcStats().liveBytes;
+    // the heap leaves now. The bytes counted hold garbage not yet collected: when they
+    // are past half the limit, a collection first, if no dlam code is running.
+    uint64_t limit = vm_.config().heapLimitMb << 20;
+    if (limit && vm_.gcStats().liveBytes > limit / 2 && vm_.idle()) vm_.collectGarbage();
+    uint64_t live = vm_.gcStats().liveBytes;
     arena_.allowMore(!limit ? UINT64_MAX : limit > live ? limit - live : 0, vm_.config().heapLimitMb);
     try {
       forms = readAll(arena_, text, file);

@@ -391,6 +391,13 @@ TEST(Limits, ASourceTooLargeToReadUnderTheHeapLimit) {
     expectUsable(vm, "after a source too large to read", pass);
     EXPECT_EQ(eval(vm, literal(100000)), "100000");
   }
+  // The room is that of the live heap, not of garbage left uncollected: the 25.6 MB of a
+  // list dropped, counted until the next collection, would leave less than the 10.4 MB
+  // the 100 000-element literal's syntax takes.
+  eval(vm, "(define big (iota 800000))");
+  eval(vm, "(define big #f)");
+  EXPECT_GT(vm.gcStats().liveBytes, uint64_t(24) << 20);
+  EXPECT_EQ(eval(vm, literal(100000)), "100000");
 }
 
 // Limits while the same VM is used through the interpreter's own entry from C++ (VM::call),

@@ -251,6 +251,8 @@ class VM {
   void safePoint() {
     if (gcRequested_ && frames_.empty()) collectDue();
   }
+  // No dlam code is running (a collection may run now, as at a safe point).
+  bool idle() const { return frames_.empty(); }
   // Asks a running VM to stop at the next safe point (thread-safe).
   void interrupt() { interruptRequested_ = true; }
 
