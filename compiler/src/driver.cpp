@@ -46,9 +46,6 @@ class Toplevel {
       forms = readAll(arena_, text, file);
     } catch (const std::bad_alloc&) {
       outOfMemory(file, {});
-    } catch (Error& e) {
-      if (e.file.empty()) e.file = file;
-      throw;
     }
     ExpandOptions opts{file, dirOf(file), !vm_.config().sandbox};
     for (Sx* f : forms) form(f, opts);
@@ -71,13 +68,6 @@ class Toplevel {
       formBody(f, opts);
     } catch (const std::bad_alloc&) {
       outOfMemory(opts.file, f->loc);
-    } catch (Error& e) {
-      // A macro's expansion past the heap limit (SxArena) names no file.
-      if (e.file.empty()) {
-        e.file = opts.file;
-        if (!e.loc.known()) e.loc = f->loc;
-      }
-      throw;
     }
   }
 

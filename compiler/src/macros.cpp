@@ -374,7 +374,12 @@ Value makeSyntaxRules(VM& vm, const Sx* spec, const std::string& name, const std
 Sx* expandMacro(VM& vm, SxArena& arena, Value rules, const Sx* use, const std::string& file,
                 ExpansionBudget& budget, uint32_t* mark) {
   Rules r(vm, rules, file);
-  return r.expand(arena, use, budget, mark);
+  try {
+    return r.expand(arena, use, budget, mark);
+  } catch (Error& e) {
+    if (e.file.empty()) e.file = file;  // the heap limit, from the arena (SxArena)
+    throw;
+  }
 }
 
 }  // namespace dlam

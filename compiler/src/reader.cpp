@@ -628,7 +628,12 @@ void SxArena::exhausted(SrcLoc loc) const {
 }
 
 std::vector<Sx*> readAll(SxArena& arena, std::string_view source, const std::string& file) {
-  return Reader(arena, source, file).readAll();
+  try {
+    return Reader(arena, source, file).readAll();
+  } catch (Error& e) {
+    if (e.file.empty()) e.file = file;  // the heap limit, from the arena
+    throw;
+  }
 }
 
 bool parseNumber(std::string_view t, int radix, double& out) {

@@ -84,6 +84,11 @@ uint64_t bytesPerElement(const std::string& def, const std::string& arg) {
   return (at(2000) - at(1000)) / 1000;
 }
 
+// bytesPerElement of fn applied to (iota N).
+uint64_t bytesPerElementOfIota(const std::string& def) {
+  return bytesPerElement(def + "(define xs-N (iota N))", "xs-N");
+}
+
 // The gradient of fn-1, as defined by `def` (N standing for the size), at `arg`, printed.
 std::string gradientOfFn1(const std::string& def, const std::string& arg) {
   VM vm;
@@ -93,11 +98,8 @@ std::string gradientOfFn1(const std::string& def, const std::string& arg) {
 }
 
 TEST(AdCost, ALoopsClosureSensitivityCostsNothing) {
-  uint64_t perElement = bytesPerElement(
-                                        "(define (fn-N x) (let loop ((x x) (acc 0))"
-                                        "  (if (null? x) acc (loop (cdr x) (+ acc (* (car x) (car x)))))))"
-                                        "(define xs-N (iota N))",
-                                        "xs-N");
+  uint64_t perElement = bytesPerElementOfIota("(define (fn-N x) (let loop ((x x) (acc 0))"
+                                              "  (if (null? x) acc (loop (cdr x) (+ acc (* (car x) (car x)))))))");
   // Per iteration: the backpropagator closure and the tagged accumulator forward, the
   // gradient's pair backward (128 bytes). The sensitivity of the loop closure itself (a
   // list of zeros) is a constant: built per iteration it would add at least a pair, and
@@ -121,11 +123,8 @@ TEST(AdCost, ALoopCapturingAVariableKeepsItsClosureSensitivityFlat) {
 }
 
 TEST(AdCost, ATailIfUsingTheBindingsBeforeItMakesNoJoin) {
-  uint64_t perElement = bytesPerElement(
-                                        "(define (fn-N x) (let loop ((x x) (acc 0)) (let ((a (* 0.5 acc)))"
-                                        "  (if (null? x) a (loop (cdr x) (+ a (car x)))))))"
-                                        "(define xs-N (iota N))",
-                                        "xs-N");
+  uint64_t perElement = bytesPerElementOfIota("(define (fn-N x) (let loop ((x x) (acc 0)) (let ((a (* 0.5 acc)))"
+                                              "  (if (null? x) a (loop (cdr x) (+ a (car x)))))))");
   // The branches use a, computed before the if: each branch's backpropagator repeats
   // a's reverse step, and the if needs no join (a closure, two pairs and a call per
   // iteration in each sweep): 352 bytes per element with the join, 128 without.
@@ -136,7 +135,7 @@ TEST(AdCost, AListWalkedByCarAndCadrBuildsOneGradientPairPerElement) {
   const std::string walk =
       "(define (fn-N x) (let loop ((x x) (acc 0))"
       "  (if (null? (cdr x)) acc (loop (cdr x) (+ acc (* (car x) (cadr x)))))))";
-  uint64_t perElement = bytesPerElement(walk + "(define xs-N (iota N))", "xs-N");
+  uint64_t perElement = bytesPerElementOfIota(walk);
   // (cdr x) gets a sensitivity from (cadr x), a pair (b̄ . 0) built at transform time,
   // and one from the recursive call, a list: their sum is taken apart, the list's car
   // added to b̄ and its cdr kept, so no pair is made for (b̄ . 0) and no plus walks it.
@@ -152,7 +151,7 @@ TEST(AdCost, TheSensitivityOfReverseIsGatheredInOnePass) {
   const std::string weighted =
       "(define (fn-N x) (let loop ((l (reverse x)) (i 1) (acc 0))"
       "  (if (null? l) acc (loop (cdr l) (+ i 1) (+ acc (* i (car l)))))))";
-  uint64_t perElement = bytesPerElement(weighted + "(define xs-N (iota N))", "xs-N");
+  uint64_t perElement = bytesPerElementOfIota(weighted);
   // The reversed list's pair forward; the loop's closure, tagged accumulator and
   // gradient pair; and the gradient taken back through reverse (%sens-reverse), one
   // pair per element. Taking the first (length l) sensitivities as a list, then

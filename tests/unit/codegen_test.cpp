@@ -68,14 +68,18 @@ const dlam::Proto* protoOf(VM& vm, const std::string& code, std::string& listing
 const std::string kSumSq =
     "(define (sumsq l) (let loop ((l l) (acc 0)) (if (null? l) acc (loop (cdr l) (+ acc (* (car l) (car l)))))))";
 
+// The extended Rosenbrock function of a list, by a named let (as bench/dlam/rosenbrock.dlam).
+const std::string kRosen =
+    "(define (rosen x) (let loop ((x x) (acc 0)) (if (null? (cdr x)) acc"
+    "  (let* ((a (car x)) (b (cadr x)) (t (- b (* a a))) (u (- 1 a)))"
+    "    (loop (cdr x) (+ acc (* 100 (* t t)) (* u u)))))))";
+
 size_t countOps(const dlam::Proto* p, dlam::Op op) {
   size_t n = 0;
   for (size_t i = 0; i < p->code.size(); ++i) {
     dlam::Instr ins = p->code[i];
     n += dlam::instr::op(ins) == op;
-    // RETURNN's and RETURNR's register lists are words of their own, not instructions
-    if (dlam::instr::op(ins) == dlam::Op::RETURNN || dlam::instr::op(ins) == dlam::Op::RETURNR)
-      i += (dlam::instr::b(ins) + 3) / 4;
+    i += dlam::instr::listWords(ins);  // RETURNN's and RETURNR's register lists
   }
   return n;
 }
@@ -189,11 +193,7 @@ TEST_F(Codegen, ABackpropagatorGivesTheSensitivityItsPrimalWasTakenFrom) {
   // Transformed twice, Rosenbrock's backpropagator takes the primal of a tagged
   // sensitivity (JINV) to multiply with it, and the rule of *j-inverse gives that
   // primal's sensitivity back tagged (STARJ): (*j (*j-inverse s)) is s itself.
-  dlam::evalSource(vm,
-                   "(define (rosen x) (let loop ((x x) (acc 0)) (if (null? (cdr x)) acc"
-                   "  (let* ((a (car x)) (b (cadr x)) (t (- b (* a a))) (u (- 1 a)))"
-                   "    (loop (cdr x) (+ acc (* 100 (* t t)) (* u u)))))))",
-                   "<codegen>");
+  dlam::evalSource(vm, kRosen, "<codegen>");
   std::string twice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j rosen))", "<codegen>"))->proto, true);
   EXPECT_NE(twice.find("JINV"), std::string::npos) << twice;
   EXPECT_EQ(starJOfJInverse(twice), 0u) << twice;
@@ -217,10 +217,10 @@ std::string unlocated(const dlam::Proto* p) {
     work.pop_back();
     if (!seen.insert(q).second) continue;
     for (size_t i = 0; i < q->code.size(); ++i) {
-      dlam::Op op = dlam::instr::op(q->code[i]);
-      if (!q->locs.at(i).known()) out += q->name + ": " + std::to_string(i) + " " + std::to_string(int(op)) + "\n";
-      // RETURNN's and RETURNR's register lists are words of their own (countOps)
-      if (op == dlam::Op::RETURNN || op == dlam::Op::RETURNR) i += (dlam::instr::b(q->code[i]) + 3) / 4;
+      dlam::Instr ins = q->code[i];
+      if (!q->locs.at(i).known())
+        out += q->name + ": " + std::to_string(i) + " " + std::to_string(int(dlam::instr::op(ins))) + "\n";
+      i += dlam::instr::listWords(ins);
     }
     for (const dlam::Proto* c : q->protos) work.push_back(c);
   }
@@ -233,10 +233,8 @@ TEST_F(Codegen, EveryInstructionOfTransformedCodeHasASourceLocation) {
   // a backpropagator returns) is placed in the user's source too: an error there (a
   // heap limit at a CLOSURE, a wrong shape at a return) names a line of it.
   dlam::evalSource(vm,
-                   "(define (rosen x) (let loop ((x x) (acc 0)) (if (null? (cdr x)) acc"
-                   "  (let* ((a (car x)) (b (cadr x)) (t (- b (* a a))) (u (- 1 a)))"
-                   "    (loop (cdr x) (+ acc (* 100 (* t t)) (* u u)))))))"
-                   "(define (curried a) (lambda (b) (let ((c (* a b))) (lambda (d) (+ c (* d a))))))"
+                   kRosen +
+                       "(define (curried a) (lambda (b) (let ((c (* a b))) (lambda (d) (+ c (* d a))))))"
                    "(define (pick x) (if (< x 0) (- x) (let loop ((k 3) (y x)) (if (= k 0) y (loop (- k 1) (* y x))))))" +
                        kSumSq,
                    "<codegen>");

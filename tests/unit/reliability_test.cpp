@@ -400,6 +400,34 @@ TEST(Limits, ASourceTooLargeToReadUnderTheHeapLimit) {
   EXPECT_EQ(eval(vm, literal(100000)), "100000");
 }
 
+// Syntax a macro makes counts as the syntax read does: a top-level macro use that
+// expands into itself again, a thousand-element list each time, runs out of the room
+// a 32 MB limit leaves after some three hundred steps (each top-level form has its own
+// expansion budget, which never runs out here). The error names the file and the use.
+TEST(Limits, AMacroExpansionTooLargeUnderTheHeapLimit) {
+  Config cfg = smallConfig();
+  cfg.heapLimitMb = 32;
+  VM vm(cfg);
+  dlam::openStdlib(vm);
+  std::string zeros, ones;
+  for (int i = 0; i < 1000; ++i) zeros += " 0";
+  for (int i = 0; i < 400; ++i) ones += " 1";
+  std::string grow = "(define-syntax grow (syntax-rules () ((_ ()) 0) ((_ (x . rest)) (begin (list" + zeros +
+                     ") (grow rest)))))\n";
+  try {
+    std::string got = eval(vm, grow + "(grow (" + ones + "))");
+    ADD_FAILURE() << "no error, got " << got;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind, ErrorKind::Limit) << e.format();
+    EXPECT_EQ(e.message, "heap limit exceeded (32 MB)") << e.format();
+    EXPECT_EQ(e.file, "<check>") << e.format();
+    EXPECT_EQ(e.loc.line, 2u) << e.format();
+  }
+  vm.recover();
+  expectUsable(vm, "after a macro expansion too large", 0);
+  EXPECT_EQ(eval(vm, grow + "(grow (1 1 1))"), "0");
+}
+
 // Limits while the same VM is used through the interpreter's own entry from C++ (VM::call),
 // as a host does with dlam_call.
 TEST(Limits, ThroughVmCall) {

@@ -94,7 +94,7 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
             operands += (j ? " r" : "r") + std::to_string(r);
           }
           operands += " . " + tail() + ")";
-          extra = (b + 3) / 4;
+          extra = instr::listWords(ins);
           break;
         }
         case Fmt::ABR: {
@@ -106,7 +106,7 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
           operands = "(" + head();
           for (uint32_t j = 1; j < b; ++j) operands += " r" + std::to_string(word(j));
           operands += " . " + tail() + ") r" + std::to_string(b ? word(0) : 0);
-          extra = (b + 3) / 4;
+          extra = instr::listWords(ins);
           break;
         }
         case Fmt::ABCu:

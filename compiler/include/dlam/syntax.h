@@ -29,7 +29,7 @@ struct Sx {
 // The nodes count against the heap limit while they exist (allowMore): the reader of a
 // large source would otherwise use memory that no limit bounds (some hundred bytes per
 // token, more than the values it denotes). A node past the limit is the heap-limit
-// error, at the node's place, with the file left for the caller to fill in.
+// error, at the node's place, with the file left to readAll and expandMacro, which know it.
 class SxArena {
  public:
   // What a node takes: itself and its place in the items of the list holding it.
@@ -46,7 +46,6 @@ class SxArena {
     return n;
   }
 
-  uint64_t bytes() const { return bytes_; }
   // From now on the nodes may take `room` bytes more than they do (the heap's room
   // under its limit of `limitMb` MB, named in the error); UINT64_MAX: no limit.
   void allowMore(uint64_t room, uint64_t limitMb) {
@@ -64,8 +63,9 @@ class SxArena {
 };
 
 // Reads every datum of `source`. `'x` reads as (quote x). Throws dlam::Error of kind
-// Syntax with the file, line and column; `incomplete` is set when the text ended
-// inside a list, string or block comment (the REPL then asks for more lines).
+// Syntax with the file, line and column (or of kind Limit, the heap limit: SxArena);
+// `incomplete` is set when the text ended inside a list, string or block comment (the
+// REPL then asks for more lines).
 // Iterative: nesting depth is limited only by memory.
 std::vector<Sx*> readAll(SxArena& arena, std::string_view source, const std::string& file);
 

@@ -118,6 +118,12 @@ constexpr Instr kSwapped = 1ull << 63;
 // register (a backpropagator's fbar and the end of its list are often constants).
 constexpr Instr kHeadK = 1ull << 56;
 constexpr Instr kTailK = 1ull << 57;
+// The words after a RETURNN or RETURNR that list its B registers, four to a word (0 for
+// any other instruction): the code walks past them to the next instruction.
+constexpr uint32_t listWords(Instr i) {
+  Op o = static_cast<Op>(i & 0xff);
+  return o == Op::RETURNN || o == Op::RETURNR ? (static_cast<uint32_t>((i >> 24) & 0xffff) + 3) / 4 : 0;
+}
 constexpr uint32_t level(Instr i) { return static_cast<uint32_t>((i >> 56) & 0x7f); }
 constexpr Instr withLevel(Instr i, uint32_t level) { return i | (static_cast<Instr>(level & 0x7f) << 56); }
 constexpr Op op(Instr i) { return static_cast<Op>(i & 0xff); }
