@@ -17,6 +17,7 @@
 // conditionals (anf::chainBranch) costs no C++ stack, and the variables each `if`
 // of a chain needs from outside are found for the whole chain in one pass (outerOf).
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>

@@ -7,7 +7,6 @@
 // a closure's sensitivity (SPEC section 3). Codegen turns this IR into bytecode;
 // the reverse-mode transform (compiler/ad) rewrites it into new IR.
 #pragma once
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,21 +90,23 @@ inline const Block* chainBranch(const Bind& bd) {
   return nullptr;
 }
 
-// Owns all IR nodes of one compilation unit (a top-level form, or a transform).
+// Owns all IR nodes of one compilation unit (a top-level form, or a transform). Nodes
+// never move. Each has an allocation of its own: a unit kept for the transform is most
+// often one small function, for which chunks of nodes would cost more than its nodes.
 struct Module {
-  std::deque<Var> vars;
-  std::deque<Block> blocks;
-  std::deque<Lambda> lambdas;
+  std::vector<std::unique_ptr<Var>> vars;
+  std::vector<std::unique_ptr<Block>> blocks;
+  std::vector<std::unique_ptr<Lambda>> lambdas;
   uint32_t nextId = 0;
 
   Var* newVar(std::string name) {
-    vars.emplace_back();
-    vars.back().name = std::move(name);
-    vars.back().id = nextId++;
-    return &vars.back();
+    Var* v = vars.emplace_back(std::make_unique<Var>()).get();
+    v->name = std::move(name);
+    v->id = nextId++;
+    return v;
   }
-  Block* newBlock() { return &blocks.emplace_back(); }
-  Lambda* newLambda() { return &lambdas.emplace_back(); }
+  Block* newBlock() { return blocks.emplace_back(std::make_unique<Block>()).get(); }
+  Lambda* newLambda() { return lambdas.emplace_back(std::make_unique<Lambda>()).get(); }
 };
 
 inline Atom localAtom(Var* v, SrcLoc loc = {}) {

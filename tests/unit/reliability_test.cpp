@@ -48,6 +48,13 @@ Config smallConfig() {
   return cfg;
 }
 
+// smallConfig under another heap limit.
+Config heapLimited(uint64_t mb) {
+  Config cfg = smallConfig();
+  cfg.heapLimitMb = mb;
+  return cfg;
+}
+
 // Arms the hook: the n-th allocation from now fails. Only on a VM whose hook was never
 // armed (the counter starts at 0); collecting makes every allocation take the slow path.
 void armFreshVm(VM& vm, uint64_t n) {
@@ -368,9 +375,7 @@ TEST(Limits, EachLimitTwiceThenTheVmWorks) {
 // bytes and more per token) counts against the limit, or a script of data would take
 // memory no limit bounds. The same data in a smaller source reads and runs.
 TEST(Limits, ASourceTooLargeToReadUnderTheHeapLimit) {
-  Config cfg = smallConfig();
-  cfg.heapLimitMb = 32;
-  VM vm(cfg);
+  VM vm(heapLimited(32));
   dlam::openStdlib(vm);
   auto literal = [](int n) {
     std::string src = "(define big '(";
@@ -405,9 +410,7 @@ TEST(Limits, ASourceTooLargeToReadUnderTheHeapLimit) {
 // a 32 MB limit leaves after some three hundred steps (each top-level form has its own
 // expansion budget, which never runs out here). The error names the file and the use.
 TEST(Limits, AMacroExpansionTooLargeUnderTheHeapLimit) {
-  Config cfg = smallConfig();
-  cfg.heapLimitMb = 32;
-  VM vm(cfg);
+  VM vm(heapLimited(32));
   dlam::openStdlib(vm);
   std::string zeros, ones;
   for (int i = 0; i < 1000; ++i) zeros += " 0";
@@ -426,6 +429,39 @@ TEST(Limits, AMacroExpansionTooLargeUnderTheHeapLimit) {
   vm.recover();
   expectUsable(vm, "after a macro expansion too large", 0);
   EXPECT_EQ(eval(vm, grow + "(grow (1 1 1))"), "0");
+}
+
+// The IR a compiled function keeps for the transform (its ANF: some four kilobytes for
+// a small function, five times its bytecode) counts against the heap limit with its code
+// (Proto::irBytes), and stops counting when the function is collected. Functions defined
+// one source at a time (so their syntax never counts for much): under 16 MB, a few
+// thousand of them fill the limit; uncounted, 12 000 took 10 MB of the limit and 70 MB
+// more that no limit saw. Dropped, their memory is the heap's again.
+TEST(Limits, TheIrOfCompiledFunctionsCountsAgainstTheHeapLimit) {
+  VM vm(heapLimited(16));
+  dlam::openStdlib(vm);
+  auto define = [](int i) {
+    std::string k = std::to_string(i);
+    return "(define (f" + k + " x y) (let ((a (* x y)) (b (+ x " + k +
+           "))) (if (< a b) (list a b (* a b)) (cons (- a b) (sin a)))))";
+  };
+  int defined = 0;
+  try {
+    for (; defined < 12000; ++defined) eval(vm, define(defined));
+    ADD_FAILURE() << "12000 functions defined under 16 MB";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind, ErrorKind::Limit) << e.format();
+    EXPECT_EQ(e.message, "heap limit exceeded (16 MB)") << e.format();
+  }
+  EXPECT_LT(defined, 6000);
+  vm.recover();
+  EXPECT_EQ(eval(vm, "(f7 2 3)"), "(6 9 54)");
+  for (int i = 0; i < defined; ++i) eval(vm, "(define f" + std::to_string(i) + " #f)");
+  vm.collectGarbage();
+  EXPECT_LT(vm.gcStats().liveBytes, uint64_t(4) << 20);
+  expectUsable(vm, "after the functions' IR filled the heap", 0);
+  for (int i = 0; i < defined / 2; ++i) eval(vm, define(i));
+  EXPECT_EQ(eval(vm, "(f7 2 3)"), "(6 9 54)");
 }
 
 // Limits while the same VM is used through the interpreter's own entry from C++ (VM::call),

@@ -37,18 +37,6 @@ namespace {
 constexpr uint64_t kMinGcThreshold = 1u << 22;
 constexpr uint64_t kMinMajorGrowth = 1u << 19;
 
-// The heap memory of a std::string (none when the characters are stored inside it).
-uint64_t stringBytes(const std::string& s) {
-  const char* self = reinterpret_cast<const char*>(&s);
-  if (s.data() >= self && s.data() < self + sizeof s) return 0;
-  return s.capacity() + 1;
-}
-
-template <class T>
-uint64_t vectorBytes(const std::vector<T>& v) {
-  return v.capacity() * sizeof(T);
-}
-
 // The sizes of the objects whose size varies, as allocated by the make* functions below
 // and counted again, from the marks, by objectFootprint (closureSize: object.h).
 size_t stringSize(size_t length) { return offsetof(String, chars) + length + 1; }
@@ -71,13 +59,12 @@ uint64_t objectFootprint(const Obj* o) {
   return 0;
 }
 
-// The C++ memory a Proto owns beyond its slot (its IR is shared with other protos of its
-// compilation unit and not counted).
+// The C++ memory a Proto owns beyond its slot, with its part of the IR it keeps.
 uint64_t protoBytes(const Proto& p) {
-  uint64_t n = vectorBytes(p.code) + vectorBytes(p.constants) + vectorBytes(p.protos) + vectorBytes(p.captures) +
-               vectorBytes(p.locs) + vectorBytes(p.freeVars) + stringBytes(p.name) + stringBytes(p.file);
-  for (const auto& c : p.captures) n += vectorBytes(c);
-  for (const auto& v : p.freeVars) n += stringBytes(v);
+  uint64_t n = heapBytesOf(p.code) + heapBytesOf(p.constants) + heapBytesOf(p.protos) + heapBytesOf(p.captures) +
+               heapBytesOf(p.locs) + heapBytesOf(p.freeVars) + heapBytesOf(p.name) + heapBytesOf(p.file) + p.irBytes;
+  for (const auto& c : p.captures) n += heapBytesOf(c);
+  for (const auto& v : p.freeVars) n += heapBytesOf(v);
   return n;
 }
 }  // namespace

@@ -57,6 +57,18 @@ enum ObjFlag : uint16_t {
 // (it is young). The flag kRemembered is only ever set on a marked object.
 constexpr uint8_t kMaxEpoch = 0xff;
 
+// The heap memory a std::string owns (none when its characters are stored inside it)
+// and a std::vector's buffer: what objects owning C++ members count as their memory.
+inline uint64_t heapBytesOf(const std::string& s) {
+  const char* self = reinterpret_cast<const char*>(&s);
+  if (s.data() >= self && s.data() < self + sizeof s) return 0;
+  return s.capacity() + 1;
+}
+template <class T>
+uint64_t heapBytesOf(const std::vector<T>& v) {
+  return v.capacity() * sizeof(T);
+}
+
 struct Obj {
   ObjType type;
   uint8_t marked;  // the epoch of its mark (see kMaxEpoch)
@@ -136,6 +148,10 @@ struct Proto : Obj {
   // value (what *j-inverse of the image gives), not as its image; *j and *j-inverse
   // of closures copy those as they are (VM::forceClosure).
   uint64_t primalUpvals = 0;
+  // The memory of the IR it keeps for the transform (its own lambda: the nodes of its
+  // body, not those of the lambdas nested in it, which their protos count). Set by the
+  // compiler; counted with the rest in ownedBytes.
+  uint64_t irBytes = 0;
   uint64_t ownedBytes = 0;                  // the C++ memory above, as counted by VM::noteProtoBytes
 };
 
