@@ -71,8 +71,15 @@ void exerciseValue(dlam::VM& vm, dlam::Value v) {
       dlam::fuzz::fail("(*j-inverse (*j v)) is not v for v = " + shown.substr(0, 200) + ", got " +
                        vm.show(back, true).substr(0, 200));
     // SPEC 3: (*j v) twice gives the same object. Numbers are unboxed (no slot to memoize
-    // on), so only heap objects are checked.
-    if (v.isObject() && vm.starJ(v) != j) dlam::fuzz::fail("(*j v) is not memoized for v = " + shown.substr(0, 200));
+    // on), and a tagged number is a number too (a new tag each time, eq? by level and
+    // value): its image is a tag on it itself. Other heap objects: the same image.
+    if (dlam::isObj(v, dlam::ObjType::Rev)) {
+      dlam::Value again = vm.starJ(v);
+      if (!dlam::isObj(again, dlam::ObjType::Rev) || static_cast<dlam::Rev*>(again.asObject())->primal != v)
+        dlam::fuzz::fail("(*j v) is not a tag on v for v = " + shown.substr(0, 200));
+    } else if (v.isObject() && vm.starJ(v) != j) {
+      dlam::fuzz::fail("(*j v) is not memoized for v = " + shown.substr(0, 200));
+    }
     dlam::Value jj = vm.starJ(j);
     dlam::VM::Root jjr(vm, jj);
     (void)vm.show(jj, true);
