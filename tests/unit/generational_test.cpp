@@ -183,6 +183,28 @@ TEST_F(Generational, TheAllocationThresholdGivesMinorAndFullCollections) {
   EXPECT_EQ(eval("(list (length keep) (apply + (map length keep)))"), "(2000 200000)");
 }
 
+// The collector's pace follows the objects, not the C++ memory of compiled code that counts
+// with them (bytecode and IR, Proto::ownedBytes): with 4 000 functions (16 MB of IR) live,
+// garbage is still collected every few megabytes. Paced by all the bytes, the nursery was
+// as large as the code (the next collection came after as many bytes as were live) and
+// full collections as far apart.
+TEST_F(Generational, ThePaceFollowsTheObjectsNotTheCompiledCode) {
+  for (int i = 0; i < 4000; ++i) {
+    std::string k = std::to_string(i);
+    eval("(define (f" + k + " x y) (let ((a (* x y)) (b (+ x " + k +
+         "))) (if (< a b) (list a b (* a b)) (cons (- a b) (sin a)))))");
+  }
+  vm.collectGarbage();
+  uint64_t live = vm.gcStats().liveBytes;
+  EXPECT_GT(live, uint64_t(12) << 20);
+  vm.resetPeak();
+  EXPECT_EQ(eval("(let loop ((i 0) (keep '())) (if (= i 20000) (length keep)"
+                 " (loop (+ i 1) (begin (iota 100) (if (= 0 (modulo i 100)) (cons i keep) keep)))))"),
+            "200");
+  EXPECT_GT(vm.gcStats().collections, 5u);
+  EXPECT_LT(vm.gcStats().peakBytes - live, uint64_t(8) << 20);
+}
+
 // A full collection moves the arena's epoch on rather than clearing every mark, and the
 // epochs start over after 255: across 300 full collections with minor ones in between,
 // old objects that point at young ones (remembered, then not) keep them, and the garbage

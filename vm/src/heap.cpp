@@ -6,7 +6,8 @@
 // and between top-level forms, where every live value is in a register, a global, a
 // temporary root or a handle. The bytes counted (heap limit, collection threshold,
 // statistics) are the objects' footprints in the arena plus the C++ memory of compiled
-// protos.
+// protos (their code and the IR they keep); how far apart collections are is set by the
+// objects' bytes alone.
 //
 // It is generational with sticky mark bits. Marks are not cleared by the sweep: an
 // object that survived a collection stays marked ("old"); a new one is unmarked
@@ -417,7 +418,7 @@ void VM::collectGarbage(GcKind kind) {
   constexpr size_t kRing = 16;
   Obj* ring[kRing];
   size_t ringHead = 0, ringCount = 0;
-  uint64_t marked = 0, markedBytes = 0;
+  uint64_t marked = 0, markedBytes = 0, markedOwned = 0;
   const uint8_t epoch = arena_.epoch();
   for (;;) {
     Obj* o;
@@ -442,7 +443,8 @@ void VM::collectGarbage(GcKind kind) {
     uint64_t footprint = objectFootprint(o);
     arena_.mark(o, footprint);
     ++marked;
-    markedBytes += footprint + (o->type == ObjType::Proto ? static_cast<const Proto*>(o)->ownedBytes : 0);
+    if (o->type == ObjType::Proto) markedOwned += static_cast<const Proto*>(o)->ownedBytes;
+    markedBytes += footprint;
     traceChildren(o, work);
   }
   unmarkOnFailure.done = true;
@@ -460,6 +462,7 @@ void VM::collectGarbage(GcKind kind) {
   // that lives; a minor one the young survivors, and the old objects are what the last
   // collection left. The sweep's own count is not used, as a lazy sweep frees later
   // (and a full sweep then also meets objects a minor collection already uncounted).
+  markedBytes += markedOwned;
   uint64_t liveBytes = major ? markedBytes : oldBytes_ + markedBytes;
   uint64_t liveObjects = major ? marked : oldObjects_ + marked;
   bytesFreed_ += bytesAllocated_ - std::min(liveBytes, bytesAllocated_);
@@ -485,10 +488,13 @@ void VM::collectGarbage(GcKind kind) {
   // comes when as many bytes as were live after the last full collection (at least
   // kMinGcThreshold) have been allocated: right after a full collection, when the heap has
   // doubled, as before generations; after a minor one, the bytes counted also hold the old
-  // objects that died, which should not make the heap grow further.
+  // objects that died, which should not make the heap grow further. Both measure the
+  // objects only: the C++ memory compiled code owns (its bytecode and IR, Proto::ownedBytes)
+  // counts against the limit, but is no garbage the objects' pace should scale with.
   if (major) {
-    liveAfterMajor_ = bytesAllocated_;
-    majorAt_ = std::max<uint64_t>(bytesAllocated_ * 2, bytesAllocated_ + kMinMajorGrowth);
+    uint64_t objects = bytesAllocated_ - markedOwned;
+    liveAfterMajor_ = objects;
+    majorAt_ = markedOwned + std::max<uint64_t>(objects * 2, objects + kMinMajorGrowth);
     majorRequested_ = false;
   }
   oldBytes_ = bytesAllocated_;
