@@ -32,12 +32,16 @@ class Toplevel {
  public:
   Toplevel(VM& vm, const std::function<void(Value)>* onValue, bool run)
       : vm_(vm), onValue_(onValue), run_(run), last_(vm, Value::voidValue()) {}
+  ~Toplevel() { vm_.countExternal(-static_cast<int64_t>(counted_)); }
+  Toplevel(const Toplevel&) = delete;
+  Toplevel& operator=(const Toplevel&) = delete;
 
   void source(std::string_view text, const std::string& file) {
     std::vector<Sx*> forms;
     // The syntax read (and made by macros) counts against the heap limit, in the room
-    // the heap leaves now. The bytes counted hold garbage not yet collected: when they
-    // are past half the limit, a collection first, if no dlam code is running.
+    // the heap leaves now, and stays counted until the source is done (countSyntax).
+    // The bytes counted hold garbage not yet collected: when they are past half the
+    // limit, a collection first, if no dlam code is running.
     uint64_t limit = vm_.config().heapLimitMb << 20;
     if (limit && vm_.gcStats().liveBytes > limit / 2 && vm_.idle()) vm_.collectGarbage();
     uint64_t live = vm_.gcStats().liveBytes;
@@ -47,6 +51,7 @@ class Toplevel {
     } catch (const std::bad_alloc&) {
       outOfMemory(file, {});
     }
+    countSyntax();
     ExpandOptions opts{file, dirOf(file), !vm_.config().sandbox};
     for (Sx* f : forms) form(f, opts);
   }
@@ -55,6 +60,13 @@ class Toplevel {
   std::vector<Proto*> protos;
 
  private:
+  // The syntax read and made so far counts in the heap (VM::countExternal) until the
+  // source is done: the code compiled from it, and what it runs, share the limit with it.
+  void countSyntax() {
+    vm_.countExternal(static_cast<int64_t>(arena_.bytes() - counted_));
+    counted_ = arena_.bytes();
+  }
+
   static bool isLibrary(const std::string& file) {
     return file == "<prelude>" || file == "<primitive>";
   }
@@ -78,6 +90,7 @@ class Toplevel {
       Symbol* s = vm_.findSymbol(f->items[0]->text);
       if (!s || s->macro.isUndefined()) break;
       f = expandMacro(vm_, arena_, s->macro, f, opts.file, budget);
+      countSyntax();
     }
     if (isForm(f, "begin")) {
       for (size_t i = 1; i < f->items.size(); ++i) form(f->items[i], opts);
@@ -101,6 +114,7 @@ class Toplevel {
     Proto* proto;
     try {
       anf::Lambda* lam = expandToplevel(vm_, *mod, f, arena_, opts);
+      countSyntax();
       proto = compileLambda(vm_, mod, lam);
     } catch (Error& e) {
       // Errors raised while compiling (say the heap limit) belong to the form.
@@ -136,6 +150,7 @@ class Toplevel {
   const std::function<void(Value)>* onValue_;
   bool run_;
   SxArena arena_;
+  uint64_t counted_ = 0;  // the arena's bytes counted in the heap (countSyntax)
   VM::Root last_;
   std::vector<std::unique_ptr<VM::Root>> protoRoots_;
   int includeDepth_ = 0;

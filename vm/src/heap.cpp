@@ -138,6 +138,12 @@ void VM::noteProtoBytes(Proto* p) {
   if (bytesAllocated_ >= nextGc_) pastThreshold(0);
 }
 
+void VM::countExternal(int64_t delta) {
+  externalBytes_ += static_cast<uint64_t>(delta);
+  bytesAllocated_ += static_cast<uint64_t>(delta);
+  if (bytesAllocated_ > stats_.peakBytes) stats_.peakBytes = bytesAllocated_;
+}
+
 void VM::outOfMemory(uint64_t bytes) {
   bytesAllocated_ -= bytes;
   --liveObjects_;
@@ -465,8 +471,8 @@ void VM::collectGarbage(GcKind kind) {
   markedBytes += markedOwned;
   uint64_t liveBytes = major ? markedBytes : oldBytes_ + markedBytes;
   uint64_t liveObjects = major ? marked : oldObjects_ + marked;
-  bytesFreed_ += bytesAllocated_ - std::min(liveBytes, bytesAllocated_);
-  bytesAllocated_ = liveBytes;
+  bytesFreed_ += bytesAllocated_ - std::min(liveBytes + externalBytes_, bytesAllocated_);
+  bytesAllocated_ = liveBytes + externalBytes_;
   liveObjects_ = liveObjects;
   // A full collection sweeps every page now, giving empty ones back; a minor one
   // leaves the pages to the allocator, which sweeps each when it needs its slots.
@@ -492,12 +498,12 @@ void VM::collectGarbage(GcKind kind) {
   // objects only: the C++ memory compiled code owns (its bytecode and IR, Proto::ownedBytes)
   // counts against the limit, but is no garbage the objects' pace should scale with.
   if (major) {
-    uint64_t objects = bytesAllocated_ - markedOwned;
+    uint64_t objects = liveBytes - markedOwned;
     liveAfterMajor_ = objects;
     majorAt_ = markedOwned + std::max<uint64_t>(objects * 2, objects + kMinMajorGrowth);
     majorRequested_ = false;
   }
-  oldBytes_ = bytesAllocated_;
+  oldBytes_ = liveBytes;
   oldObjects_ = liveObjects_;
   uint64_t limit = config_.heapLimitMb << 20;
   uint64_t next = bytesAllocated_ + std::max<uint64_t>(liveAfterMajor_, kMinGcThreshold);

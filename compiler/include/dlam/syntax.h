@@ -52,6 +52,8 @@ class SxArena {
     limit_ = room > UINT64_MAX - bytes_ ? UINT64_MAX : bytes_ + room;
     limitMb_ = limitMb;
   }
+  // The bytes the nodes take, as charged.
+  uint64_t bytes() const { return bytes_; }
 
  private:
   [[noreturn]] void exhausted(SrcLoc loc) const;

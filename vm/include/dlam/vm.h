@@ -203,6 +203,11 @@ class VM {
   // has filled the proto, and the sweeper uncounts the same number when the proto dies.
   // May raise the heap-limit error (the proto stays counted until it is collected).
   void noteProtoBytes(Proto* p);
+  // Counts `delta` more bytes (fewer when negative) of memory the VM does not own that
+  // lives while it works: the syntax of the sources being compiled (the driver). They
+  // count against the heap limit with the objects until given back, and raise no error
+  // here: the next allocation past the limit does.
+  void countExternal(int64_t delta);
 
   // Registers an object that owns C++ members (its destructor runs when it dies).
   void track(Obj* o) { finalizable_.push_back(o); }
@@ -405,6 +410,7 @@ class VM {
   bool majorRequested_ = false;        // the next collection is full
   std::vector<Obj*> remembered_;       // old objects that may point at young ones (kRemembered)
   uint64_t oldBytes_ = 0;              // the bytes that survived the last collection (all old)
+  uint64_t externalBytes_ = 0;         // counted in bytesAllocated_ too (countExternal)
   uint64_t oldObjects_ = 0;            // and the objects
   uint64_t liveAfterMajor_ = 0;        // the bytes that survived the last full collection
   uint64_t majorAt_ = 0;               // a full collection is due when oldBytes_ reaches this
