@@ -6,8 +6,8 @@
 // and between top-level forms, where every live value is in a register, a global, a
 // temporary root or a handle. The bytes counted (heap limit, collection threshold,
 // statistics) are the objects' footprints in the arena plus the C++ memory of compiled
-// protos (their code and the IR they keep); how far apart collections are is set by the
-// objects' bytes alone.
+// protos (their code and the IR they keep) and the syntax of the sources being compiled
+// (countExternal); how far apart collections are is set by the objects' bytes alone.
 //
 // It is generational with sticky mark bits. Marks are not cleared by the sweep: an
 // object that survived a collection stays marked ("old"); a new one is unmarked

@@ -410,10 +410,10 @@ class VM {
   bool majorRequested_ = false;        // the next collection is full
   std::vector<Obj*> remembered_;       // old objects that may point at young ones (kRemembered)
   uint64_t oldBytes_ = 0;              // the bytes that survived the last collection (all old)
-  uint64_t externalBytes_ = 0;         // counted in bytesAllocated_ too (countExternal)
   uint64_t oldObjects_ = 0;            // and the objects
   uint64_t liveAfterMajor_ = 0;        // the bytes that survived the last full collection
   uint64_t majorAt_ = 0;               // a full collection is due when oldBytes_ reaches this
+  uint64_t externalBytes_ = 0;         // counted in bytesAllocated_ too (countExternal)
   std::unordered_map<std::string, Symbol*> symbols_;
   uint32_t macroMarks_ = 0;
   std::vector<Value> tempRoots_;
