@@ -109,6 +109,32 @@ struct Module {
   Lambda* newLambda() { return lambdas.emplace_back(std::make_unique<Lambda>()).get(); }
 };
 
+// The memory of a lambda's own IR, which its proto keeps for the transform
+// (Proto::irBytes): its node and variables, its blocks and their bindings, not the
+// lambdas made in it (their protos count theirs). A node also takes its pointer in the
+// Module. Iterative over nested branches.
+inline uint64_t ownBytes(const Lambda* lam) {
+  constexpr uint64_t kOwner = sizeof(void*);
+  auto var = [](const Var* v) -> uint64_t { return v ? sizeof(Var) + kOwner + heapBytesOf(v->name) : 0; };
+  uint64_t n = sizeof(Lambda) + kOwner + heapBytesOf(lam->params) + heapBytesOf(lam->freeVars) +
+               heapBytesOf(lam->name) + heapBytesOf(lam->file) + var(lam->rest);
+  for (const Var* p : lam->params) n += var(p);
+  std::vector<const Block*> blocks{lam->body};
+  while (!blocks.empty()) {
+    const Block* b = blocks.back();
+    blocks.pop_back();
+    n += sizeof(Block) + kOwner + heapBytesOf(b->binds);
+    for (const Bind& bd : b->binds) {
+      n += heapBytesOf(bd.args) + heapBytesOf(bd.recVars) + var(bd.dst);
+      if (bd.kind == Bind::If) {
+        blocks.push_back(bd.thenB);
+        blocks.push_back(bd.elseB);
+      }
+    }
+  }
+  return n;
+}
+
 inline Atom localAtom(Var* v, SrcLoc loc = {}) {
   Atom a;
   a.kind = Atom::Local;

@@ -53,32 +53,6 @@ bool isCompare(NativeId id) {
   return id == NativeId::Lt || id == NativeId::Le || id == NativeId::Gt || id == NativeId::Ge || id == NativeId::NumEq;
 }
 
-// The memory of the IR a proto keeps for the transform (Proto::irBytes): its lambda's
-// node and variables, its blocks and their bindings, not the lambdas made in it (their
-// protos count theirs). A node also takes its pointer in the Module. Iterative over
-// nested branches.
-uint64_t irBytes(const Lambda* lam) {
-  constexpr uint64_t kOwner = sizeof(void*);
-  auto var = [](const Var* v) -> uint64_t { return v ? sizeof(Var) + kOwner + heapBytesOf(v->name) : 0; };
-  uint64_t n = sizeof(Lambda) + kOwner + heapBytesOf(lam->params) + heapBytesOf(lam->freeVars) +
-               heapBytesOf(lam->name) + heapBytesOf(lam->file) + var(lam->rest);
-  for (const Var* p : lam->params) n += var(p);
-  std::vector<const Block*> blocks{lam->body};
-  while (!blocks.empty()) {
-    const Block* b = blocks.back();
-    blocks.pop_back();
-    n += sizeof(Block) + kOwner + heapBytesOf(b->binds);
-    for (const Bind& bd : b->binds) {
-      n += heapBytesOf(bd.args) + heapBytesOf(bd.recVars) + var(bd.dst);
-      if (bd.kind == Bind::If) {
-        blocks.push_back(bd.thenB);
-        blocks.push_back(bd.elseB);
-      }
-    }
-  }
-  return n;
-}
-
 class FnCompiler {
  public:
   FnCompiler(VM& vm, const std::shared_ptr<Module>& mod, const Lambda* lam, FnCompiler* parent)
@@ -128,7 +102,7 @@ class FnCompiler {
     proto_->constants.shrink_to_fit();
     proto_->protos.shrink_to_fit();
     proto_->captures.shrink_to_fit();
-    proto_->irBytes = irBytes(lam_);
+    proto_->irBytes = ownBytes(lam_);
     vm_.noteProtoBytes(proto_);
     return proto_;
   }

@@ -38,14 +38,12 @@ class Toplevel {
 
   void source(std::string_view text, const std::string& file) {
     std::vector<Sx*> forms;
-    // The syntax read (and made by macros) counts against the heap limit, in the room
-    // the heap leaves now, and stays counted until the source is done (countSyntax).
+    // The syntax read (and made by macros) counts against the heap limit (countSyntax).
     // The bytes counted hold garbage not yet collected: when they are past half the
     // limit, a collection first, if no dlam code is running.
     uint64_t limit = vm_.config().heapLimitMb << 20;
     if (limit && vm_.gcStats().liveBytes > limit / 2 && vm_.idle()) vm_.collectGarbage();
-    uint64_t live = vm_.gcStats().liveBytes;
-    arena_.allowMore(!limit ? UINT64_MAX : limit > live ? limit - live : 0, vm_.config().heapLimitMb);
+    countSyntax();
     try {
       forms = readAll(arena_, text, file);
     } catch (const std::bad_alloc&) {
@@ -61,10 +59,13 @@ class Toplevel {
 
  private:
   // The syntax read and made so far counts in the heap (VM::countExternal) until the
-  // source is done: the code compiled from it, and what it runs, share the limit with it.
+  // source is done: the code compiled from it, and what it runs, share the limit with
+  // it. The arena may then grow by the room the heap leaves (SxArena::allowMore).
   void countSyntax() {
     vm_.countExternal(static_cast<int64_t>(arena_.bytes() - counted_));
     counted_ = arena_.bytes();
+    uint64_t limit = vm_.config().heapLimitMb << 20, live = vm_.gcStats().liveBytes;
+    arena_.allowMore(!limit ? UINT64_MAX : limit > live ? limit - live : 0, vm_.config().heapLimitMb);
   }
 
   static bool isLibrary(const std::string& file) {

@@ -57,6 +57,8 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
       // RETURNN's and RETURNR's head and tail: a register, or a constant (kHeadK, kTailK)
       auto head = [&] { return ins & instr::kHeadK ? k(a) : "r" + std::to_string(a); };
       auto tail = [&] { return ins & instr::kTailK ? k(c) : "r" + std::to_string(c); };
+      // Their listed registers (0 past the end of the code)
+      auto listed = [&](uint32_t j) { return i + 1 + j / 4 < f->code.size() ? instr::listedReg(&f->code[i + 1], j) : 0; };
       switch (opFormat(op)) {
         case Fmt::A: operands = "r" + std::to_string(a); break;
         case Fmt::AB: operands = "r" + std::to_string(a) + " r" + std::to_string(b); break;
@@ -88,24 +90,16 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
           break;
         case Fmt::ABL: {
           operands = head() + " (";
-          for (uint32_t j = 0; j < b; ++j) {
-            size_t w = i + 1 + j / 4;
-            uint32_t r = w < f->code.size() ? static_cast<uint32_t>((f->code[w] >> (16 * (j % 4))) & 0xffff) : 0;
-            operands += (j ? " r" : "r") + std::to_string(r);
-          }
+          for (uint32_t j = 0; j < b; ++j) operands += (j ? " r" : "r") + std::to_string(listed(j));
           operands += " . " + tail() + ")";
           extra = instr::listWords(ins);
           break;
         }
         case Fmt::ABR: {
           // (cons (cons R[A] (x1 ... xk . R[C])) bp): the words hold bp, then x1 .. xk
-          auto word = [&](uint32_t j) {
-            size_t w = i + 1 + j / 4;
-            return w < f->code.size() ? static_cast<uint32_t>((f->code[w] >> (16 * (j % 4))) & 0xffff) : 0;
-          };
           operands = "(" + head();
-          for (uint32_t j = 1; j < b; ++j) operands += " r" + std::to_string(word(j));
-          operands += " . " + tail() + ") r" + std::to_string(b ? word(0) : 0);
+          for (uint32_t j = 1; j < b; ++j) operands += " r" + std::to_string(listed(j));
+          operands += " . " + tail() + ") r" + std::to_string(b ? listed(0) : 0);
           extra = instr::listWords(ins);
           break;
         }

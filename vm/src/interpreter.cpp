@@ -7,9 +7,7 @@
 // the loop from C++ with a boundary frame; returning from that frame leaves it. An
 // error unwinds through VM::call, which restores the frames and the stack top; a
 // failed C++ allocation (std::bad_alloc) becomes the GC heap's "out of memory" there.
-#include <bit>
 #include <cmath>
-#include <cstring>
 #include <new>
 #include <utility>
 
@@ -369,15 +367,9 @@ union Parts {
 };
 
 // R[r] for the registers r listed j .. j + n - 1 in the words after an instruction
-// (16 bits each, lowest first, in little-endian words), into out.
+// (instr::listedReg), into out.
 static void readListed(const Instr* words, const Value* R, uint32_t j, uint32_t n, Value* out) {
-  static_assert(std::endian::native == std::endian::little);
-  const char* regs = reinterpret_cast<const char*>(words);
-  for (uint32_t i = 0; i < n; ++i) {
-    uint16_t r;
-    std::memcpy(&r, regs + 2 * (j + i), sizeof r);
-    out[i] = R[r];
-  }
+  for (uint32_t i = 0; i < n; ++i) out[i] = R[instr::listedReg(words, j + i)];
 }
 
 // RETURNN's work, out of line (its buffer would otherwise weigh on every handler of

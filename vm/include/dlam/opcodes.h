@@ -124,6 +124,11 @@ constexpr uint32_t listWords(Instr i) {
   Op o = static_cast<Op>(i & 0xff);
   return o == Op::RETURNN || o == Op::RETURNR ? (static_cast<uint32_t>((i >> 24) & 0xffff) + 3) / 4 : 0;
 }
+// Register j of those listed in the words after a RETURNN or RETURNR (words: the first
+// of them): 16 bits each, lowest first.
+constexpr uint32_t listedReg(const Instr* words, uint32_t j) {
+  return static_cast<uint32_t>((words[j / 4] >> (16 * (j % 4))) & 0xffff);
+}
 constexpr uint32_t level(Instr i) { return static_cast<uint32_t>((i >> 56) & 0x7f); }
 constexpr Instr withLevel(Instr i, uint32_t level) { return i | (static_cast<Instr>(level & 0x7f) << 56); }
 constexpr Op op(Instr i) { return static_cast<Op>(i & 0xff); }
