@@ -390,6 +390,31 @@ COST_RATIOS = [
 ]
 # dlam peak RSS after REPS vs after `base` repetitions in one process: at most this ratio
 GROWTH_CHECKS = [("rosen-grad-growth", 1.05), ("rosen-grad-growth-warm", 1.05)]
+# With the first of them, dlam's live heap after a full collection, after `base` and
+# after REPS gradients (MODE live): what repeated gradients keep, without the garbage
+# the collector's pace lets accumulate (which peak RSS counts). It must not grow.
+LIVE_CHECK = "rosen-grad-growth"
+
+
+def live_heap_line(opts, w) -> Optional[str]:
+    """The dlam line of the live-heap check for workload w (None if it cannot run)."""
+    rep = w.impls.get("dlam")
+    if not isinstance(rep, Rep) or rep.base is None:
+        return None
+    live = []
+    for reps in (rep.base, rep.eff_reps(opts)):
+        try:
+            out = subprocess.run(_dlam_rep(opts, rep.prog, "live", rep.n, reps), capture_output=True,
+                                 text=True, timeout=600, stdin=subprocess.DEVNULL)
+            live.append(int(out.stdout.split()[-1]) if out.returncode == 0 else None)
+        except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+            live.append(None)
+    if None in live:
+        return "- dlam: live heap after a full collection: could not be measured"
+    grown = live[1] - live[0]
+    return (f"- dlam: live heap after a full collection after {rep.base} gradients {live[0]} bytes, "
+            f"after {rep.eff_reps(opts)}: {live[1]} bytes ({grown:+d} bytes; target: no growth): "
+            f"{'PASS' if grown <= 0 else 'MISS'}")
 
 
 # --------------------------------------------------------------------------
@@ -887,6 +912,10 @@ def report_rep_group(opts, g, ws, all_results):
             lines.append(f"- {PEER[k].label}: peak RSS after {r.base} operations "
                          f"{fmt_mb(r.base_peak_kb)} MB, after {r.reps}: {fmt_mb(r.peak_kb)} MB "
                          f"({ratio:.2f}×; target ≤ {limit:g}×): {verdict}")
+            if k == "dlam" and wname == LIVE_CHECK:
+                line = live_heap_line(opts, next(x for x in ws if x.name == wname))
+                if line:
+                    lines.append(line)
     if lines:
         print(f"\n### memory growth ({g}): {', '.join(n for n, _ in GROWTH_CHECKS)}\n")
         print("\n".join(lines))
