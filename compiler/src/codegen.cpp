@@ -77,21 +77,35 @@ class FnCompiler {
     analyseUses(lam_->body);
     planParamSplit();
     planSplits(lam_->body);
-    // Captured values are loaded at entry, except one used once, as an argument (or
-    // the callee) of a call: it is loaded where it is used, straight into the call's
-    // window or into a temporary (lazyUpval_), which saves a MOVE.
+    // Captured values are loaded at entry, each run of them (consecutive captured
+    // values into consecutive registers) by one GETUPVAL, except one used once, as an
+    // argument (or the callee) of a call through a window: it is loaded where it is
+    // used, straight into the call's window (lazyUpval_), which saves a MOVE.
     proto_->primalUpvals = lam_->primalFree;
+    size_t runStart = 0, runLength = 0;  // the run of captured values loaded at entry
+    uint32_t runReg = 0;
+    auto loadRun = [&] {
+      if (runLength) emit(instr::make(Op::GETUPVAL, runReg, static_cast<uint32_t>(runStart), static_cast<uint32_t>(runLength - 1)));
+      runLength = 0;
+    };
     for (size_t i = 0; i < lam_->freeVars.size(); ++i) {
       Var* v = lam_->freeVars[i];
       proto_->freeVars.push_back(v->name);
       if (auto it = vars_.find(v); it != vars_.end() && it->second.count == 1 && it->second.argUses == 1) {
         lazyUpval_[v] = static_cast<uint32_t>(i);
+        loadRun();
         continue;
       }
       uint32_t r = allocReg();
       reg_[v] = r;
-      emit(instr::make(Op::GETUPVAL, r, static_cast<uint32_t>(i)));
+      if (runLength && (r != runReg + runLength || runLength > 0xfffe)) loadRun();
+      if (!runLength) {
+        runStart = i;
+        runReg = r;
+      }
+      ++runLength;
     }
+    loadRun();
     compileBlock(lam_->body, Target{Target::Tail});
     proto_->nregs = static_cast<uint16_t>(maxTop_ + 1);
     // The proto is complete (nothing extends it later): trim its vectors and count
@@ -176,7 +190,7 @@ class FnCompiler {
       f.entered = true;
       const Bind& bd = f.b->binds[f.i];
       use(bd.atom);
-      for (const Atom& a : bd.args) use(a, bd.kind == Bind::Call);
+      for (const Atom& a : bd.args) use(a, usesWindow(bd));
       if (bd.lambda)
         for (Var* v : bd.lambda->freeVars) use(localAtom(v));
       if (bd.dst) bind(bd.dst, d);
@@ -820,7 +834,7 @@ class FnCompiler {
               } else if (!u.block && std::find(lam_->freeVars.begin(), lam_->freeVars.end(), callee.var) != lam_->freeVars.end()) {
                 // (a captured callee: see lazyUpval_)
                 --u.count;
-                --u.argUses;
+                u.argUses -= usesWindow(b->binds[checks[c]]);
               }
             }
           }
@@ -1268,7 +1282,7 @@ class FnCompiler {
   std::unordered_map<const Var*, uint32_t> reg_;
   struct VarUse {
     int count = 0;
-    int argUses = 0;               // of which as an argument (or the callee) of a call
+    int argUses = 0;               // of which as an argument (or the callee) of a call through a window
     const Block* block = nullptr;  // the block binding it (none for parameters and captured variables)
     uint32_t depth = 0;            // (its frame in analyseUses)
     size_t last = 0;               // the last binding of that block using it

@@ -7,7 +7,7 @@
 namespace dlam {
 
 namespace {
-enum class Fmt { A, AB, ABC, ABK, ABx, AP, sBx, AsBx, ABsC, AKsC, ABN, ABCu, ABL, ABR };
+enum class Fmt { A, AB, ABC, ABK, ABx, AP, sBx, AsBx, ABsC, AKsC, ABN, ABCu, ABU, ABL, ABR };
 
 Fmt opFormat(Op op) {
   static const Fmt kFormats[] = {
@@ -105,6 +105,10 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
         }
         case Fmt::ABCu:
           operands = "r" + std::to_string(a) + " [" + std::to_string(b) + "] r" + std::to_string(c);
+          break;
+        case Fmt::ABU:
+          operands = "r" + std::to_string(a) + " [" + std::to_string(b) + "]";
+          if (c) operands = "r" + std::to_string(a) + "..r" + std::to_string(a + c) + " [" + std::to_string(b) + ".." + std::to_string(b + c) + "]";
           break;
       }
       snprintf(line, sizeof line, "  %4zu  [%u:%u]  %-10s %s\n", i, loc.line, loc.col, opName(op), operands.c_str());

@@ -588,9 +588,13 @@ op_LOADK:
 op_MOVE:
   RA = RB;
   DISPATCH();
-op_GETUPVAL:
-  RA = closure->upvals[instr::b(ins)];
+op_GETUPVAL: {
+  // One captured value, or a run of them (a function's entry loads them all at once).
+  const Value* up = closure->upvals + instr::b(ins);
+  RA = up[0];
+  for (uint32_t i = 1, n = instr::c(ins); i <= n; ++i) (&RA)[i] = up[i];
   DISPATCH();
+}
 op_GETGLOBAL: {
   Symbol* s = asSymbol(K[instr::bx(ins)]);
   if (s->global.isUndefined()) {

@@ -28,13 +28,14 @@ namespace dlam {
 //   AP     A register, Bx proto  sBx   jump                AsBx  register + jump
 //   ABsC   A, B registers, sC jump                         AKsC  A register, B constant, sC jump
 //   ABN    A register, B count   ABCu  A closure register, B upvalue index, C register
+//   ABU    A register, B upvalue index, C how many more (registers and upvalues) after them
 //   ABL    A register, B count, C register, then B registers in ceil(B / 4) more words
 //          (16 bits each, lowest first), which the instruction owns
 //   ABR    as ABL, the first of the B registers apart (RETURNR's backpropagator)
 #define DLAM_OPCODES(X)                                                               \
   X(LOADK, ABx, "R[A] = K[Bx]")                                                       \
   X(MOVE, AB, "R[A] = R[B]")                                                          \
-  X(GETUPVAL, AB, "R[A] = captured value B of the running closure")                   \
+  X(GETUPVAL, ABU, "R[A] .. R[A+C] = captured values B .. B+C of the running closure") \
   X(GETGLOBAL, ABx, "R[A] = global K[Bx] (error if undefined)")                       \
   X(SETGLOBAL, ABx, "global K[Bx] = R[A]")                                            \
   X(CLOSURE, AP, "R[A] = new closure of child proto Bx, capturing its listed registers") \
