@@ -968,6 +968,46 @@ class FnCompiler {
 
   std::unordered_set<const Bind*> compiledAhead_;  // car/cdr binds done by compileSplitCall
 
+  // Chains of *j (or of *j-inverse) through values used once, as transforming
+  // transformed code makes them ((*j (*j x)), a number tagged twice; its primal taken
+  // twice): one STARJ (JINV) whose C counts the levels after the first. The last such
+  // instruction emitted, and the variable its bind defines:
+  struct LevelChain {
+    size_t at = SIZE_MAX;
+    const Var* var = nullptr;
+  } levelChain_;
+
+  static std::optional<Op> levelOp(NativeId id) {
+    if (id == NativeId::StarJ) return Op::STARJ;
+    if (id == NativeId::StarJInverse) return Op::JINV;
+    return std::nullopt;
+  }
+
+  // Whether bd, (*j v) or (*j-inverse v), extends the instruction just emitted, which
+  // made v the same way at the same place in the source (an error names one place
+  // for all levels) and v is used only here: it then takes one level more and writes
+  // dst.
+  bool extendLevels(const Bind& bd, uint32_t dst) {
+    std::optional<Op> op = levelOp(builtinOf(vm_, bd.args[0]));
+    const Atom& v = bd.args.back();
+    if (!op || bd.args.size() != 2 || v.kind != Atom::Local || v.var != levelChain_.var || uses(v.var) != 1 ||
+        levelChain_.at + 1 != proto_->code.size())
+      return false;
+    Instr& last = proto_->code[levelChain_.at];
+    SrcLoc at = proto_->locs[levelChain_.at];
+    if (instr::op(last) != *op || instr::a(last) != regOf(v.var) || instr::c(last) == 0xffff ||
+        at.line != loc_.line || at.col != loc_.col)
+      return false;
+    last = instr::make(*op, dst, instr::b(last), instr::c(last) + 1);
+    return true;
+  }
+
+  // Records bd's instruction if it is a STARJ or a JINV a next one may extend.
+  void noteLevels(const Bind& bd) {
+    bool chain = levelOp(builtinOf(vm_, bd.args[0])) && bd.args.size() == 2 && bd.dst && !proto_->code.empty();
+    levelChain_ = chain ? LevelChain{proto_->code.size() - 1, bd.dst} : LevelChain{};
+  }
+
   void initRec(const Var* v) {
     if (!pendingRec_.erase(v)) return;
     uint32_t r = regOf(v);
@@ -1043,7 +1083,10 @@ class FnCompiler {
           emit(instr::withLevel(instr::make(op, dst, a, b), bd.level));
         });
       } else {
-        emitInto(bd, t, [&](uint32_t dst) { emitPrimitive(builtinOf(vm_, bd.args[0]), bd.args, dst); });
+        emitInto(bd, t, [&](uint32_t dst) {
+          if (!extendLevels(bd, dst)) emitPrimitive(builtinOf(vm_, bd.args[0]), bd.args, dst);
+        });
+        noteLevels(bd);
       }
       return;
     }

@@ -428,6 +428,36 @@ TEST_F(Codegen, CapturedValuesAreLoadedByOneInstructionPerRun) {
   EXPECT_EQ(show("((gradient (lambda (y) (car ((gradient rosen) y)))) '(1 2 3))"), "(402 -400 0)");
 }
 
+// Transforming transformed code tags a number twice and takes a primal twice: such a
+// chain of *j (of *j-inverse), each result used only by the next, made at one place
+// in the source, is one STARJ (JINV) whose C counts the levels after the first.
+TEST_F(Codegen, ChainsOfStarJAndOfJInverseAreOneInstruction) {
+  dlam::evalSource(vm, kRosen, "<codegen>");
+  std::string twice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j rosen))", "<codegen>"))->proto, true);
+  EXPECT_NE(twice.find("(2 levels)"), std::string::npos) << twice;
+  EXPECT_TRUE(std::regex_search(twice, std::regex("JINV +r[0-9]+ r[0-9]+ \\(2 levels\\)"))) << twice;
+  EXPECT_TRUE(std::regex_search(twice, std::regex("STARJ +r[0-9]+ r[0-9]+ \\(2 levels\\)"))) << twice;
+  std::string thrice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j (*j rosen)))", "<codegen>"))->proto, true);
+  EXPECT_NE(thrice.find("(3 levels)"), std::string::npos) << thrice;
+  // The derivatives through them: H e0 at (1 2 3), and x^4's third derivative at 2.
+  EXPECT_EQ(show("((gradient (lambda (y) (car ((gradient rosen) y)))) '(1 2 3))"), "(402 -400 0)");
+  EXPECT_EQ(show("((derivative (derivative (derivative (lambda (x) (* x x x x))))) 2)"), "48");
+  // Written by hand: joined when in one place of the source, and each level's value is
+  // right for numbers, lists and procedures.
+  dlam::evalSource(vm, "(define (j2 x) (*j (*j x))) (define (i2 x) (*j-inverse (*j-inverse x)))", "<codegen>");
+  EXPECT_EQ(show("(list (i2 (j2 3)) (i2 (j2 (list 1 car))) (eq? (i2 (j2 car)) car))"), "(3 (1 #<procedure car>) #t)");
+  EXPECT_EQ(show("(*j-inverse (car (j2 '(5))))"), "#<rev 5>");
+  // A value that reaches the second *j-inverse from an `if` (by two paths) is not joined
+  // to the one in a branch.
+  dlam::evalSource(vm, "(define (f c a b) (*j-inverse (if c (*j-inverse a) (*j-inverse b))))", "<codegen>");
+  EXPECT_EQ(show("(list (f #t (*j (*j 1)) (*j (*j 2))) (f #f (*j (*j 1)) (*j (*j 2))))"), "(1 2)");
+  // Two places in the source stay two instructions: an error names the one that failed.
+  dlam::evalSource(vm, "(define (g x) (*j-inverse (*j-inverse x)))", "<codegen>");
+  dlam::Error e = errorOf("(g (*j 1))");
+  EXPECT_NE(e.message.find("derivative level was mixed up"), std::string::npos) << e.message;
+  EXPECT_EQ(e.loc.col, 15u) << e.message;
+}
+
 // The source of (head a_0 ... a_{n-1}), each a_i = item(i).
 template <class Item>
 std::string callOf(const std::string& head, size_t n, Item item) {

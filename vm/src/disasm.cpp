@@ -7,7 +7,7 @@
 namespace dlam {
 
 namespace {
-enum class Fmt { A, AB, ABC, ABK, ABx, AP, sBx, AsBx, ABsC, AKsC, ABN, ABCu, ABU, ABL, ABR };
+enum class Fmt { A, AB, ABC, ABK, ABx, AP, sBx, AsBx, ABsC, AKsC, ABN, ABCu, ABU, ABn, ABL, ABR };
 
 Fmt opFormat(Op op) {
   static const Fmt kFormats[] = {
@@ -105,6 +105,10 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
         }
         case Fmt::ABCu:
           operands = "r" + std::to_string(a) + " [" + std::to_string(b) + "] r" + std::to_string(c);
+          break;
+        case Fmt::ABn:
+          operands = "r" + std::to_string(a) + " r" + std::to_string(b);
+          if (c) operands += " (" + std::to_string(c + 1) + " levels)";
           break;
         case Fmt::ABU:
           operands = "r" + std::to_string(a) + " [" + std::to_string(b) + "]";

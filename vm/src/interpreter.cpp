@@ -1071,31 +1071,40 @@ op_PLUS: {
   SENS_PART(SCAR, car, "%scar")
   SENS_PART(SCDR, cdr, "%scdr")
 #undef SENS_PART
+// JINV and STARJ apply their operation C + 1 times (a chain the compiler joined); each
+// level's result is in R[A] while the next is taken.
 op_JINV: {
   Value x = RB;
-  if (isObj(x, ObjType::Rev)) {
-    RA = static_cast<Rev*>(x.asObject())->primal;
-    DISPATCH();
+  for (uint32_t more = instr::c(ins);; --more) {
+    if (isObj(x, ObjType::Rev)) [[likely]] {
+      x = static_cast<Rev*>(x.asObject())->primal;
+    } else {
+      SAVE_PC();
+      x = starJInverse(x);
+      R = stack_.data() + frame->base;
+    }
+    RA = x;
+    if (!more) break;
   }
-  SAVE_PC();
-  Value r = starJInverse(x);
-  R = stack_.data() + frame->base;
-  RA = r;
   DISPATCH();
 }
 op_STARJ: {
   Value x = RB;
-  if (isClosure(x) && (asClosure(x)->flags & kMemoFwd)) {
-    // A procedure differentiated before (a global function called in transformed code).
-    RA = asClosure(x)->memo;
-    DISPATCH();
+  for (uint32_t more = instr::c(ins);; --more) {
+    if (isClosure(x) && (asClosure(x)->flags & kMemoFwd)) {
+      // A procedure differentiated before (a global function called in transformed code).
+      x = asClosure(x)->memo;
+    } else {
+      SAVE_PC();
+      // Numbers and tagged values get a tag here; (), booleans, void and the symbolic
+      // zero (met once per element in nested derivatives) are their own image; the
+      // rest: starJ.
+      x = x.isNumber() || isObj(x, ObjType::Rev) ? Value::object(makeRev(x)) : x.isObject() ? starJ(x) : x;
+      R = stack_.data() + frame->base;
+    }
+    RA = x;
+    if (!more) break;
   }
-  SAVE_PC();
-  // Numbers and tagged values get a tag here; (), booleans, void and the symbolic zero
-  // (met once per element in nested derivatives) are their own image; the rest: starJ.
-  Value r = x.isNumber() || isObj(x, ObjType::Rev) ? Value::object(makeRev(x)) : x.isObject() ? starJ(x) : x;
-  R = stack_.data() + frame->base;
-  RA = r;
   DISPATCH();
 }
 op_NEG: {

@@ -29,6 +29,7 @@ namespace dlam {
 //   ABsC   A, B registers, sC jump                         AKsC  A register, B constant, sC jump
 //   ABN    A register, B count   ABCu  A closure register, B upvalue index, C register
 //   ABU    A register, B upvalue index, C how many more (registers and upvalues) after them
+//   ABn    A, B registers, C how many times more the operation is applied
 //   ABL    A register, B count, C register, then B registers in ceil(B / 4) more words
 //          (16 bits each, lowest first), which the instruction owns
 //   ABR    as ABL, the first of the B registers apart (RETURNR's backpropagator)
@@ -90,8 +91,8 @@ namespace dlam {
   X(PLUS, ABC, "R[A] = (plus R[B] R[C]): sensitivities added")                       \
   X(SCAR, AB, "R[A] = (%scar R[B]): car of a sensitivity (zero stays zero)")         \
   X(SCDR, AB, "R[A] = (%scdr R[B]): cdr of a sensitivity (zero stays zero)")         \
-  X(JINV, AB, "R[A] = (*j-inverse R[B])")                                            \
-  X(STARJ, AB, "R[A] = (*j R[B])")                                                   \
+  X(JINV, ABn, "R[A] = (*j-inverse R[B]), taken C + 1 times")                        \
+  X(STARJ, ABn, "R[A] = (*j R[B]), taken C + 1 times")                               \
   X(NEG, AB, "R[A] = (- R[B])")                                                      \
   X(REPRES, ABC, "R[A] = (%rep-result R[B] R[C]): R[B] checked to be (cons value backprop) from *j R[C]") \
   X(BPRES, ABC, "R[A] = (%bp-result R[B] R[C]): R[B] checked to be (cons fbar xbar) from backprop R[C]") \
