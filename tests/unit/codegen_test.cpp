@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -74,6 +73,16 @@ const std::string kRosen =
     "(define (rosen x) (let loop ((x x) (acc 0)) (if (null? (cdr x)) acc"
     "  (let* ((a (car x)) (b (cadr x)) (t (- b (* a a))) (u (- 1 a)))"
     "    (loop (cdr x) (+ acc (* 100 (* t t)) (* u u)))))))";
+
+// Whether a line of the listing is an instruction `op` whose operands end with `end`.
+bool hasInstr(const std::string& listing, const std::string& op, const std::string& end) {
+  std::istringstream in(listing);
+  for (std::string line; std::getline(in, line);)
+    if (line.find("  " + op + " ") != std::string::npos && line.size() >= end.size() &&
+        line.compare(line.size() - end.size(), end.size(), end) == 0)
+      return true;
+  return false;
+}
 
 size_t countOps(const dlam::Proto* p, dlam::Op op) {
   size_t n = 0;
@@ -164,7 +173,7 @@ TEST_F(Codegen, ABackpropagatorFoldsTheNegationsOfSubtractions) {
                    "<codegen>");
   std::string once = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j f)", "<codegen>"))->proto, true);
   EXPECT_EQ(once.find("NEG"), std::string::npos) << once;
-  EXPECT_TRUE(std::regex_search(once, std::regex("MULK +r[0-9]+ r[0-9]+ -2\n"))) << once;
+  EXPECT_TRUE(hasInstr(once, "MULK", " -2")) << once;
   EXPECT_NE(once.find("SUB"), once.rfind("SUB")) << "one SUB forward, one backward: " << once;
   EXPECT_EQ(show("((gradient f) 0.5 2)"), "(-345 348)");
   EXPECT_EQ(show("((derivative (lambda (a) (car ((gradient f) a 2)))) 0.5)"), "-498");
@@ -423,7 +432,7 @@ TEST_F(Codegen, CapturedValuesAreLoadedByOneInstructionPerRun) {
   // product, loaded by one instruction, and the backpropagator it calls, into its window.
   dlam::evalSource(vm, kRosen, "<codegen>");
   std::string twice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j rosen))", "<codegen>"))->proto, true);
-  EXPECT_TRUE(std::regex_search(twice, std::regex("GETUPVAL +r[0-9]+\\.\\.r[0-9]+ \\[0\\.\\.5\\]\n"))) << twice;
+  EXPECT_TRUE(hasInstr(twice, "GETUPVAL", " [0..5]")) << twice;
   // (the first row of the Hessian at (1 2 3): 1200 x0^2 - 400 x1 + 2, -400 x0, 0)
   EXPECT_EQ(show("((gradient (lambda (y) (car ((gradient rosen) y)))) '(1 2 3))"), "(402 -400 0)");
 }
@@ -435,8 +444,8 @@ TEST_F(Codegen, ChainsOfStarJAndOfJInverseAreOneInstruction) {
   dlam::evalSource(vm, kRosen, "<codegen>");
   std::string twice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j rosen))", "<codegen>"))->proto, true);
   EXPECT_NE(twice.find("(2 levels)"), std::string::npos) << twice;
-  EXPECT_TRUE(std::regex_search(twice, std::regex("JINV +r[0-9]+ r[0-9]+ \\(2 levels\\)"))) << twice;
-  EXPECT_TRUE(std::regex_search(twice, std::regex("STARJ +r[0-9]+ r[0-9]+ \\(2 levels\\)"))) << twice;
+  EXPECT_TRUE(hasInstr(twice, "JINV", " (2 levels)")) << twice;
+  EXPECT_TRUE(hasInstr(twice, "STARJ", " (2 levels)")) << twice;
   std::string thrice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j (*j rosen)))", "<codegen>"))->proto, true);
   EXPECT_NE(thrice.find("(3 levels)"), std::string::npos) << thrice;
   // The derivatives through them: H e0 at (1 2 3), and x^4's third derivative at 2.
