@@ -540,7 +540,8 @@ TEST(Limits, ThroughVmCall) {
 
 // Runs `source` in a child with `addressSpaceMb` of address space and `seconds` of time.
 // Returns "" when it ended in a dlam::Error (its message in *message), else what happened.
-std::string runConfined(const char* source, uint64_t heapLimitMb, uint64_t addressSpaceMb, unsigned seconds,
+// (Unused where DLAM_TEST_NO_RLIMIT is defined.)
+[[maybe_unused]] std::string runConfined(const char* source, uint64_t heapLimitMb, uint64_t addressSpaceMb, unsigned seconds,
                         std::string* message) {
   int fds[2];
   if (pipe(fds) != 0) return "pipe failed";
