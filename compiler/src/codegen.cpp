@@ -78,14 +78,14 @@ class FnCompiler {
     planParamSplit();
     planSplits(lam_->body);
     // Captured values are loaded at entry, each run of them (consecutive captured
-    // values into consecutive registers) by one GETUPVAL, except one used once, as an
-    // argument (or the callee) of a call through a window: it is loaded where it is
-    // used, straight into the call's window (lazyUpval_), which saves a MOVE.
+    // values, into the consecutive registers allocated here) by one GETUPVAL, except
+    // one used once, as an argument (or the callee) of a call through a window: it is
+    // loaded where it is used, straight into the call's window (lazyUpval_), which
+    // saves a MOVE, and ends the run.
     proto_->primalUpvals = lam_->primalFree;
-    size_t runStart = 0, runLength = 0;  // the run of captured values loaded at entry
-    uint32_t runReg = 0;
+    uint32_t runStart = 0, runReg = 0, runLength = 0;  // the run being gathered
     auto loadRun = [&] {
-      if (runLength) emit(instr::make(Op::GETUPVAL, runReg, static_cast<uint32_t>(runStart), static_cast<uint32_t>(runLength - 1)));
+      if (runLength) emit(instr::make(Op::GETUPVAL, runReg, runStart, runLength - 1));
       runLength = 0;
     };
     for (size_t i = 0; i < lam_->freeVars.size(); ++i) {
@@ -98,9 +98,8 @@ class FnCompiler {
       }
       uint32_t r = allocReg();
       reg_[v] = r;
-      if (runLength && (r != runReg + runLength || runLength > 0xfffe)) loadRun();
       if (!runLength) {
-        runStart = i;
+        runStart = static_cast<uint32_t>(i);
         runReg = r;
       }
       ++runLength;

@@ -443,7 +443,6 @@ TEST_F(Codegen, CapturedValuesAreLoadedByOneInstructionPerRun) {
 TEST_F(Codegen, ChainsOfStarJAndOfJInverseAreOneInstruction) {
   dlam::evalSource(vm, kRosen, "<codegen>");
   std::string twice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j rosen))", "<codegen>"))->proto, true);
-  EXPECT_NE(twice.find("(2 levels)"), std::string::npos) << twice;
   EXPECT_TRUE(hasInstr(twice, "JINV", " (2 levels)")) << twice;
   EXPECT_TRUE(hasInstr(twice, "STARJ", " (2 levels)")) << twice;
   std::string thrice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j (*j rosen)))", "<codegen>"))->proto, true);

@@ -110,9 +110,10 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
           operands = "r" + std::to_string(a) + " r" + std::to_string(b);
           if (c) operands += " (" + std::to_string(c + 1) + " levels)";
           break;
-        case Fmt::ABU:
-          operands = "r" + std::to_string(a) + " [" + std::to_string(b) + "]";
-          if (c) operands = "r" + std::to_string(a) + "..r" + std::to_string(a + c) + " [" + std::to_string(b) + ".." + std::to_string(b + c) + "]";
+        case Fmt::ABU:  // one value, or a run: "r1..r3 [0..2]"
+          operands = c ? "r" + std::to_string(a) + "..r" + std::to_string(a + c) + " [" + std::to_string(b) + ".." +
+                             std::to_string(b + c) + "]"
+                       : "r" + std::to_string(a) + " [" + std::to_string(b) + "]";
           break;
       }
       snprintf(line, sizeof line, "  %4zu  [%u:%u]  %-10s %s\n", i, loc.line, loc.col, opName(op), operands.c_str());
