@@ -172,6 +172,7 @@ class FnCompiler {
       VarUse& u = vars_[v];
       u.block = stack[d].b;
       u.depth = static_cast<uint32_t>(d);
+      u.at = stack[d].i;
     };
     while (!stack.empty()) {
       size_t d = stack.size() - 1;
@@ -510,7 +511,8 @@ class FnCompiler {
         return std::nullopt;
       j = u->second.last;
       const Bind& copy = b->binds[j];
-      if (copy.kind != Bind::Copy || copy.atom.kind != Atom::Local || copy.dst->rec) break;
+      bool untag = untaggedUse(b, j);  // (*j v), passed untagged: v goes to the window
+      if (!untag && (copy.kind != Bind::Copy || copy.atom.kind != Atom::Local || copy.dst->rec)) break;
       v = copy.dst;
     }
     const Bind& call = b->binds[j];
@@ -864,7 +866,7 @@ class FnCompiler {
     Op op = Op::CALL;
     uint32_t nargs = loadCall(call, base, call.args[0], &op);
     loc_ = call.loc;
-    emit(instr::make(op, base, nargs, plan.mode));
+    emit(instr::withRawArgs(instr::make(op, base, nargs, plan.mode), untagArguments(call, nargs, op)));
     top_ = std::max(base + count, windowsTop());
     // The takes become names of the registers (registers are written once) and
     // compile to nothing where they stand.
@@ -1001,6 +1003,71 @@ class FnCompiler {
     return true;
   }
 
+  // Untagged arguments. In transformed code a loop passes its numbers to the next
+  // iteration as (*j v), v just computed, to a parameter the callee only takes
+  // *j-inverse of: a tagged number made to be taken apart at once. Such a parameter
+  // is read by ARGJINV (Proto::rawParams), and a call whose argument is such a *j,
+  // used only there, passes v itself, flagged in its top bits (instr::rawArgs): the
+  // *j is made by the call only for a callee that does not take it so (VM::execute).
+  // The *j compiles to nothing, its variable naming v's register (v is computed
+  // straight into the window: slotOf). Only *j of the result of + - * / is left to
+  // the call: a number's, which cannot fail, so no error moves from the *j to the call.
+  std::unordered_set<const Var*> untagged_;  // such *j's, passed untagged
+
+  bool isArithmetic(const Bind& bd) const {
+    if (bd.kind != Bind::Call) return false;
+    NativeId id = builtinOf(vm_, bd.args[0]);
+    return id == NativeId::Add || id == NativeId::Sub || id == NativeId::Mul || id == NativeId::Div;
+  }
+
+  // Whether bd, (*j v), is used only as one of the first 8 arguments of a later call
+  // of its block that passes its arguments as they are (CALL, TAILCALL), with v bound
+  // by + - * / in the same block (`b`, `i`: where bd is).
+  bool untaggedUse(const Block* b, size_t i) {
+    const Bind& bd = b->binds[i];
+    if (bd.kind != Bind::Call || bd.level != 0 || !bd.dst || bd.dst->rec || bd.args.size() != 2 ||
+        builtinOf(vm_, bd.args[0]) != NativeId::StarJ || bd.args[1].kind != Atom::Local)
+      return false;
+    auto v = vars_.find(bd.args[1].var);
+    if (v == vars_.end() || v->second.block != b || v->second.at >= i || !isArithmetic(b->binds[v->second.at]))
+      return false;
+    auto u = vars_.find(bd.dst);
+    if (u == vars_.end() || u->second.count != 1 || u->second.last <= i || u->second.last >= b->binds.size())
+      return false;
+    const Bind& call = b->binds[u->second.last];
+    if (!usesWindow(call) || call.level != 0 || partsCalls_.count(&call)) return false;
+    for (size_t j = 1; j < call.args.size() && j <= 8; ++j)
+      if (call.args[j].kind == Atom::Local && call.args[j].var == bd.dst) return true;
+    return false;
+  }
+  bool untaggedUse(const Bind& bd) {
+    auto u = vars_.find(bd.dst);
+    if (u == vars_.end() || !u->second.block || &u->second.block->binds[u->second.at] != &bd) return false;
+    return untaggedUse(u->second.block, u->second.at);
+  }
+
+  // The index of the parameter bd takes *j-inverse of, if that is its only use, it
+  // is one of the first 8 and the function takes its arguments as they are passed.
+  std::optional<uint32_t> untaggedParam(const Bind& bd) const {
+    if (builtinOf(vm_, bd.args[0]) != NativeId::StarJInverse || bd.args.size() != 2) return std::nullopt;
+    const Atom& v = bd.args[1];
+    if (v.kind != Atom::Local || uses(v.var) != 1 || lam_->rest || proto_->paramSplit) return std::nullopt;
+    for (uint32_t i = 0; i < lam_->params.size() && i < 8; ++i)
+      if (lam_->params[i] == v.var) return i;
+    return std::nullopt;
+  }
+
+  // The mask of a call's untagged arguments (untagged_).
+  uint32_t untagArguments(const Bind& call, uint32_t nargs, Op op) const {
+    if (untagged_.empty() || op != Op::CALL || nargs + 1 != call.args.size()) return 0;
+    uint32_t raw = 0;
+    for (uint32_t j = 0; j < nargs && j < 8; ++j) {
+      const Atom& x = call.args[j + 1];
+      if (x.kind == Atom::Local && untagged_.count(x.var)) raw |= 1u << j;
+    }
+    return raw;
+  }
+
   // Records bd's instruction if it is a STARJ or a JINV a next one may extend.
   void noteLevels(const Bind& bd) {
     bool chain = levelOp(builtinOf(vm_, bd.args[0])) && bd.args.size() == 2 && bd.dst && !proto_->code.empty();
@@ -1082,8 +1149,21 @@ class FnCompiler {
           emit(instr::withLevel(instr::make(op, dst, a, b), bd.level));
         });
       } else {
+        if (!t && untaggedUse(bd)) {
+          // Passed untagged by its call: the name of v's register.
+          reg_[bd.dst] = regOf(bd.args[1].var);
+          untagged_.insert(bd.dst);
+          levelChain_ = {};
+          return;
+        }
         emitInto(bd, t, [&](uint32_t dst) {
-          if (!extendLevels(bd, dst)) emitPrimitive(builtinOf(vm_, bd.args[0]), bd.args, dst);
+          if (extendLevels(bd, dst)) return;
+          if (std::optional<uint32_t> i = untaggedParam(bd)) {
+            emit(instr::make(Op::ARGJINV, dst, atomReg(bd.args[1])));
+            proto_->rawParams = static_cast<uint8_t>(proto_->rawParams | 1u << *i);
+            return;
+          }
+          emitPrimitive(builtinOf(vm_, bd.args[0]), bd.args, dst);
         });
         noteLevels(bd);
       }
@@ -1138,14 +1218,15 @@ class FnCompiler {
     uint32_t base = windowFor(bd, into);
     Op op = Op::CALL;
     nargs = loadCall(bd, base, callee ? *callee : bd.args[0], &op);
+    uint32_t raw = untagArguments(bd, nargs, op);
     loc_ = bd.loc;
     if (tail) {
-      emit(instr::make(Op::TAILCALL, base, nargs));
+      emit(instr::withRawArgs(instr::make(Op::TAILCALL, base, nargs), raw));
       emit(instr::make(Op::RETURN, base));
       top_ = base;
       return;
     }
-    emit(instr::make(op, base, nargs));
+    emit(instr::withRawArgs(instr::make(op, base, nargs), raw));
     if (t) {
       if (t->reg != base) emit(instr::make(Op::MOVE, t->reg, base));
       top_ = std::max(base, windowsTop());
@@ -1303,7 +1384,10 @@ class FnCompiler {
       const Block* blk = work.back();
       work.pop_back();
       for (const Bind& bd : blk->binds) {
-        if (bd.dst) reg_.erase(bd.dst);
+        if (bd.dst) {
+          reg_.erase(bd.dst);
+          untagged_.erase(bd.dst);
+        }
         for (Var* v : bd.recVars) reg_.erase(v);
         compiledAhead_.erase(&bd);
         if (bd.thenB) work.push_back(bd.thenB);
@@ -1328,6 +1412,7 @@ class FnCompiler {
     const Block* block = nullptr;  // the block binding it (none for parameters and captured variables)
     uint32_t depth = 0;            // (its frame in analyseUses)
     size_t last = 0;               // the last binding of that block using it
+    size_t at = 0;                 // the binding of that block binding it
   };
   std::unordered_map<const Var*, VarUse> vars_;  // analyseUses
   std::unordered_map<const Var*, uint32_t> lazyUpval_;  // captured values loaded at their use: their index

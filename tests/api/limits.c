@@ -93,9 +93,11 @@ static void test_interrupt(void) {
   pthread_join(t, NULL);
   CHECK(eval_number(vm, "(+ 1 2)") == 3);
 
-  /* also inside a gradient */
+  /* also inside a gradient: a loop keeps a frame per iteration there, so each
+     iteration walks a long list, and the stack limit is minutes away when the
+     interrupt comes (about 600 iterations in) */
   dlam_val f = NULL;
-  CHECK_OK(vm, dlam_eval(vm, "(lambda (x) (let loop ((i 0) (acc x)) (loop (+ i 1) (* acc 1))))", "g", &f));
+  CHECK_OK(vm, dlam_eval(vm, "(lambda (x) (let ((big (iota 100000))) (let loop ((i 0) (acc x)) (loop (+ i (length big)) (* acc 1)))))", "g", &f));
   pthread_create(&t, NULL, interrupt_later, &it);
   double x = 1, y, g;
   CHECK_STATUS(vm, dlam_value_and_gradient(vm, f, 1, &x, &y, &g), DLAM_ERR_LIMIT);

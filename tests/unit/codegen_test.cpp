@@ -466,6 +466,54 @@ TEST_F(Codegen, ChainsOfStarJAndOfJInverseAreOneInstruction) {
   EXPECT_EQ(e.loc.col, 15u) << e.message;
 }
 
+TEST_F(Codegen, NumbersForACallThatTakesThemUntaggedAreNotTagged) {
+  // The loop's sum is passed as (*j (+ acc ...)) to a parameter taken only *j-inverse
+  // of: the ADD goes straight into the window, the CALL flags it untagged, and the
+  // callee reads it with ARGJINV. The one STARJ left tags the callee, the other the
+  // value returned at the end.
+  dlam::evalSource(vm,
+                   "(define (unit ws inputs acc)"
+                   "  (if (null? inputs) (cons (+ acc (car ws)) (cdr ws))"
+                   "      (unit (cdr ws) (cdr inputs) (+ acc (* (car ws) (car inputs))))))",
+                   "<codegen>");
+  std::string listing;
+  const dlam::Proto* p = protoOf(vm, "(*j unit)", listing);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(hasInstr(listing, "ARGJINV", " r2")) << listing;
+  EXPECT_TRUE(hasInstr(listing, "CALL", "split rep, untagged 3")) << listing;
+  EXPECT_EQ(countOps(p, dlam::Op::STARJ), 2u) << listing;
+  EXPECT_EQ(p->rawParams, 1u << 2);
+  EXPECT_EQ(show("((gradient (lambda (ws) (car (unit ws '(5 6) 0)))) '(1 2 3 4))"), "(5 6 1 0)");
+  EXPECT_EQ(show("((gradient (lambda (x) (car (unit (list x x 1) (list x 2) (* x x))))) 3)"), "14");
+
+  // A parameter also used as it is (returned) is not taken untagged.
+  dlam::evalSource(vm, "(define (magnitude y) (if (> y 0) y (- y)))", "<codegen>");
+  p = protoOf(vm, "(*j magnitude)", listing);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->rawParams, 0u) << listing;
+  EXPECT_EQ(countOps(p, dlam::Op::ARGJINV), 0u) << listing;
+
+  // Plain code too: (*j v) of a sum, used once by a call, is flagged (TAILCALL here);
+  // used twice, or of a value whose *j could fail (a car), it is made where it stands.
+  dlam::evalSource(vm, "(define (call-j g x) (g (*j (* x 3))))", "<codegen>");
+  p = protoOf(vm, "call-j", listing);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(hasInstr(listing, "TAILCALL", "1 args, untagged 1")) << listing;
+  EXPECT_EQ(countOps(p, dlam::Op::STARJ), 0u) << listing;
+  EXPECT_EQ(show("(let ((r (call-j (*j (lambda (y) (* y y))) 2))) (list (*j-inverse (car r)) ((cdr r) 1)))"),
+            "(36 (() . 12))");
+  EXPECT_EQ(show("(let ((r (call-j (*j (lambda (y) (if (> y 0) y 0))) 2))) (list (*j-inverse (car r)) ((cdr r) 1)))"),
+            "(6 (() . 1))");
+  p = protoOf(vm, "(lambda (g x) (let ((y (*j (* x 3)))) (g y y)))", listing);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(listing.find("untagged"), std::string::npos) << listing;
+  EXPECT_EQ(countOps(p, dlam::Op::STARJ), 1u) << listing;
+  p = protoOf(vm, "(lambda (g l) (g (*j (car l))))", listing);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(listing.find("untagged"), std::string::npos) << listing;
+  EXPECT_EQ(countOps(p, dlam::Op::STARJ), 1u) << listing;
+}
+
 // The source of (head a_0 ... a_{n-1}), each a_i = item(i).
 template <class Item>
 std::string callOf(const std::string& head, size_t n, Item item) {

@@ -87,6 +87,11 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
         case Fmt::ABN:
           operands = "r" + std::to_string(a) + " " + std::to_string(b) + (op == Op::CALLP ? " parts" : " args");
           if (c) operands += ", split " + splitName(static_cast<uint8_t>(c));
+          if (uint32_t raw = instr::rawArgs(ins)) {  // "untagged 1 3": arguments passed for *j
+            operands += ", untagged";
+            for (uint32_t j = 0; j < 8; ++j)
+              if (raw >> j & 1) operands += " " + std::to_string(j + 1);
+          }
           break;
         case Fmt::ABL: {
           operands = head() + " (";

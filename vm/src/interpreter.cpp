@@ -477,6 +477,7 @@ Value VM::execute() {
   // The call being made: the callee's register, its argument count (or parts), and
   // what it passes (Proto::callKey: the count, or kCallParts | parts for CALLP).
   uint32_t callA = 0, callN = 0, callKey = 0;
+  uint32_t callRaw = 0;  // the arguments it passes untagged (instr::rawArgs)
   NativeId arithId = NativeId::None;    // the primitive and the operands of an ARITH for arith_slow
   Value arithArgs[2];
   uint64_t limit = config_.instructionLimit;
@@ -516,6 +517,23 @@ Value VM::execute() {
     if (p->callKey > 0xffff || parts) [[unlikely]] {
       frame->pc = pc;  // (an error there is the function's, at its start)
       arrangeArguments(p, R, nargs, parts);
+    }
+  };
+  // Arguments passed untagged (raw: bit j for R[a+1+j]) go as they are to a closure
+  // whose parameters take them so (Proto::rawParams; entered with `key` as its
+  // callKey, so they stay in place); for any other callee they are tagged here, as
+  // the *j the caller left out would have.
+  auto takesUntagged = [](Value fn, uint32_t raw, uint32_t key) {
+    if (!isClosure(fn)) return false;
+    const Proto* p = asClosure(fn)->proto;
+    return (p->rawParams & raw) == raw && p->callKey == key;
+  };
+  auto tagArguments = [&](uint32_t a, uint32_t raw) {
+    for (uint32_t j = 0; j < 8; ++j) {
+      if (!(raw >> j & 1)) continue;
+      Value tagged = starJ(R[a + 1 + j]);
+      R = stack_.data() + frame->base;
+      R[a + 1 + j] = tagged;
     }
   };
   // (apply f a ... lst) in R[a] .. R[a+nargs]: spread into f a ... x1 .. xn at R[a].
@@ -634,6 +652,7 @@ op_CALL:
   callA = instr::a(ins);
   callN = instr::b(ins);
   callKey = callN;
+  callRaw = instr::rawArgs(ins);
   goto call;
 op_CALLP:
   // The argument in B parts: as they are for a function that takes it in as many,
@@ -642,6 +661,7 @@ op_CALLP:
   callA = instr::a(ins);
   callN = instr::b(ins);
   callKey = kCallParts | callN;
+  callRaw = 0;
 call: {
   uint32_t a = callA;
   uint32_t nargs = callN;
@@ -649,6 +669,10 @@ call: {
   if (gcRequested_) {
     stackTop_ = frame->base + closure->proto->nregs;
     collectDue();
+  }
+  if (callRaw && !takesUntagged(R[a], callRaw, callKey)) {
+    tagArguments(a, callRaw);
+    callRaw = 0;
   }
 call_again:
   Value fn = R[a];
@@ -661,14 +685,14 @@ call_again:
     if (callKey != p->callKey || (c->flags & (kLazyJ | kLazyJInv)) || base + p->nregs >= stack_.size()) [[unlikely]] {
       uint32_t parts = callKey & kCallParts ? nargs : 0;
       checkArity(c, parts ? 1 : nargs);
-      frames_.push_back(CallFrame{c, nullptr, base, false, static_cast<uint8_t>(instr::c(ins))});
+      frames_.push_back(CallFrame{c, nullptr, base, false, static_cast<uint8_t>(instr::c(ins)), static_cast<uint8_t>(callRaw)});
       enter(parts ? 1 : nargs, parts);
       DISPATCH();
     }
     // The common case, inline: the arguments as the function takes them (its arity,
     // or the parts of its one argument), no rest list, environment ready, room on the
     // stack.
-    frames_.push_back(CallFrame{c, nullptr, base, false, static_cast<uint8_t>(instr::c(ins))});
+    frames_.push_back(CallFrame{c, nullptr, base, false, static_cast<uint8_t>(instr::c(ins)), static_cast<uint8_t>(callRaw)});
     frame = &frames_.back();
     closure = c;
     uint32_t top = base + p->nregs;
@@ -740,10 +764,15 @@ op_TAILCALL: {
   // closure (a native) is simply called as by CALL and the RETURN does the rest.
   uint32_t a = instr::a(ins);
   uint32_t nargs = instr::b(ins);
+  uint32_t raw = instr::rawArgs(ins);
   SAVE_PC();
   if (gcRequested_) {
     stackTop_ = frame->base + closure->proto->nregs;
     collectDue();
+  }
+  if (raw && !takesUntagged(R[a], raw, nargs)) {
+    tagArguments(a, raw);
+    raw = 0;
   }
   for (;;) {
     Value fn = R[a];
@@ -752,6 +781,7 @@ op_TAILCALL: {
       Value* dst = R - 1;
       for (uint32_t i = 0; i <= nargs; ++i) dst[i] = R[a + i];
       frame->closure = asClosure(fn);
+      frame->raw = static_cast<uint8_t>(raw);
       enter(nargs);
       DISPATCH();
     }
@@ -776,6 +806,7 @@ op_TAILCALL: {
   callA = a;
   callN = nargs;
   callKey = nargs;
+  callRaw = 0;
   goto call;
 }
 
@@ -1088,6 +1119,13 @@ op_JINV: {
   }
   DISPATCH();
 }
+op_ARGJINV:
+  // A parameter used only here: as it is if its caller passed it untagged.
+  if (frame->raw >> instr::b(ins) & 1) {
+    RA = RB;
+    DISPATCH();
+  }
+  goto op_JINV;
 op_STARJ: {
   Value x = RB;
   for (uint32_t more = instr::c(ins);; --more) {

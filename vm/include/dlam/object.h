@@ -139,6 +139,10 @@ struct Proto : Obj {
   // for kCallParts | paramSplit a CALLP with as many parts; 0xffffffff for none (a
   // rest parameter).
   uint32_t callKey = 0;
+  // Bit i set: parameter i (< 8) is used only by one *j-inverse (ARGJINV), so a
+  // caller may pass it untagged (CallFrame::raw) instead of making a reverse-tagged
+  // value this function would only take apart again.
+  uint8_t rawParams = 0;
   uint16_t nregs = 0;
   std::shared_ptr<const void> ir;           // compiler-owned IR (anf::Lambda)
   Proto* transformed = nullptr;             // memoised reverse transform

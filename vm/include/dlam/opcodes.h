@@ -93,6 +93,7 @@ namespace dlam {
   X(SCDR, AB, "R[A] = (%scdr R[B]): cdr of a sensitivity (zero stays zero)")         \
   X(JINV, ABn, "R[A] = (*j-inverse R[B]), taken C + 1 times")                        \
   X(STARJ, ABn, "R[A] = (*j R[B]), taken C + 1 times")                               \
+  X(ARGJINV, AB, "R[A] = (*j-inverse R[B]) for parameter B, or R[B] as it is if passed untagged (CallFrame::raw)") \
   X(NEG, AB, "R[A] = (- R[B])")                                                      \
   X(REPRES, ABC, "R[A] = (%rep-result R[B] R[C]): R[B] checked to be (cons value backprop) from *j R[C]") \
   X(BPRES, ABC, "R[A] = (%bp-result R[B] R[C]): R[B] checked to be (cons fbar xbar) from backprop R[C]") \
@@ -131,6 +132,10 @@ constexpr uint32_t listWords(Instr i) {
 constexpr uint32_t listedReg(const Instr* words, uint32_t j) {
   return static_cast<uint32_t>((words[j / 4] >> (16 * (j % 4))) & 0xffff);
 }
+// CALL and TAILCALL: bits 56-63 flag arguments 0 .. 7 passed untagged (computed for
+// *j, which the call applies only if the callee does not take them so: CallFrame::raw).
+constexpr uint32_t rawArgs(Instr i) { return static_cast<uint32_t>(i >> 56); }
+constexpr Instr withRawArgs(Instr i, uint32_t mask) { return i | (static_cast<Instr>(mask & 0xff) << 56); }
 constexpr uint32_t level(Instr i) { return static_cast<uint32_t>((i >> 56) & 0x7f); }
 constexpr Instr withLevel(Instr i, uint32_t level) { return i | (static_cast<Instr>(level & 0x7f) << 56); }
 constexpr Op op(Instr i) { return static_cast<Op>(i & 0xff); }

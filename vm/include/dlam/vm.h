@@ -45,6 +45,10 @@ struct CallFrame {
   // transformed function returns), the parts of the value and then the
   // backpropagator (CALL with C = the mode; VM::splitInto).
   uint8_t split = 0;
+  // Bit i set: argument i was passed untagged, as the value its caller would have
+  // given *j (CALL's raw mask, instr::rawArgs), to a parameter whose only use is a
+  // *j-inverse (ARGJINV, Proto::rawParams), which then takes it as it is.
+  uint8_t raw = 0;
 };
 
 constexpr uint32_t kMaxSplitElements = 60;
