@@ -719,6 +719,7 @@ dlam_status dlam_value_and_gradient(dlam_vm* vm, dlam_val fn, size_t n, const do
     if (!dlam::isProcedure(f))
       throw dlam::Error(ErrorKind::Runtime, std::string(who) + ": expected a procedure, got " + shortShow(v, f));
     RunScope run(vm);
+    v.gradientBoundary(false);
     // ((*j f) (*j x1) .. (*j xn)) → ((*j y) . backpropagator); (backpropagator 1) → (fbar . xbar).
     dlam::VM::Root jf(v, v.starJ(f));
     std::vector<Value> args(n);
@@ -754,6 +755,7 @@ dlam_status dlam_value_and_gradient(dlam_vm* vm, dlam_val fn, size_t n, const do
     }
     if (value) *value = y.asNumber();
     if (gradient) std::copy(g.begin(), g.end(), gradient);
+    v.gradientBoundary(true);
     return DLAM_OK;
   });
 }

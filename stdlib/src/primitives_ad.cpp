@@ -26,6 +26,16 @@ Value collectGarbage(VM& vm, Value*, int) {
   return Value::voidValue();
 }
 
+// Where the library's gradient functions start and end (VM::gradientBoundary).
+Value gradientStart(VM& vm, Value*, int) {
+  vm.gradientBoundary(false);
+  return Value::voidValue();
+}
+Value gradientEnd(VM& vm, Value*, int) {
+  vm.gradientBoundary(true);
+  return Value::voidValue();
+}
+
 Value szeroP(VM&, Value* a, int) { return Value::boolean(a[0].isZero()); }
 
 // car and cdr of a sensitivity, where the symbolic zero stands for a pair of zeros.
@@ -326,6 +336,8 @@ void openAdPrimitives(VM& vm) {
   vm.defineNative("zero", zero, 1, 1, idOf(NativeId::Zero));
   vm.defineNative("attach-*j", attach, 2, 2, idOf(NativeId::AttachStarJ));
   vm.defineNative("collect-garbage", collectGarbage, 0, 0);
+  vm.defineNative("%gradient-start", gradientStart, 0, 0);
+  vm.defineNative("%gradient-end", gradientEnd, 0, 0);
   vm.defineNative("plus", plus, 2, 2, idOf(NativeId::Plus));
   vm.defineNative("%zero?", szeroP, 1, 1, idOf(NativeId::SZeroP));
   vm.defineNative("%scar", scar, 1, 1, idOf(NativeId::SCar));

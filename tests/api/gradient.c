@@ -117,6 +117,25 @@ int main(void) {
     dlam_release(vm, fn);
   }
 
+  /* the collector: a gradient whose tape (some 14 MB) outgrows the 4 MB nursery is followed
+     by one collection, at its end, which traces almost nothing (VM::gradientBoundary) */
+  {
+    dlam_val fn = NULL;
+    CHECK_OK(vm, dlam_eval(vm, "(lambda (x) (let loop ((i 0) (acc x)) (if (= i 120000) acc (loop (+ i 1) (sin acc)))))",
+                           "fn", &fn));
+    double x = 0.5, y, g, g0 = 0;
+    for (int i = 0; i < 5; ++i) {
+      double collections = eval_number(vm, "(caddr (gc-stats))");
+      CHECK_OK(vm, dlam_value_and_gradient(vm, fn, 1, &x, &y, &g));
+      if (i == 0) g0 = g;
+      CHECK(g == g0);
+      /* the collection asked for at the end runs at the next safe point (gc-stats' call) */
+      double after = eval_number(vm, "(caddr (gc-stats))");
+      if (i > 0) CHECK(after == collections + 1);
+    }
+    dlam_release(vm, fn);
+  }
+
   /* errors: not a number, not a procedure, wrong arity, an error inside; outputs untouched */
   {
     dlam_val fn = NULL;

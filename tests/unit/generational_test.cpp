@@ -183,6 +183,68 @@ TEST_F(Generational, TheAllocationThresholdGivesMinorAndFullCollections) {
   EXPECT_EQ(eval("(list (length keep) (apply + (map length keep)))"), "(2000 200000)");
 }
 
+// A gradient's tape dies at the gradient's end (VM::gradientBoundary): the collection comes
+// there, finding it dead, and the nursery is sized to hold the next gradient. A gradient
+// through 60 000 steps allocates some 7 MB, more than the 4 MB nursery: the first one
+// has collections in its middle, which make its tape old, and a full collection at its
+// end frees it; after it, each one is followed by exactly one collection, which traces
+// almost nothing, and none runs in its middle. Without the boundary, a collection would
+// come every 4 MB wherever that falls, tracing the half-built tape, and the old tapes
+// would stay until the old bytes doubled. A gradient taken inside one (nested) changes
+// nothing, and plain code keeps a pace of a few MB.
+TEST_F(Generational, GradientsAreCollectedAtTheirEndAndNotInTheirMiddle) {
+  eval("(define (steps n) (lambda (x) (let loop ((i 0) (acc x)) (if (= i n) acc (loop (+ i 1) (sin acc))))))");
+  eval("(define f (steps 60000))");
+  eval("(define g (gradient f))");
+  EXPECT_EQ(eval("((gradient (steps 10)) 0.5)"), eval("((derivative (steps 10)) 0.5)"));
+  eval("0");
+  vm.collectGarbage();
+  dlam::GcStats before = vm.gcStats();
+  eval("(define r (g 0.5))");
+  eval("0");
+  dlam::GcStats after = vm.gcStats();
+  EXPECT_GE(after.minorCollections, before.minorCollections + 1) << "in the middle of the first";
+  EXPECT_GE(after.collections - after.minorCollections, before.collections - before.minorCollections + 1)
+      << "a full collection at its end";
+  EXPECT_LT(after.liveBytes, before.liveBytes + (256u << 10)) << "the old tape is freed";
+  for (int k = 0; k < 6; ++k) {
+    before = vm.gcStats();
+    eval("(define r (g 0.5))");
+    eval("0");  // (a safe point between top-level forms: the requested collection runs)
+    after = vm.gcStats();
+    EXPECT_EQ(after.collections, before.collections + 1) << "gradient " << k;
+    EXPECT_EQ(after.minorCollections, before.minorCollections + 1) << "gradient " << k;
+    EXPECT_LT(after.markedLast, 1000u) << "gradient " << k;
+    EXPECT_GT(after.totalAllocatedBytes - before.totalAllocatedBytes, uint64_t(5) << 20);
+  }
+  EXPECT_EQ(eval("(< (abs (- r ((derivative f) 0.5))) 1e-15)"), "#t");
+  // The library's other entry points mark their gradients too (value-and-gradient,
+  // derivative; jacobian and hessian, jvp through vjp).
+  for (const char* call : {"((value-and-gradient f) 0.5)", "((derivative f) 0.5)",
+                           "((jacobian (lambda (l) (list (f (car l))))) (list 0.5))",
+                           "(jvp f 0.5 1)"}) {
+    eval(call);  // (the first of each: its transform is compiled)
+    eval("0");
+    before = vm.gcStats();
+    eval(call);
+    eval("0");
+    after = vm.gcStats();
+    EXPECT_EQ(after.collections, before.collections + 1) << call;
+    EXPECT_LT(after.markedLast, 1000u) << call;
+  }
+  // Nested: the inner gradients end inside the outer tape, which lives on.
+  eval("(define (h x) ((derivative (lambda (y) (* x (f y)))) 0.5))");
+  EXPECT_EQ(eval("(< (abs (- ((derivative h) 2) ((derivative f) 0.5))) 1e-12)"), "#t");
+  // Plain code after gradients: the nursery was sized to hold them, and stays so
+  // until the next gradient says otherwise.
+  before = vm.gcStats();
+  eval("(define (churn n) (if (= n 0) 0 (begin (iota 100) (churn (- n 1)))))");
+  eval("(churn 20000)");  // some 64 MB
+  after = vm.gcStats();
+  EXPECT_GE(after.collections - before.collections, 2u);
+  EXPECT_LE(after.collections - before.collections, 16u);
+}
+
 // The collector's pace follows the objects, not the C++ memory of compiled code that counts
 // with them (bytecode and IR, Proto::ownedBytes): with 4 000 functions (16 MB of IR) live,
 // garbage is still collected every few megabytes. Paced by all the bytes, the nursery was

@@ -23,9 +23,12 @@
 // Collections at the allocation threshold are minor, and full when the old bytes have
 // doubled since the last full one, when the heap is past half its limit, and when asked
 // for ((collect-garbage), collectGarbage(), recover()): see the end of collectGarbage.
+// The end of a top-level gradient is where its tape dies: gradientBoundary sizes the
+// nursery (the bytes between collections) to hold the next one and collects there.
 // Under DLAM_GC_STRESS every safe point collects, every fourth collection is full, so that
 // both kinds run everywhere, and each minor one first checks the barriers' contract over
 // the whole heap (checkRememberedSet), which a missing write barrier breaks at once.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
@@ -35,7 +38,8 @@
 namespace dlam {
 
 namespace {
-constexpr uint64_t kMinGcThreshold = 1u << 22;
+constexpr uint64_t kMinNursery = 4u << 20;   // the bytes between collections, at least
+constexpr uint64_t kMaxNursery = 32u << 20;  // and, sized for gradients, at most
 constexpr uint64_t kMinMajorGrowth = 1u << 19;
 
 // The sizes of the objects whose size varies, as allocated by the make* functions below
@@ -73,7 +77,8 @@ uint64_t protoBytes(const Proto& p) {
 VM::VM(const Config& config) : config_(config) {
   stack_.resize(1024);
   frames_.reserve(64);
-  nextGc_ = gcThreshold_ = kMinGcThreshold;
+  nursery_ = kMinNursery;
+  nextGc_ = gcThreshold_ = kMinNursery;
   if (uint64_t limit = config_.heapLimitMb << 20; limit && nextGc_ > limit / 2) nextGc_ = gcThreshold_ = limit / 2;
 #ifdef DLAM_GC_STRESS
   nextGc_ = 0;
@@ -497,6 +502,12 @@ void VM::collectGarbage(GcKind kind) {
   // objects that died, which should not make the heap grow further. Both measure the
   // objects only: the C++ memory compiled code owns (its bytecode and IR, Proto::ownedBytes)
   // counts against the limit, but is no garbage the objects' pace should scale with.
+  // What a collection in the middle of a top-level gradient made old is mostly its
+  // tape, garbage once it ends (a full one there: all that lives, the tape with it).
+  if (tapeStart_ != UINT64_MAX)
+    tapeOld_ = major ? liveBytes : tapeOld_ + markedBytes;
+  else if (major)
+    tapeOld_ = 0;
   if (major) {
     uint64_t objects = liveBytes - markedOwned;
     liveAfterMajor_ = objects;
@@ -505,8 +516,16 @@ void VM::collectGarbage(GcKind kind) {
   }
   oldBytes_ = liveBytes;
   oldObjects_ = liveObjects_;
+  afterGc_ = bytesAllocated_;
+  setGcThreshold();
+  gcRequested_ = false;
+}
+
+// The next collection comes when as many bytes as lived after the last full one, or
+// as the nursery holds if more, have been allocated since the last collection.
+void VM::setGcThreshold() {
   uint64_t limit = config_.heapLimitMb << 20;
-  uint64_t next = bytesAllocated_ + std::max<uint64_t>(liveAfterMajor_, kMinGcThreshold);
+  uint64_t next = afterGc_ + std::max(liveAfterMajor_, nursery_);
   // Near the limit: collect again halfway to it (at the next allocation when past it).
   if (limit && next > limit) next = std::max<uint64_t>(bytesAllocated_ + (limit - std::min(limit, bytesAllocated_)) / 2, bytesAllocated_ + 1);
   gcThreshold_ = next;
@@ -514,7 +533,33 @@ void VM::collectGarbage(GcKind kind) {
 #ifdef DLAM_GC_STRESS
   nextGc_ = 0;
 #endif
-  gcRequested_ = false;
+}
+
+void VM::gradientBoundary(bool end) {
+  // A gradient taken in code being differentiated belongs to the outer one's tape.
+  if (!frames_.empty() && frames_.back().closure && frames_.back().closure->proto->adLevel > 0) return;
+  uint64_t total = bytesAllocated_ + bytesFreed_;
+  if (!end) {
+    tapeStart_ = total;
+    return;
+  }
+  if (tapeStart_ > total) return;  // (its start was inside differentiated code, or an error ended one)
+  uint64_t used = total - tapeStart_;
+  tapeStart_ = UINT64_MAX;
+  nursery_ = std::clamp(2 * used, kMinNursery, kMaxNursery);
+  setGcThreshold();
+  // Tapes made old by collections in the middle of gradients (before the nursery held
+  // them) are dead now, scattered through pages the allocator keeps sweeping. Here,
+  // where little lives, a full collection costs least: it is asked for when they may
+  // be more than an eighth of the nursery and half of what lived after the last one.
+  if (tapeOld_ > std::max(nursery_ / 8, liveAfterMajor_ / 2)) {
+    requestCollection(GcKind::Major);
+    return;
+  }
+  // Else a minor one if the next gradient, as large and a quarter more, would not fit
+  // in what is left (a large one: at the end of each; small ones: of one in many).
+  if (bytesAllocated_ - std::min(afterGc_, bytesAllocated_) + used + used / 4 > nursery_)
+    requestCollection(GcKind::Minor);
 }
 
 GcStats VM::gcStats() const {

@@ -162,6 +162,7 @@ void VM::recover() {
   interruptRequested_ = false;
   pendingCall_.clear();  // a native's tail call the failed run never made
   callingNative = nullptr;
+  tapeStart_ = UINT64_MAX;  // (a gradient the error ended)
   collectGarbage();
 }
 
@@ -529,11 +530,14 @@ Value VM::execute() {
     return (p->rawParams & raw) == raw && p->callKey == key;
   };
   auto tagArguments = [&](uint32_t a, uint32_t raw) {
-    for (uint32_t j = 0; j < 8; ++j) {
-      if (!(raw >> j & 1)) continue;
-      Value tagged = starJ(R[a + 1 + j]);
+    for (; raw; raw &= raw - 1) {
+      // (What STARJ does with a result of + - * /: a number, a tagged one, the
+      // symbolic zero of a sensitivity, a vector.)
+      uint32_t r = a + 1 + static_cast<uint32_t>(__builtin_ctz(raw));
+      Value x = R[r];
+      x = x.isNumber() || isObj(x, ObjType::Rev) ? Value::object(makeRev(x)) : x.isObject() ? starJ(x) : x;
       R = stack_.data() + frame->base;
-      R[a + 1 + j] = tagged;
+      R[r] = x;
     }
   };
   // (apply f a ... lst) in R[a] .. R[a+nargs]: spread into f a ... x1 .. xn at R[a].

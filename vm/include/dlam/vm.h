@@ -260,6 +260,19 @@ class VM {
   void safePoint() {
     if (gcRequested_ && frames_.empty()) collectDue();
   }
+  // Where a gradient starts and ends (the library's gradient functions, the C API's):
+  // its tape (the backpropagators and the values they keep) lives from the one to the
+  // other, then dies at once. A collection in between traces it and makes it old, to
+  // be freed by a full collection only; one just after it finds it dead. So at the end
+  // the nursery (the bytes allocated between collections, 4 to 32 MB) is sized to
+  // twice what the gradient allocated, so that the next one runs through without a
+  // collection, and a minor collection is asked for (at the next safe point, after the
+  // gradient's frames are gone) if another gradient as large would not fit in what is
+  // left of it (with a quarter to spare), or a full one if collections in the middle
+  // of gradients made old (dead) tapes that may be a fair part of the heap.
+  // A gradient taken inside code being differentiated is part of the outer tape:
+  // nothing happens then.
+  void gradientBoundary(bool end);
   // No dlam code is running (a collection may run now, as at a safe point).
   bool idle() const { return frames_.empty(); }
   // Asks a running VM to stop at the next safe point (thread-safe).
@@ -416,6 +429,11 @@ class VM {
   uint64_t oldBytes_ = 0;              // the bytes that survived the last collection (all old)
   uint64_t oldObjects_ = 0;            // and the objects
   uint64_t liveAfterMajor_ = 0;        // the bytes that survived the last full collection
+  uint64_t afterGc_ = 0;               // bytesAllocated_ just after the last collection
+  uint64_t tapeOld_ = 0;               // bytes made old by collections during top-level gradients
+  uint64_t nursery_ = 0;               // the bytes allocated between collections, at least
+  uint64_t tapeStart_ = UINT64_MAX;    // the total allocated when a top-level gradient started
+  void setGcThreshold();
   uint64_t majorAt_ = 0;               // a full collection is due when oldBytes_ reaches this
   uint64_t externalBytes_ = 0;         // counted in bytesAllocated_ too (countExternal)
   std::unordered_map<std::string, Symbol*> symbols_;
