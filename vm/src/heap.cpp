@@ -40,7 +40,7 @@ namespace dlam {
 namespace {
 constexpr uint64_t kMinNursery = 4u << 20;   // the bytes between collections, at least
 constexpr uint64_t kMaxNursery = 32u << 20;  // and, sized for gradients, at most
-constexpr uint64_t kMinMajorGrowth = 1u << 19;
+constexpr uint64_t kMinMajorGrowth = 1u << 18;
 
 // The sizes of the objects whose size varies, as allocated by the make* functions below
 // and counted again, from the marks, by objectFootprint (closureSize: object.h).
