@@ -1010,27 +1010,23 @@ class FnCompiler {
   // used only there, passes v itself, flagged in its top bits (instr::rawArgs): the
   // *j is made by the call only for a callee that does not take it so (VM::execute).
   // The *j compiles to nothing, its variable naming v's register (v is computed
-  // straight into the window: slotOf). Only *j of the result of + - * / is left to
-  // the call: a number's, which cannot fail, so no error moves from the *j to the call.
+  // straight into the window: slotOf). Only *j of the result of an arithmetic
+  // primitive (builtins.h, isArithmetic) is left to the call: a number's, which cannot
+  // fail, so no error moves from the *j to the call.
   std::unordered_set<const Var*> untagged_;  // such *j's, passed untagged
-
-  bool isArithmetic(const Bind& bd) const {
-    if (bd.kind != Bind::Call) return false;
-    NativeId id = builtinOf(vm_, bd.args[0]);
-    return id == NativeId::Add || id == NativeId::Sub || id == NativeId::Mul || id == NativeId::Div;
-  }
 
   // Whether bd, (*j v), is used only as one of the first 8 arguments of a later call
   // of its block that passes its arguments as they are (CALL, TAILCALL), with v bound
-  // by + - * / in the same block (`b`, `i`: where bd is).
+  // by an arithmetic primitive in the same block (`b`, `i`: where bd is).
   bool untaggedUse(const Block* b, size_t i) {
     const Bind& bd = b->binds[i];
     if (bd.kind != Bind::Call || bd.level != 0 || !bd.dst || bd.dst->rec || bd.args.size() != 2 ||
         builtinOf(vm_, bd.args[0]) != NativeId::StarJ || bd.args[1].kind != Atom::Local)
       return false;
     auto v = vars_.find(bd.args[1].var);
-    if (v == vars_.end() || v->second.block != b || v->second.at >= i || !isArithmetic(b->binds[v->second.at]))
-      return false;
+    if (v == vars_.end() || v->second.block != b || v->second.at >= i) return false;
+    const Bind& def = b->binds[v->second.at];
+    if (def.kind != Bind::Call || !isArithmetic(builtinOf(vm_, def.args[0]))) return false;
     auto u = vars_.find(bd.dst);
     if (u == vars_.end() || u->second.count != 1 || u->second.last <= i || u->second.last >= b->binds.size())
       return false;

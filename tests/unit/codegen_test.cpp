@@ -486,6 +486,17 @@ TEST_F(Codegen, NumbersForACallThatTakesThemUntaggedAreNotTagged) {
   EXPECT_EQ(show("((gradient (lambda (ws) (car (unit ws '(5 6) 0)))) '(1 2 3 4))"), "(5 6 1 0)");
   EXPECT_EQ(show("((gradient (lambda (x) (car (unit (list x x 1) (list x 2) (* x x))))) 3)"), "14");
 
+  // A value of sin, as of any arithmetic primitive, goes untagged too: both of the
+  // loop's numbers here. The derivative against the chain rule written out.
+  dlam::evalSource(vm, "(define (iter x) (let loop ((i 0) (acc x)) (if (= i 10) (* acc 1) (loop (+ i 1) (sin acc)))))",
+                   "<codegen>");
+  std::string all = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j iter)", "<codegen>"))->proto, true);
+  EXPECT_TRUE(hasInstr(all, "CALL", "split rep, untagged 1 2")) << all;
+  EXPECT_EQ(show("(< (abs (- ((derivative iter) 0.5)"
+                 "           (let loop ((i 0) (a 0.5) (d 1)) (if (= i 10) d (loop (+ i 1) (sin a) (* d (cos a)))))))"
+                 "   1e-15)"),
+            "#t");
+
   // A parameter also used as it is (returned) is not taken untagged.
   dlam::evalSource(vm, "(define (magnitude y) (if (> y 0) y (- y)))", "<codegen>");
   p = protoOf(vm, "(*j magnitude)", listing);

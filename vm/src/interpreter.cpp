@@ -531,11 +531,8 @@ Value VM::execute() {
   };
   auto tagArguments = [&](uint32_t a, uint32_t raw) {
     for (; raw; raw &= raw - 1) {
-      // (What STARJ does with a result of + - * /: a number, a tagged one, the
-      // symbolic zero of a sensitivity, a vector.)
       uint32_t r = a + 1 + static_cast<uint32_t>(__builtin_ctz(raw));
-      Value x = R[r];
-      x = x.isNumber() || isObj(x, ObjType::Rev) ? Value::object(makeRev(x)) : x.isObject() ? starJ(x) : x;
+      Value x = starJValue(R[r]);
       R = stack_.data() + frame->base;
       R[r] = x;
     }
@@ -1138,10 +1135,7 @@ op_STARJ: {
       x = asClosure(x)->memo;
     } else {
       SAVE_PC();
-      // Numbers and tagged values get a tag here; (), booleans, void and the symbolic
-      // zero (met once per element in nested derivatives) are their own image; the
-      // rest: starJ.
-      x = x.isNumber() || isObj(x, ObjType::Rev) ? Value::object(makeRev(x)) : x.isObject() ? starJ(x) : x;
+      x = starJValue(x);
       R = stack_.data() + frame->base;
     }
     RA = x;

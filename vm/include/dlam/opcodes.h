@@ -9,7 +9,8 @@
 // constant on the left ((- 1 x) → RSUBK x 1), in the source order. Bits 56-62 of
 // an arithmetic or comparison instruction give its reverse level: in transformed
 // code the operands carry that many reverse tags, which the slow path strips
-// (and puts back on the result). Registers are frame-relative; K[i] is the proto's
+// (and puts back on the result); bits 56-63 of a CALL or TAILCALL flag arguments
+// passed untagged (rawArgs). Registers are frame-relative; K[i] is the proto's
 // constant table. 64-bit words (rather than Lua's 32) let a function use up to
 // 65535 registers, which reverse-transformed code of large functions needs.
 //

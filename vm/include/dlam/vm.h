@@ -302,6 +302,12 @@ class VM {
   // ---- differentiation (vm/src/ad.cpp) -----------------------------------------
   // The four operators of Lambda the Ultimate Backpropagator on runtime values.
   Value starJ(Value v);
+  // One *j, numbers and tagged values in line: they get a tag; (), booleans, void and
+  // the symbolic zero (met once per element in nested derivatives) are their own
+  // image; the rest goes to starJ (STARJ's slow path, a call's untagged arguments).
+  Value starJValue(Value x) {
+    return x.isNumber() || isObj(x, ObjType::Rev) ? Value::object(makeRev(x)) : x.isObject() ? starJ(x) : x;
+  }
   Value starJInverse(Value v);
   Value zeroOf(Value v);
   Value plus(Value a, Value b);
