@@ -9,6 +9,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dlam/object.h"
@@ -25,9 +26,9 @@ struct Var {
 struct Atom {
   enum Kind : uint8_t { Local, Global, Const };
   Kind kind = Const;
-  Var* var = nullptr;      // Local
-  Symbol* sym = nullptr;   // Global
-  Value value;             // Const
+  Var* var = nullptr;     // Local
+  Symbol* sym = nullptr;  // Global
+  Value value;            // Const
   SrcLoc loc;
 };
 
@@ -70,9 +71,10 @@ struct Lambda {
   std::string file;
   SrcLoc loc;
   const Lambda* primalOf = nullptr;  // set by the reverse transform: the lambda this one transforms
-  bool derived = false;              // made by the reverse transform (a transformed function, a backpropagator)
-  bool backprop = false;             // a backpropagator the reverse transform made
-  uint64_t primalFree = 0;           // transformed: bit i, freeVars[i] holds a primal value (Proto::primalUpvals)
+  bool derived = false;  // made by the reverse transform (a transformed function, a backpropagator)
+  bool backprop = false;  // a backpropagator the reverse transform made
+  uint64_t primalFree =
+      0;  // transformed: bit i, freeVars[i] holds a primal value (Proto::primalUpvals)
 };
 
 // The `if` that ends block b and gives its value, if there is one: b continues a chain.
@@ -88,6 +90,44 @@ inline const Block* chainBranch(const Bind& bd) {
   if (tailIf(bd.elseB)) return bd.elseB;
   if (tailIf(bd.thenB)) return bd.thenB;
   return nullptr;
+}
+
+// Calls f on block b and on every block nested in it through the branches of its
+// conditionals, to any depth, and also through the bodies of the lambdas made in it
+// when intoLambdas is set. Each block is visited before the blocks nested in it; the
+// order among siblings is unspecified. Iterative: the depth of the IR does not grow
+// the C++ stack. Works on const and mutable IR alike (BlockT is Block or const Block).
+template <class BlockT, class F>
+void forEachBlock(BlockT* b, F&& f, bool intoLambdas = false) {
+  std::vector<BlockT*> work{b};
+  while (!work.empty()) {
+    BlockT* blk = work.back();
+    work.pop_back();
+    f(blk);
+    for (auto& bd : blk->binds) {
+      if (bd.thenB) work.push_back(bd.thenB);
+      if (bd.elseB) work.push_back(bd.elseB);
+      if (intoLambdas && bd.lambda) work.push_back(bd.lambda->body);
+    }
+  }
+}
+
+// Calls f(bind) for every binding of b and of the blocks nested in it as forEachBlock
+// visits them (each block's bindings in order), or f(bind, block, index) when f takes
+// the block and the binding's index in it too.
+template <class BlockT, class F>
+void forEachBind(BlockT* b, F&& f, bool intoLambdas = false) {
+  forEachBlock(
+      b,
+      [&](BlockT* blk) {
+        for (size_t i = 0; i < blk->binds.size(); ++i) {
+          if constexpr (std::is_invocable_v<F&, decltype(blk->binds[i])&, BlockT*, size_t>)
+            f(blk->binds[i], blk, i);
+          else
+            f(blk->binds[i]);
+        }
+      },
+      intoLambdas);
 }
 
 // Owns all IR nodes of one compilation unit (a top-level form, or a transform). Nodes
@@ -115,7 +155,9 @@ struct Module {
 // Module. Iterative over nested branches.
 inline uint64_t ownBytes(const Lambda* lam) {
   constexpr uint64_t kOwner = sizeof(void*);
-  auto var = [](const Var* v) -> uint64_t { return v ? sizeof(Var) + kOwner + heapBytesOf(v->name) : 0; };
+  auto var = [](const Var* v) -> uint64_t {
+    return v ? sizeof(Var) + kOwner + heapBytesOf(v->name) : 0;
+  };
   uint64_t n = sizeof(Lambda) + kOwner + heapBytesOf(lam->params) + heapBytesOf(lam->freeVars) +
                heapBytesOf(lam->name) + heapBytesOf(lam->file) + var(lam->rest);
   for (const Var* p : lam->params) n += var(p);
