@@ -64,9 +64,9 @@ constexpr int kIn = 2, kH = 16, kSamples = 256;
 constexpr int kWeights = kH * (kIn + 1) + kH * (kH + 1) + (kH + 1);  // 337
 
 struct MlpData {
-  std::vector<double> w;      // kWeights, in [-0.5, 0.5)
-  std::vector<double> x;      // kSamples * 2, in [-1, 1)
-  std::vector<double> t;      // kSamples targets: sin(2 x0) cos(x1)
+  std::vector<double> w;  // kWeights, in [-0.5, 0.5)
+  std::vector<double> x;  // kSamples * 2, in [-1, 1)
+  std::vector<double> t;  // kSamples targets: sin(2 x0) cos(x1)
 };
 
 inline MlpData mlpData() {

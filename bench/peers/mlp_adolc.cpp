@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
   const short tag = 2;
   volatile double sink = 0;
   bool tape = !std::strcmp(a.mode, "tape");
-  if (!tape && std::strcmp(a.mode, "replay")) return std::fprintf(stderr, "bad mode %s\n", a.mode), 2;
+  if (!tape && std::strcmp(a.mode, "replay"))
+    return std::fprintf(stderr, "bad mode %s\n", a.mode), 2;
   if (!tape) record(tag, d.w, d);
   for (long r = 0; r < a.reps; ++r) {
     if (tape) record(tag, d.w, d);

@@ -52,8 +52,10 @@ int main(int argc, char** argv) {
   if (!hvp && std::strcmp(a.mode, "grad")) return std::fprintf(stderr, "bad mode %s\n", a.mode), 2;
   for (long r = 0; r < a.reps; ++r) {
     bench::clobber();
-    if (hvp) rosenHvp(x.data(), v.data(), a.n, out.data());
-    else rosenGrad(x.data(), a.n, out.data());
+    if (hvp)
+      rosenHvp(x.data(), v.data(), a.n, out.data());
+    else
+      rosenGrad(x.data(), a.n, out.data());
     sink = out[0];
   }
   (void)sink;

@@ -51,8 +51,10 @@ int main(int argc, char** argv) {
     bool hvp = a.mode[0] == 'h';
     record(tag, x);
     for (long r = 0; r < a.reps; ++r) {
-      if (hvp) hess_vec(tag, static_cast<int>(a.n), x.data(), v.data(), out.data());
-      else gradient(tag, static_cast<int>(a.n), x.data(), out.data());
+      if (hvp)
+        hess_vec(tag, static_cast<int>(a.n), x.data(), v.data(), out.data());
+      else
+        gradient(tag, static_cast<int>(a.n), x.data(), out.data());
       sink = out[0];
     }
   } else {

@@ -69,9 +69,12 @@ void simplifyBackpropagator(const VM& vm, Module& module, Block* body) {
       if (a.kind == Atom::Local) usedAt[a.var] = i;
   }
   auto is = [&](const Bind& bd, NativeId id, size_t nargs, uint16_t level) {
-    return bd.kind == Bind::Call && bd.level == level && bd.args.size() == nargs + 1 && builtinOf(vm, bd.args[0]) == id;
+    return bd.kind == Bind::Call && bd.level == level && bd.args.size() == nargs + 1 &&
+           builtinOf(vm, bd.args[0]) == id;
   };
-  auto prim = [&](NativeId id, SrcLoc loc) { return constAtom(Value::object(vm.builtin(id)), loc); };
+  auto prim = [&](NativeId id, SrcLoc loc) {
+    return constAtom(Value::object(vm.builtin(id)), loc);
+  };
   // The binding that is v's one use, if it is in the body's own bindings.
   auto soleUser = [&](const Var* v) -> Bind* {
     auto it = usedAt.find(v);
@@ -87,7 +90,8 @@ void simplifyBackpropagator(const VM& vm, Module& module, Block* body) {
     // (- (* x c)), the product used only here: the product makes t with -c.
     if (g.kind == Atom::Local && uses[g.var] == 1 && madeAt.count(g.var)) {
       Bind& m = binds[madeAt[g.var]];
-      if (size_t c = isNumberConst(m.args.size() == 3 ? m.args[2] : Atom{}) ? 2 : 0; is(m, NativeId::Mul, 2, k) && c) {
+      if (size_t c = isNumberConst(m.args.size() == 3 ? m.args[2] : Atom{}) ? 2 : 0;
+          is(m, NativeId::Mul, 2, k) && c) {
         m.args[c] = negated(m.args[c]);
         m.dst = t;
         madeAt[t] = madeAt[g.var];
@@ -128,7 +132,9 @@ void simplifyBackpropagator(const VM& vm, Module& module, Block* body) {
     Bind& bd = binds[i];
     if (folded[i] || !is(bd, NativeId::StarJ, 1, 0) || bd.args[1].kind != Atom::Local) continue;
     auto it = madeAt.find(bd.args[1].var);
-    if (it == madeAt.end() || folded[it->second] || !is(binds[it->second], NativeId::StarJInverse, 1, 0)) continue;
+    if (it == madeAt.end() || folded[it->second] ||
+        !is(binds[it->second], NativeId::StarJInverse, 1, 0))
+      continue;
     Atom x = binds[it->second].args[1];
     bd.kind = Bind::Copy;
     bd.atom = x;
@@ -147,7 +153,8 @@ void simplifyBackpropagator(const VM& vm, Module& module, Block* body) {
       if (sa.kind != Atom::Local || uses[sa.var] != 1 || !madeAt.count(sa.var)) continue;
       size_t si = madeAt[sa.var];
       const Bind& tag = binds[si];
-      if (folded[si] || !is(tag, NativeId::StarJ, 1, 0) || tag.args[1].kind != Atom::Local) continue;
+      if (folded[si] || !is(tag, NativeId::StarJ, 1, 0) || tag.args[1].kind != Atom::Local)
+        continue;
       auto yi = madeAt.find(tag.args[1].var);
       if (yi == madeAt.end() || folded[yi->second]) continue;
       const Bind& yb = binds[yi->second];

@@ -26,8 +26,8 @@
 #include <unordered_set>
 #include <utility>
 
-#include "ad_transform.h"
 #include "ad_simplify.h"
+#include "ad_transform.h"
 #include "codegen.h"
 #include "stack_guard.h"
 
@@ -42,24 +42,50 @@ namespace {
 // own images, a reverse-tagged number is still a number, a procedure's image a procedure).
 bool isStructural(NativeId id) {
   switch (id) {
-    case NativeId::Cons: case NativeId::Car: case NativeId::Cdr: case NativeId::Caar: case NativeId::Cadr:
-    case NativeId::Cdar: case NativeId::Cddr: case NativeId::Caddr: case NativeId::Cdddr: case NativeId::List:
-    case NativeId::NullP: case NativeId::PairP: case NativeId::NumberP: case NativeId::BooleanP:
-    case NativeId::ProcedureP: case NativeId::StringP: case NativeId::SymbolP: case NativeId::Not:
-    case NativeId::EqP: case NativeId::EqualP: case NativeId::EqvP: case NativeId::ListP:
-    case NativeId::SZeroP: case NativeId::SCar: case NativeId::SCdr:
-    case NativeId::ListRef: case NativeId::ListTail: case NativeId::Append: case NativeId::Reverse:
-    case NativeId::Materialize: case NativeId::RepResult: case NativeId::BpResult: case NativeId::CheckXbar:
+    case NativeId::Cons:
+    case NativeId::Car:
+    case NativeId::Cdr:
+    case NativeId::Caar:
+    case NativeId::Cadr:
+    case NativeId::Cdar:
+    case NativeId::Cddr:
+    case NativeId::Caddr:
+    case NativeId::Cdddr:
+    case NativeId::List:
+    case NativeId::NullP:
+    case NativeId::PairP:
+    case NativeId::NumberP:
+    case NativeId::BooleanP:
+    case NativeId::ProcedureP:
+    case NativeId::StringP:
+    case NativeId::SymbolP:
+    case NativeId::Not:
+    case NativeId::EqP:
+    case NativeId::EqualP:
+    case NativeId::EqvP:
+    case NativeId::ListP:
+    case NativeId::SZeroP:
+    case NativeId::SCar:
+    case NativeId::SCdr:
+    case NativeId::ListRef:
+    case NativeId::ListTail:
+    case NativeId::Append:
+    case NativeId::Reverse:
+    case NativeId::Materialize:
+    case NativeId::RepResult:
+    case NativeId::BpResult:
+    case NativeId::CheckXbar:
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
 // Numeric primitives: φ applies them to primal values (see Transformer::Uses).
 bool isNumeric(NativeId id) {
   return isArithmetic(id) || (id >= NativeId::NumEq && id <= NativeId::NanP) ||
-         id == NativeId::Sign || id == NativeId::Step || id == NativeId::ZeroIfZero || id == NativeId::VectorRef ||
-         id == NativeId::VectorLength || id == NativeId::VectorOnehot;
+         id == NativeId::Sign || id == NativeId::Step || id == NativeId::ZeroIfZero ||
+         id == NativeId::VectorRef || id == NativeId::VectorLength || id == NativeId::VectorOnehot;
 }
 
 class Transformer {
@@ -139,11 +165,15 @@ class Transformer {
     switch (a.kind) {
       case Atom::Local: {
         auto it = J_.find(a.var);
-        if (it == J_.end()) throw Error(ErrorKind::Runtime, "*j: internal error: untransformed variable " + a.var->name);
+        if (it == J_.end())
+          throw Error(ErrorKind::Runtime,
+                      "*j: internal error: untransformed variable " + a.var->name);
         return localAtom(it->second, a.loc);
       }
-      case Atom::Const: return constJ(a.value, 1);
-      case Atom::Global: return call(b, {prim(NativeId::StarJ), a});
+      case Atom::Const:
+        return constJ(a.value, 1);
+      case Atom::Global:
+        return call(b, {prim(NativeId::StarJ), a});
     }
     return a;
   }
@@ -166,7 +196,9 @@ class Transformer {
     uint64_t plain = primalFree(L);
     for (size_t i = 0; i < L->freeVars.size(); ++i) {
       Var* f = L->freeVars[i];
-      T->freeVars.push_back(!keepsPrimal(plain, i) ? J_.at(f) : primals ? primals->at(i) : fresh(f, "'"));
+      T->freeVars.push_back(!keepsPrimal(plain, i) ? J_.at(f)
+                            : primals              ? primals->at(i)
+                                                   : fresh(f, "'"));
     }
     T->primalFree = plain;
     T->body = M.newBlock();
@@ -208,7 +240,8 @@ class Transformer {
         std::vector<Atom> fixed;
         for (Var* p : L->params) fixed.push_back(st.get(p));
         Atom fl = listOf(out, fixed);
-        xbar = call(out, {globalAtom(vm_.intern("%xbar-rest")), fl, st.get(L->rest), localAtom(J_[L->rest])});
+        xbar = call(out, {globalAtom(vm_.intern("%xbar-rest")), fl, st.get(L->rest),
+                          localAtom(J_[L->rest])});
       } else if (L->params.empty()) {
         xbar = constAtom(Value::nil(), loc_);
       } else if (L->params.size() == 1) {
@@ -223,8 +256,15 @@ class Transformer {
     VarSet inputs(L->params.begin(), L->params.end());
     inputs.insert(L->freeVars.begin(), L->freeVars.end());
     if (L->rest) inputs.insert(L->rest);
-    runTasks({L->body, T->body, true, std::make_shared<const FinishFn>(std::move(finish)),
-              std::make_shared<const VarSet>(std::move(inputs)), L->loc, L->name, {}, flatSelf_});
+    runTasks({L->body,
+              T->body,
+              true,
+              std::make_shared<const FinishFn>(std::move(finish)),
+              std::make_shared<const VarSet>(std::move(inputs)),
+              L->loc,
+              L->name,
+              {},
+              flatSelf_});
     P_ = std::move(savedPrimals);
     uses_ = std::move(savedUses);
     file_ = std::move(savedFile);
@@ -267,7 +307,8 @@ class Transformer {
     Uses u = classify(L->body);
     uint64_t plain = 0;
     for (size_t i = 0; i < L->freeVars.size() && i < 64; ++i)
-      if (u.arith.count(L->freeVars[i]) && !u.tagged.count(L->freeVars[i])) plain |= uint64_t(1) << i;
+      if (u.arith.count(L->freeVars[i]) && !u.tagged.count(L->freeVars[i]))
+        plain |= uint64_t(1) << i;
     primalFree_[L] = plain;
     return plain;
   }
@@ -289,8 +330,10 @@ class Transformer {
             Native* n = calleeBuiltin(bd.args[0]);
             bool numeric = n && isNumeric(static_cast<NativeId>(n->id));
             for (const Atom& a : bd.args)
-              if (numeric && a.kind == Atom::Local) u.arith.insert(a.var);
-              else tag(a);
+              if (numeric && a.kind == Atom::Local)
+                u.arith.insert(a.var);
+              else
+                tag(a);
             break;
           }
           case Bind::If:
@@ -308,7 +351,9 @@ class Transformer {
           case Bind::Copy:
             if (bd.atom.kind == Atom::Local) copies.emplace_back(bd.dst, bd.atom.var);
             break;
-          default: tag(bd.atom); break;
+          default:
+            tag(bd.atom);
+            break;
         }
       }
       tag(b->result);
@@ -377,8 +422,8 @@ class Transformer {
     if (!n) return {&bd};
     auto id = static_cast<NativeId>(n->id);
     size_t argc = bd.args.size() - 1;
-    bool chain = id == NativeId::Add || id == NativeId::Mul || id == NativeId::Min || id == NativeId::Max ||
-                 ((id == NativeId::Sub || id == NativeId::Div) && argc >= 2);
+    bool chain = id == NativeId::Add || id == NativeId::Mul || id == NativeId::Min ||
+                 id == NativeId::Max || ((id == NativeId::Sub || id == NativeId::Div) && argc >= 2);
     if (!chain) return {&bd};
     if (argc == 2) return {&bd};
     std::vector<const Bind*> out;
@@ -432,11 +477,13 @@ class Transformer {
         out->binds.push_back(std::move(r));
         return;
       }
-      case Bind::DefGlobal: fail(bd.loc, file_, "*j: cannot transform a top-level definition");
+      case Bind::DefGlobal:
+        fail(bd.loc, file_, "*j: cannot transform a top-level definition");
       case Bind::MakeLambda: {
         const Var* savedSelf = flatSelf_;
         const std::vector<Var*>* savedFree = flatFree_;
-        bool flat = selfRec_.count(bd.dst) && std::count(bd.lambda->freeVars.begin(), bd.lambda->freeVars.end(), bd.dst);
+        bool flat = selfRec_.count(bd.dst) &&
+                    std::count(bd.lambda->freeVars.begin(), bd.lambda->freeVars.end(), bd.dst);
         flatSelf_ = flat ? bd.dst : nullptr;
         flatFree_ = flat ? &bd.lambda->freeVars : nullptr;
         // The captured values that the transformed closure keeps as primal values
@@ -444,7 +491,8 @@ class Transformer {
         uint64_t plain = primalFree(bd.lambda);
         std::vector<Var*> primals(bd.lambda->freeVars.size(), nullptr);
         for (size_t i = 0; i < primals.size(); ++i)
-          if (keepsPrimal(plain, i)) primals[i] = primalFwd(out, localAtom(bd.lambda->freeVars[i], loc_)).var;
+          if (keepsPrimal(plain, i))
+            primals[i] = primalFwd(out, localAtom(bd.lambda->freeVars[i], loc_)).var;
         Lambda* t = transformLambda(bd.lambda, &primals);
         flatSelf_ = savedSelf;
         flatFree_ = savedFree;
@@ -456,8 +504,12 @@ class Transformer {
         emitTo(out, std::move(m));
         return;
       }
-      case Bind::If: phiIf(bd, out); return;
-      case Bind::Call: phiCall(bd, out); return;
+      case Bind::If:
+        phiIf(bd, out);
+        return;
+      case Bind::Call:
+        phiCall(bd, out);
+        return;
     }
   }
 
@@ -475,7 +527,8 @@ class Transformer {
       Var* p = fresh(bd.dst, "'");
       call(out, std::move(args), bd.level, p);
       P_[bd.dst] = p;
-      if (uses_.tagged.count(bd.dst)) call(out, {prim(NativeId::StarJ), localAtom(p, loc_)}, 0, jDst(bd.dst));
+      if (uses_.tagged.count(bd.dst))
+        call(out, {prim(NativeId::StarJ), localAtom(p, loc_)}, 0, jDst(bd.dst));
       return;
     }
     std::vector<Atom> jargs;
@@ -502,7 +555,8 @@ class Transformer {
           bp_[bd.dst] = call(out, {prim(NativeId::Cdr), t}).var;
           return;
         }
-        default: break;
+        default:
+          break;
       }
       if (isStructural(id)) {
         call(out, std::move(args), 0, dst);
@@ -640,8 +694,8 @@ class Transformer {
   // sensitivity of x in (car x), (cadr x), (cdr x) costs two conses, not a
   // cons per use and a plus per merge.
   struct Term {
-    Atom atom;                         // a sensitivity value (when !pair)
-    std::shared_ptr<Term> car, cdr;    // the parts of a pair (null: zero)
+    Atom atom;                       // a sensitivity value (when !pair)
+    std::shared_ptr<Term> car, cdr;  // the parts of a pair (null: zero)
     bool pair = false;
     int depth = 0;
   };
@@ -745,7 +799,9 @@ class Transformer {
     if (a.kind != Atom::Local || d.kind != Atom::Local) return nullptr;
     auto x = partOf_.find(a.var), y = partOf_.find(d.var);
     if (x == partOf_.end() || y == partOf_.end()) return nullptr;
-    return x->second.first == y->second.first && x->second.second && !y->second.second ? x->second.first : nullptr;
+    return x->second.first == y->second.first && x->second.second && !y->second.second
+               ? x->second.first
+               : nullptr;
   }
 
   // Whether two sensitivity terms of one variable are numbers to add at `level`: one
@@ -797,7 +853,8 @@ class Transformer {
       if (takes(*i)) {
         TermP part = st.head(s);
         if (part && keepsPrimal(kept, static_cast<size_t>(std::distance(first, i))))
-          part = Sens::atomTerm(st.t->call(st.out, {st.t->prim(NativeId::StarJInverse), st.materialize(part)}));
+          part = Sens::atomTerm(
+              st.t->call(st.out, {st.t->prim(NativeId::StarJInverse), st.materialize(part)}));
         addTo(st, *i, part);
       }
       if (std::none_of(std::next(i), last, [](const auto& t) { return takes(t); })) return;
@@ -809,7 +866,8 @@ class Transformer {
   // (list a ...) as a chain of conses.
   // (A list of constants, e.g. of zeros, is itself a constant: made once, here.)
   Atom listOf(Block* out, const std::vector<Atom>& items) {
-    if (std::all_of(items.begin(), items.end(), [](const Atom& a) { return a.kind == Atom::Const; })) {
+    if (std::all_of(items.begin(), items.end(),
+                    [](const Atom& a) { return a.kind == Atom::Const; })) {
       Value l = Value::nil();
       for (size_t i = items.size(); i-- > 0;) l = vm_.cons(items[i].value, l);
       return constAtom(l, loc_);
@@ -833,7 +891,7 @@ class Transformer {
   // once. So a recursion builds no chain of nested closure sensitivities, and where
   // the closure is made its sensitivity is spread directly, without %rec-fix.
   std::unordered_set<const Var*> selfRec_;
-  const Var* flatSelf_ = nullptr;               // the one whose backpropagator is being built
+  const Var* flatSelf_ = nullptr;                // the one whose backpropagator is being built
   const std::vector<Var*>* flatFree_ = nullptr;  // its free variables
 
   void findClosedRecGroups(const Lambda* L) {
@@ -855,8 +913,10 @@ class Transformer {
           for (Var* f : m.lambda->freeVars)
             if (!group.count(f)) closed = false;
         }
-        if (closed) closedRec_.insert(group.begin(), group.end());
-        else if (bd.recVars.size() == 1) selfRec_.insert(bd.recVars[0]);
+        if (closed)
+          closedRec_.insert(group.begin(), group.end());
+        else if (bd.recVars.size() == 1)
+          selfRec_.insert(bd.recVars[0]);
       }
     }
   }
@@ -882,7 +942,8 @@ class Transformer {
     Tape prefix;
     const Var* flatSelf;  // flatSelf_ there
   };
-  std::vector<Task>* tasks_ = nullptr;  // the blocks still to transform, of the function being transformed
+  std::vector<Task>* tasks_ =
+      nullptr;  // the blocks still to transform, of the function being transformed
 
   // Transforms `first` and the blocks its transformation leaves to do (branches of
   // conditionals), last left first: a branch is done before the blocks after it.
@@ -924,7 +985,8 @@ class Transformer {
     Block* out = task.out;
     if (const Bind* last = tailIf(b)) {
       const std::vector<Var*>& outer = outerOf(*last);
-      bool testOnly = std::all_of(outer.begin(), outer.end(), [&](Var* v) { return task.inputs->count(v) > 0; });
+      bool testOnly = std::all_of(outer.begin(), outer.end(),
+                                  [&](Var* v) { return task.inputs->count(v) > 0; });
       if (testOnly || task.prefix.size() + b->binds.size() <= kMaxPrefix) {
         Tape tape = std::move(task.prefix);
         for (size_t i = 0; i + 1 < b->binds.size(); ++i) {
@@ -943,9 +1005,10 @@ class Transformer {
         ifb.loc = last->loc;
         ifb.thenB = M.newBlock();
         ifb.elseB = M.newBlock();
-        tasks_->push_back({last->elseB, ifb.elseB, true, task.finish, task.inputs, last->loc, task.name, tape, task.flatSelf});
-        tasks_->push_back({last->thenB, ifb.thenB, true, task.finish, task.inputs, last->loc, task.name, std::move(tape),
-                           task.flatSelf});
+        tasks_->push_back({last->elseB, ifb.elseB, true, task.finish, task.inputs, last->loc,
+                           task.name, tape, task.flatSelf});
+        tasks_->push_back({last->thenB, ifb.thenB, true, task.finish, task.inputs, last->loc,
+                           task.name, std::move(tape), task.flatSelf});
         out->result = emitTo(out, std::move(ifb));
         return;
       }
@@ -961,7 +1024,8 @@ class Transformer {
   }
 
   template <class Finish>
-  Lambda* backprop(const Block* body, const Tape& tape, SrcLoc loc, const std::string& name, Finish finish) {
+  Lambda* backprop(const Block* body, const Tape& tape, SrcLoc loc, const std::string& name,
+                   Finish finish) {
     Lambda* bp = M.newLambda();
     bp->derived = true;
     bp->backprop = true;
@@ -975,14 +1039,16 @@ class Transformer {
     bp->body = M.newBlock();
     Sens st{this, bp->body, {}};
     primalCache_.clear();
-    if (body->result.kind == Atom::Local) st.cur[body->result.var] = Sens::atomTerm(localAtom(ybar, loc));
+    if (body->result.kind == Atom::Local)
+      st.cur[body->result.var] = Sens::atomTerm(localAtom(ybar, loc));
     for (size_t i = tape.size(); i-- > 0;) {
       const Bind* bd = tape[i];
       loc_ = bd->loc;
       // A run of recursive closures is distributed together (see rhoRecGroup).
       if (bd->kind == Bind::MakeLambda && bd->dst->rec) {
         size_t start = i;
-        while (start > 0 && tape[start - 1]->kind == Bind::MakeLambda && tape[start - 1]->dst->rec) --start;
+        while (start > 0 && tape[start - 1]->kind == Bind::MakeLambda && tape[start - 1]->dst->rec)
+          --start;
         rhoRecGroup(tape, start, i, st);
         i = start;
         continue;
@@ -1014,7 +1080,8 @@ class Transformer {
         if (bd.atom.kind == Atom::Local && !st.isZero(bd.dst)) st.add(bd.atom.var, st.get(bd.dst));
         return;
       case Bind::Rec:
-      case Bind::DefGlobal: return;
+      case Bind::DefGlobal:
+        return;
       case Bind::MakeLambda: {
         if (st.isZero(bd.dst)) return;
         // A closure's sensitivity is the list of its free variables' sensitivities.
@@ -1030,12 +1097,15 @@ class Transformer {
         spread(st, termOf(s), it->second.begin(), it->second.end());
         return;
       }
-      case Bind::Call: rhoCall(bd, st); return;
+      case Bind::Call:
+        rhoCall(bd, st);
+        return;
     }
   }
 
   void rhoGenericCall(const Bind& bd, Sens& st, bool calleeSens) {
-    Atom s = call(st.out, {prim(NativeId::BpResult), call(st.out, {localAtom(bp_.at(bd.dst)), st.get(bd.dst)}),
+    Atom s = call(st.out, {prim(NativeId::BpResult),
+                           call(st.out, {localAtom(bp_.at(bd.dst)), st.get(bd.dst)}),
                            localAtom(bp_.at(bd.dst))});
     // (cons fbar xbar), xbar being the argument's sensitivity or the list of them.
     if (calleeSens && takes(bd.args[0]) && !closedRec_.count(bd.args[0].var))
@@ -1075,8 +1145,9 @@ class Transformer {
       Atom s = call(st.out, {localAtom(bp_.at(bd.dst)), st.get(bd.dst)});
       if (takes(bd.args[1])) addTo(st, bd.args[1], st.head(termOf(s)));
       size_t nfixed = bd.args.size() - 3;
-      Atom parts = call(st.out, {globalAtom(vm_.intern("%apply-split")), st.materialize(st.tail(termOf(s))),
-                                 constAtom(Value::number(double(nfixed))), jAtom(st.out, bd.args.back())});
+      Atom parts =
+          call(st.out, {globalAtom(vm_.intern("%apply-split")), st.materialize(st.tail(termOf(s))),
+                        constAtom(Value::number(double(nfixed))), jAtom(st.out, bd.args.back())});
       spread(st, termOf(parts), bd.args.begin() + 2, bd.args.end());
       return;
     }
@@ -1089,7 +1160,9 @@ class Transformer {
         if (takes(bd.args[2])) addTo(st, bd.args[2], st.tail(s));
         return;
       }
-      case NativeId::List: spread(st, st.term(bd.dst), bd.args.begin() + 1, bd.args.end()); return;
+      case NativeId::List:
+        spread(st, st.term(bd.dst), bd.args.begin() + 1, bd.args.end());
+        return;
       case NativeId::Car:
       case NativeId::SCar:
         addTo(st, bd.args[1], st.pairTerm(st.term(bd.dst), nullptr));
@@ -1098,16 +1171,22 @@ class Transformer {
       case NativeId::SCdr:
         addTo(st, bd.args[1], st.pairTerm(nullptr, st.term(bd.dst)));
         return;
-      case NativeId::Caar: case NativeId::Cadr: case NativeId::Cdar: case NativeId::Cddr:
-      case NativeId::Caddr: case NativeId::Cdddr: {
+      case NativeId::Caar:
+      case NativeId::Cadr:
+      case NativeId::Cdar:
+      case NativeId::Cddr:
+      case NativeId::Caddr:
+      case NativeId::Cdddr: {
         // Innermost access last: cadr = car of cdr, so the sensitivity wraps car then cdr.
         const char* path = cxrPath(id);
         TermP s = st.term(bd.dst);
-        for (const char* p = path; *p; ++p) s = *p == 'a' ? st.pairTerm(s, nullptr) : st.pairTerm(nullptr, s);
+        for (const char* p = path; *p; ++p)
+          s = *p == 'a' ? st.pairTerm(s, nullptr) : st.pairTerm(nullptr, s);
         addTo(st, bd.args[1], s);
         return;
       }
-      default: break;
+      default:
+        break;
     }
     Atom g = st.get(bd.dst);
     size_t argc = bd.args.size() - 1;
@@ -1129,12 +1208,14 @@ class Transformer {
         addTo(st, *a, call(st.out, {globalAtom(vm_.intern("%sens-after")), g, P(*b)}));
         return;
       case NativeId::Reverse:
-        addTo(st, *a, call(st.out, {globalAtom(vm_.intern("%sens-reverse")), g, jAtom(st.out, *a)}));
+        addTo(st, *a,
+              call(st.out, {globalAtom(vm_.intern("%sens-reverse")), g, jAtom(st.out, *a)}));
         return;
       case NativeId::Append: {
         std::vector<Atom> lists;
         for (size_t i = 1; i <= argc; ++i) lists.push_back(jAtom(st.out, bd.args[i]));
-        Atom parts = call(st.out, {globalAtom(vm_.intern("%sens-append-split")), g, listOf(st.out, lists)});
+        Atom parts =
+            call(st.out, {globalAtom(vm_.intern("%sens-append-split")), g, listOf(st.out, lists)});
         spread(st, termOf(parts), bd.args.begin() + 1, bd.args.end());
         return;
       }
@@ -1143,10 +1224,16 @@ class Transformer {
         return;
       case NativeId::Materialize:
       case NativeId::RepResult:
-      case NativeId::BpResult: addTo(st, *a, g); return;
+      case NativeId::BpResult:
+        addTo(st, *a, g);
+        return;
       // ---- the AD operators ----
-      case NativeId::StarJ: addTo(st, *a, call(st.out, {prim(NativeId::StarJInverse), g})); return;
-      case NativeId::StarJInverse: addTo(st, *a, call(st.out, {prim(NativeId::StarJ), g})); return;
+      case NativeId::StarJ:
+        addTo(st, *a, call(st.out, {prim(NativeId::StarJInverse), g}));
+        return;
+      case NativeId::StarJInverse:
+        addTo(st, *a, call(st.out, {prim(NativeId::StarJ), g}));
+        return;
       case NativeId::AttachStarJ:
         // An attached value computes like its primal: its sensitivity is the
         // primal's, once. (The rep's own sensitivity, which matters only for
@@ -1190,7 +1277,9 @@ class Transformer {
         } else if (argc == 2) {
           Atom bb = P(*b);
           if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::Div, {g, bb}));
-          if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, y()}), bb})}));
+          if (b->kind == Atom::Local)
+            addTo(st, *b,
+                  op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, y()}), bb})}));
         }
         return;
       case NativeId::Expt: {
@@ -1206,7 +1295,11 @@ class Transformer {
         if (bv.isNumber()) {
           double e = bv.asNumber();
           if (a->kind == Atom::Local && e != 0) {
-            Atom da = e == 1 ? g : op(NativeId::Mul, {g, op(NativeId::Mul, {bb, op(NativeId::Expt, {aa, constJ(Value::number(e - 1), tags)})})});
+            Atom da = e == 1 ? g
+                             : op(NativeId::Mul,
+                                  {g, op(NativeId::Mul,
+                                         {bb, op(NativeId::Expt,
+                                                 {aa, constJ(Value::number(e - 1), tags)})})});
             addTo(st, *a, da);
           }
           return;
@@ -1219,64 +1312,98 @@ class Transformer {
         // derivatives, so mixed second derivatives are right (1/a at b = 0). d/db is NaN
         // for a < 0, where the power is not differentiable in b.
         if (a->kind == Atom::Local)
-          addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Mul, {op(NativeId::ZeroIfZero, {bb}),
-                                                                 op(NativeId::Expt, {aa, op(NativeId::Sub, {bb, K(1)})})})}));
+          addTo(st, *a,
+                op(NativeId::Mul,
+                   {g,
+                    op(NativeId::Mul, {op(NativeId::ZeroIfZero, {bb}),
+                                       op(NativeId::Expt, {aa, op(NativeId::Sub, {bb, K(1)})})})}));
         if (b->kind == Atom::Local) {
-          Atom mask = op(NativeId::Mul, {op(NativeId::ZeroIfZero, {op(NativeId::Sign, {aa})}), op(NativeId::ZeroIfZero, {y()})});
+          Atom mask = op(NativeId::Mul, {op(NativeId::ZeroIfZero, {op(NativeId::Sign, {aa})}),
+                                         op(NativeId::ZeroIfZero, {y()})});
           addTo(st, *b, op(NativeId::Mul, {g, op(NativeId::Mul, {mask, op(NativeId::Log, {aa})})}));
         }
         return;
       }
-      case NativeId::Sqrt: addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Mul, {K(2), y()})})); return;
-      case NativeId::Exp: addTo(st, *a, op(NativeId::Mul, {g, y()})); return;
+      case NativeId::Sqrt:
+        addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Mul, {K(2), y()})}));
+        return;
+      case NativeId::Exp:
+        addTo(st, *a, op(NativeId::Mul, {g, y()}));
+        return;
       case NativeId::Log:
         if (argc == 1) {
           addTo(st, *a, op(NativeId::Div, {g, P(*a)}));
         } else {
           Atom aa = P(*a), bb = P(*b);
           Atom lb = op(NativeId::Log, {bb});
-          if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Mul, {aa, lb})}));
+          if (a->kind == Atom::Local)
+            addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Mul, {aa, lb})}));
           if (b->kind == Atom::Local)
-            addTo(st, *b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, y()}), op(NativeId::Mul, {bb, lb})})}));
+            addTo(st, *b,
+                  op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, y()}),
+                                                        op(NativeId::Mul, {bb, lb})})}));
         }
         return;
-      case NativeId::Log1p: addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Add, {K(1), P(*a)})})); return;
-      case NativeId::Expm1: addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Add, {y(), K(1)})})); return;
-      case NativeId::Sin: addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Cos, {P(*a)})})); return;
-      case NativeId::Cos: addTo(st, *a, op(NativeId::Sub, {op(NativeId::Mul, {g, op(NativeId::Sin, {P(*a)})})})); return;
+      case NativeId::Log1p:
+        addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Add, {K(1), P(*a)})}));
+        return;
+      case NativeId::Expm1:
+        addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Add, {y(), K(1)})}));
+        return;
+      case NativeId::Sin:
+        addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Cos, {P(*a)})}));
+        return;
+      case NativeId::Cos:
+        addTo(st, *a, op(NativeId::Sub, {op(NativeId::Mul, {g, op(NativeId::Sin, {P(*a)})})}));
+        return;
       case NativeId::Tan: {
         Atom yy = y();
-        addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Add, {K(1), op(NativeId::Mul, {yy, yy})})}));
+        addTo(st, *a,
+              op(NativeId::Mul, {g, op(NativeId::Add, {K(1), op(NativeId::Mul, {yy, yy})})}));
         return;
       }
       case NativeId::Asin:
       case NativeId::Acos: {
         Atom aa = P(*a);
-        Atom d = op(NativeId::Div, {g, op(NativeId::Sqrt, {op(NativeId::Sub, {K(1), op(NativeId::Mul, {aa, aa})})})});
+        Atom d =
+            op(NativeId::Div,
+               {g, op(NativeId::Sqrt, {op(NativeId::Sub, {K(1), op(NativeId::Mul, {aa, aa})})})});
         addTo(st, *a, id == NativeId::Asin ? d : op(NativeId::Sub, {d}));
         return;
       }
       case NativeId::Atan:
         if (argc == 1) {
           Atom aa = P(*a);
-          addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Add, {K(1), op(NativeId::Mul, {aa, aa})})}));
+          addTo(st, *a,
+                op(NativeId::Div, {g, op(NativeId::Add, {K(1), op(NativeId::Mul, {aa, aa})})}));
         } else {
           // atan2(a, b): d/da = b/(a²+b²), d/db = -a/(a²+b²)
           Atom aa = P(*a), bb = P(*b);
           Atom r2 = op(NativeId::Add, {op(NativeId::Mul, {aa, aa}), op(NativeId::Mul, {bb, bb})});
-          if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::Div, {op(NativeId::Mul, {g, bb}), r2}));
-          if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, aa}), r2})}));
+          if (a->kind == Atom::Local)
+            addTo(st, *a, op(NativeId::Div, {op(NativeId::Mul, {g, bb}), r2}));
+          if (b->kind == Atom::Local)
+            addTo(st, *b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, aa}), r2})}));
         }
         return;
-      case NativeId::Sinh: addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Cosh, {P(*a)})})); return;
-      case NativeId::Cosh: addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Sinh, {P(*a)})})); return;
+      case NativeId::Sinh:
+        addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Cosh, {P(*a)})}));
+        return;
+      case NativeId::Cosh:
+        addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Sinh, {P(*a)})}));
+        return;
       case NativeId::Tanh: {
         Atom yy = y();
-        addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Sub, {K(1), op(NativeId::Mul, {yy, yy})})}));
+        addTo(st, *a,
+              op(NativeId::Mul, {g, op(NativeId::Sub, {K(1), op(NativeId::Mul, {yy, yy})})}));
         return;
       }
-      case NativeId::Abs: addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Sign, {P(*a)})})); return;
-      case NativeId::ZeroIfZero: addTo(st, *a, g); return;  // the identity, as a function
+      case NativeId::Abs:
+        addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Sign, {P(*a)})}));
+        return;
+      case NativeId::ZeroIfZero:
+        addTo(st, *a, g);
+        return;  // the identity, as a function
       // ---- vectors: element i, and the sensitivity of a vector from that of element i
       // (sparse: object.h), whose own sensitivity is element i of its sensitivity ----
       case NativeId::VectorRef: {
@@ -1292,7 +1419,8 @@ class Transformer {
         return;
       }
       case NativeId::VectorOnehot:
-        if (argc >= 3 && bd.args[3].kind == Atom::Local) addTo(st, bd.args[3], op(NativeId::VectorRef, {g, P(*b)}));
+        if (argc >= 3 && bd.args[3].kind == Atom::Local)
+          addTo(st, bd.args[3], op(NativeId::VectorRef, {g, P(*b)}));
         if (argc == 4) addTo(st, bd.args[4], g);  // the sensitivity the node went in front of
         return;
       case NativeId::Max:
@@ -1300,7 +1428,8 @@ class Transformer {
         if (argc == 1) addTo(st, *a, g);
         if (argc != 2) return;
         // The sensitivity goes to the argument that was selected (the first on ties).
-        Atom sel = id == NativeId::Max ? op(NativeId::Step, {P(*a), P(*b)}) : op(NativeId::Step, {P(*b), P(*a)});
+        Atom sel = id == NativeId::Max ? op(NativeId::Step, {P(*a), P(*b)})
+                                       : op(NativeId::Step, {P(*b), P(*a)});
         addTo(st, *a, op(NativeId::Mul, {g, sel}));
         addTo(st, *b, op(NativeId::Mul, {g, op(NativeId::Sub, {K(1), sel})}));
         return;
@@ -1353,8 +1482,8 @@ class Transformer {
     spec = vm_.list(rows.data(), rows.size());
     std::vector<Atom> sens;
     for (const Bind* m : members) sens.push_back(st.get(m->dst));
-    Atom out = call(st.out, {globalAtom(vm_.intern("%rec-fix")), listOf(st.out, sens), constAtom(spec),
-                             constAtom(Value::number(double(members.size()))),
+    Atom out = call(st.out, {globalAtom(vm_.intern("%rec-fix")), listOf(st.out, sens),
+                             constAtom(spec), constAtom(Value::number(double(members.size()))),
                              constAtom(Value::number(double(ext.size())))});
     spread(st, termOf(out), ext.begin(), ext.end());
   }
@@ -1364,7 +1493,8 @@ class Transformer {
     std::unordered_set<const Var*> bound(lam->params.begin(), lam->params.end());
     std::unordered_set<const Var*> seen;
     auto use = [&](const Atom& a) {
-      if (a.kind == Atom::Local && !bound.count(a.var) && seen.insert(a.var).second) lam->freeVars.push_back(a.var);
+      if (a.kind == Atom::Local && !bound.count(a.var) && seen.insert(a.var).second)
+        lam->freeVars.push_back(a.var);
     };
     for (const Bind& bd : lam->body->binds) {
       use(bd.atom);
@@ -1377,8 +1507,8 @@ class Transformer {
   VM& vm_;
   std::shared_ptr<Module> mod_;
   Module& M;
-  std::unordered_map<const Var*, Var*> J_;      // primal variable → its image
-  std::unordered_map<const Var*, Var*> bp_;     // primal call/if result → its backpropagator
+  std::unordered_map<const Var*, Var*> J_;   // primal variable → its image
+  std::unordered_map<const Var*, Var*> bp_;  // primal call/if result → its backpropagator
   std::unordered_map<const Bind*, std::vector<Var*>> branchOuter_;
   std::unordered_map<const Var*, Atom> primalCache_;
   std::deque<Bind> synth_;
@@ -1405,7 +1535,8 @@ void indexProtos(Proto* root, std::unordered_map<const Lambda*, Proto*>& out) {
 
 Proto* transformProto(VM& vm, Proto* primal) {
   auto* L = static_cast<const Lambda*>(primal->ir.get());
-  if (!L) throw Error(ErrorKind::Runtime, "*j: this procedure has no intermediate code to transform");
+  if (!L)
+    throw Error(ErrorKind::Runtime, "*j: this procedure has no intermediate code to transform");
   auto mod = std::make_shared<Module>();
   Transformer t(vm, mod);
   Lambda* T = t.function(L);

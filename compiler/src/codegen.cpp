@@ -46,17 +46,22 @@ constexpr size_t kMaxPlacedScan = 256;
 struct Target {
   enum Kind { Tail, Reg } kind;
   uint32_t reg = 0;
-  bool fresh = false;  // reg names no variable the code computing it can read (not a letrec variable's)
+  bool fresh =
+      false;  // reg names no variable the code computing it can read (not a letrec variable's)
 };
 
 bool isCompare(NativeId id) {
-  return id == NativeId::Lt || id == NativeId::Le || id == NativeId::Gt || id == NativeId::Ge || id == NativeId::NumEq;
+  return id == NativeId::Lt || id == NativeId::Le || id == NativeId::Gt || id == NativeId::Ge ||
+         id == NativeId::NumEq;
 }
 
 class FnCompiler {
  public:
   FnCompiler(VM& vm, const std::shared_ptr<Module>& mod, const Lambda* lam, FnCompiler* parent)
-      : vm_(vm), mod_(mod), lam_(lam), stack_(parent ? StackGuard(parent->stack_.base()) : StackGuard()) {}
+      : vm_(vm),
+        mod_(mod),
+        lam_(lam),
+        stack_(parent ? StackGuard(parent->stack_.base()) : StackGuard()) {}
 
   Proto* compile() {
     // The proto is filled (constants, child protos) before the compiler returns, and
@@ -91,7 +96,8 @@ class FnCompiler {
     for (size_t i = 0; i < lam_->freeVars.size(); ++i) {
       Var* v = lam_->freeVars[i];
       proto_->freeVars.push_back(v->name);
-      if (auto it = vars_.find(v); it != vars_.end() && it->second.count == 1 && it->second.argUses == 1) {
+      if (auto it = vars_.find(v);
+          it != vars_.end() && it->second.count == 1 && it->second.argUses == 1) {
         lazyUpval_[v] = static_cast<uint32_t>(i);
         loadRun();
         continue;
@@ -121,7 +127,9 @@ class FnCompiler {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& msg) { throw Error(ErrorKind::Syntax, msg, lam_->file, loc_); }
+  [[noreturn]] void fail(const std::string& msg) {
+    throw Error(ErrorKind::Syntax, msg, lam_->file, loc_);
+  }
 
   uint32_t allocReg() {
     uint32_t r = top_++;
@@ -229,8 +237,12 @@ class FnCompiler {
         if (src != r) emit(instr::make(Op::MOVE, r, src));
         break;
       }
-      case Atom::Global: emit(instr::makeBx(Op::GETGLOBAL, r, constant(Value::object(a.sym)))); break;
-      case Atom::Const: emit(instr::makeBx(Op::LOADK, r, constant(a.value))); break;
+      case Atom::Global:
+        emit(instr::makeBx(Op::GETGLOBAL, r, constant(Value::object(a.sym))));
+        break;
+      case Atom::Const:
+        emit(instr::makeBx(Op::LOADK, r, constant(a.value)));
+        break;
     }
   }
 
@@ -260,16 +272,44 @@ class FnCompiler {
   // call of a primitive is a call through a window of registers.
   static bool hasOpcode(NativeId id, size_t n) {
     switch (id) {
-      case NativeId::Add: case NativeId::Mul: case NativeId::Div: return n >= 2;
-      case NativeId::Sub: return n >= 1;
-      case NativeId::Lt: case NativeId::Le: case NativeId::Gt: case NativeId::Ge: case NativeId::NumEq:
-      case NativeId::Cons: case NativeId::Plus: case NativeId::AttachStarJ: case NativeId::RepResult:
-      case NativeId::BpResult: case NativeId::EqP: case NativeId::EqvP: case NativeId::VectorRef: return n == 2;
-      case NativeId::Caar: case NativeId::Cadr: case NativeId::Cdar: case NativeId::Cddr: case NativeId::Caddr:
-      case NativeId::Cdddr: case NativeId::Car: case NativeId::Cdr: case NativeId::Not: case NativeId::NullP:
-      case NativeId::PairP: case NativeId::SCar: case NativeId::SCdr: case NativeId::StarJ:
-      case NativeId::StarJInverse: return n == 1;
-      default: return false;
+      case NativeId::Add:
+      case NativeId::Mul:
+      case NativeId::Div:
+        return n >= 2;
+      case NativeId::Sub:
+        return n >= 1;
+      case NativeId::Lt:
+      case NativeId::Le:
+      case NativeId::Gt:
+      case NativeId::Ge:
+      case NativeId::NumEq:
+      case NativeId::Cons:
+      case NativeId::Plus:
+      case NativeId::AttachStarJ:
+      case NativeId::RepResult:
+      case NativeId::BpResult:
+      case NativeId::EqP:
+      case NativeId::EqvP:
+      case NativeId::VectorRef:
+        return n == 2;
+      case NativeId::Caar:
+      case NativeId::Cadr:
+      case NativeId::Cdar:
+      case NativeId::Cddr:
+      case NativeId::Caddr:
+      case NativeId::Cdddr:
+      case NativeId::Car:
+      case NativeId::Cdr:
+      case NativeId::Not:
+      case NativeId::NullP:
+      case NativeId::PairP:
+      case NativeId::SCar:
+      case NativeId::SCdr:
+      case NativeId::StarJ:
+      case NativeId::StarJInverse:
+        return n == 1;
+      default:
+        return false;
     }
   }
 
@@ -302,7 +342,10 @@ class FnCompiler {
     };
     if (n > 2) {
       // (+ a b c ...) → ((a + b) + c) ...: a chain of binary opcodes through dst.
-      Op rr = id == NativeId::Add ? Op::ADD : id == NativeId::Mul ? Op::MUL : id == NativeId::Sub ? Op::SUB : Op::DIV;
+      Op rr = id == NativeId::Add   ? Op::ADD
+              : id == NativeId::Mul ? Op::MUL
+              : id == NativeId::Sub ? Op::SUB
+                                    : Op::DIV;
       uint32_t a0 = atomReg(args[1]);
       uint32_t a1 = atomReg(args[2]);
       emit(instr::make(rr, dst, a0, a1));
@@ -313,8 +356,12 @@ class FnCompiler {
       return;
     }
     switch (id) {
-      case NativeId::Caar: case NativeId::Cadr: case NativeId::Cdar: case NativeId::Cddr:
-      case NativeId::Caddr: case NativeId::Cdddr: {
+      case NativeId::Caar:
+      case NativeId::Cadr:
+      case NativeId::Cdar:
+      case NativeId::Cddr:
+      case NativeId::Caddr:
+      case NativeId::Cdddr: {
         // Innermost access first: cadr = (car (cdr x)).
         const char* path = cxrPath(id);
         size_t len = std::strlen(path);
@@ -325,9 +372,12 @@ class FnCompiler {
         }
         return;
       }
-      case NativeId::Add: return binop(Op::ADD, Op::ADDK, Op::ADDK, true);
-      case NativeId::Mul: return binop(Op::MUL, Op::MULK, Op::MULK, true);
-      case NativeId::Div: return binop(Op::DIV, Op::DIVK, Op::RDIVK, false);
+      case NativeId::Add:
+        return binop(Op::ADD, Op::ADDK, Op::ADDK, true);
+      case NativeId::Mul:
+        return binop(Op::MUL, Op::MULK, Op::MULK, true);
+      case NativeId::Div:
+        return binop(Op::DIV, Op::DIVK, Op::RDIVK, false);
       case NativeId::Sub:
         if (n == 1) return emit1(Op::NEG, dst, *x);
         return binop(Op::SUB, Op::SUBK, Op::RSUBK, false);
@@ -335,25 +385,43 @@ class FnCompiler {
       case NativeId::Le:
       case NativeId::Gt:
       case NativeId::Ge:
-      case NativeId::NumEq: return binop(compareOp(id, false), compareOp(id, true), std::nullopt, false);
-      case NativeId::Cons: return binary(Op::CONS);
-      case NativeId::Plus: return binary(Op::PLUS);
-      case NativeId::AttachStarJ: return binary(Op::ATTACH);
-      case NativeId::RepResult: return binary(Op::REPRES);
-      case NativeId::BpResult: return binary(Op::BPRES);
+      case NativeId::NumEq:
+        return binop(compareOp(id, false), compareOp(id, true), std::nullopt, false);
+      case NativeId::Cons:
+        return binary(Op::CONS);
+      case NativeId::Plus:
+        return binary(Op::PLUS);
+      case NativeId::AttachStarJ:
+        return binary(Op::ATTACH);
+      case NativeId::RepResult:
+        return binary(Op::REPRES);
+      case NativeId::BpResult:
+        return binary(Op::BPRES);
       case NativeId::EqP:
-      case NativeId::EqvP: return binary(Op::EQP);  // the same predicate (primitives_lists.cpp)
-      case NativeId::VectorRef: return binary(Op::VREF);
-      case NativeId::SCar: return emit1(Op::SCAR, dst, *x);
-      case NativeId::SCdr: return emit1(Op::SCDR, dst, *x);
-      case NativeId::StarJ: return emit1(Op::STARJ, dst, *x);
-      case NativeId::StarJInverse: return emit1(Op::JINV, dst, *x);
-      case NativeId::Car: return emit1(Op::CAR, dst, *x);
-      case NativeId::Cdr: return emit1(Op::CDR, dst, *x);
-      case NativeId::Not: return emit1(Op::NOT, dst, *x);
-      case NativeId::NullP: return emit1(Op::NULLP, dst, *x);
-      case NativeId::PairP: return emit1(Op::PAIRP, dst, *x);
-      default: fail("internal error: no opcode for this primitive");
+      case NativeId::EqvP:
+        return binary(Op::EQP);  // the same predicate (primitives_lists.cpp)
+      case NativeId::VectorRef:
+        return binary(Op::VREF);
+      case NativeId::SCar:
+        return emit1(Op::SCAR, dst, *x);
+      case NativeId::SCdr:
+        return emit1(Op::SCDR, dst, *x);
+      case NativeId::StarJ:
+        return emit1(Op::STARJ, dst, *x);
+      case NativeId::StarJInverse:
+        return emit1(Op::JINV, dst, *x);
+      case NativeId::Car:
+        return emit1(Op::CAR, dst, *x);
+      case NativeId::Cdr:
+        return emit1(Op::CDR, dst, *x);
+      case NativeId::Not:
+        return emit1(Op::NOT, dst, *x);
+      case NativeId::NullP:
+        return emit1(Op::NULLP, dst, *x);
+      case NativeId::PairP:
+        return emit1(Op::PAIRP, dst, *x);
+      default:
+        fail("internal error: no opcode for this primitive");
     }
   }
 
@@ -361,21 +429,31 @@ class FnCompiler {
 
   static Op compareOp(NativeId id, bool k) {
     switch (id) {
-      case NativeId::Lt: return k ? Op::LTK : Op::LT;
-      case NativeId::Le: return k ? Op::LEK : Op::LE;
-      case NativeId::Gt: return k ? Op::GTK : Op::GT;
-      case NativeId::Ge: return k ? Op::GEK : Op::GE;
-      default: return k ? Op::NUMEQK : Op::NUMEQ;
+      case NativeId::Lt:
+        return k ? Op::LTK : Op::LT;
+      case NativeId::Le:
+        return k ? Op::LEK : Op::LE;
+      case NativeId::Gt:
+        return k ? Op::GTK : Op::GT;
+      case NativeId::Ge:
+        return k ? Op::GEK : Op::GE;
+      default:
+        return k ? Op::NUMEQK : Op::NUMEQ;
     }
   }
 
   static Op jumpOp(NativeId id, bool k) {
     switch (id) {
-      case NativeId::Lt: return k ? Op::JNLTK : Op::JNLT;
-      case NativeId::Le: return k ? Op::JNLEK : Op::JNLE;
-      case NativeId::Gt: return k ? Op::JNGTK : Op::JNGT;
-      case NativeId::Ge: return k ? Op::JNGEK : Op::JNGE;
-      default: return k ? Op::JNNUMEQK : Op::JNNUMEQ;
+      case NativeId::Lt:
+        return k ? Op::JNLTK : Op::JNLT;
+      case NativeId::Le:
+        return k ? Op::JNLEK : Op::JNLE;
+      case NativeId::Gt:
+        return k ? Op::JNGTK : Op::JNGT;
+      case NativeId::Ge:
+        return k ? Op::JNGEK : Op::JNGE;
+      default:
+        return k ? Op::JNNUMEQK : Op::JNNUMEQ;
     }
   }
 
@@ -387,11 +465,16 @@ class FnCompiler {
   std::optional<Op> liftedBinaryOp(const Bind& bd) {
     if (bd.level == 0 || bd.level > 0x7f || bd.args.size() != 3) return std::nullopt;
     switch (NativeId id = builtinOf(vm_, bd.args[0])) {
-      case NativeId::Add: return Op::ADD;
-      case NativeId::Sub: return Op::SUB;
-      case NativeId::Mul: return Op::MUL;
-      case NativeId::Div: return Op::DIV;
-      default: return isCompare(id) ? std::optional<Op>(compareOp(id, false)) : std::nullopt;
+      case NativeId::Add:
+        return Op::ADD;
+      case NativeId::Sub:
+        return Op::SUB;
+      case NativeId::Mul:
+        return Op::MUL;
+      case NativeId::Div:
+        return Op::DIV;
+      default:
+        return isCompare(id) ? std::optional<Op>(compareOp(id, false)) : std::nullopt;
     }
   }
 
@@ -473,9 +556,12 @@ class FnCompiler {
         at = named->second;
         m = &b->binds[at];
       }
-      if (reg_.count(m->dst) || (m->kind == Bind::Copy && m->atom.kind == Atom::Local && !m->dst->rec)) continue;
+      if (reg_.count(m->dst) ||
+          (m->kind == Bind::Copy && m->atom.kind == Atom::Local && !m->dst->rec))
+        continue;
       // (A value with a slot in a later window would lose it: a move for a move.)
-      if (splitParts_.count(m) || (m->kind == Bind::Call && usesWindow(*m)) || slotOf(b, at)) return false;
+      if (splitParts_.count(m) || (m->kind == Bind::Call && usesWindow(*m)) || slotOf(b, at))
+        return false;
       if (std::find(below.begin(), below.end(), m->dst) == below.end()) below.push_back(m->dst);
     }
     for (Var* v : below) reg_[v] = allocReg();
@@ -494,7 +580,8 @@ class FnCompiler {
     if (!v || v->rec) return std::nullopt;
     switch (bd.kind) {
       case Bind::Call:
-      case Bind::If: break;
+      case Bind::If:
+        break;
       case Bind::Copy:
         if (bd.atom.kind == Atom::Local) return std::nullopt;
         break;
@@ -502,23 +589,27 @@ class FnCompiler {
         for (const Var* fv : bd.lambda->freeVars)
           if (fv->rec) return std::nullopt;
         break;
-      default: return std::nullopt;
+      default:
+        return std::nullopt;
     }
     size_t j = i;
     for (;;) {
       auto u = vars_.find(v);
-      if (u == vars_.end() || u->second.count != 1 || u->second.last <= j || u->second.last >= b->binds.size())
+      if (u == vars_.end() || u->second.count != 1 || u->second.last <= j ||
+          u->second.last >= b->binds.size())
         return std::nullopt;
       j = u->second.last;
       const Bind& copy = b->binds[j];
       bool untag = untaggedUse(b, j);  // (*j v), passed untagged: v goes to the window
-      if (!untag && (copy.kind != Bind::Copy || copy.atom.kind != Atom::Local || copy.dst->rec)) break;
+      if (!untag && (copy.kind != Bind::Copy || copy.atom.kind != Atom::Local || copy.dst->rec))
+        break;
       v = copy.dst;
     }
     const Bind& call = b->binds[j];
     if (!usesWindow(call) || reg_.count(bd.dst) || partsCalls_.count(&call)) return std::nullopt;
     for (size_t slot = 0; slot < call.args.size(); ++slot)
-      if (call.args[slot].kind == Atom::Local && call.args[slot].var == v) return std::pair(j, static_cast<uint32_t>(slot));
+      if (call.args[slot].kind == Atom::Local && call.args[slot].var == v)
+        return std::pair(j, static_cast<uint32_t>(slot));
     return std::nullopt;
   }
 
@@ -534,7 +625,8 @@ class FnCompiler {
     if (!found) return;
     auto [j, slot] = *found;
     const Bind& call = b->binds[j];
-    auto w = std::find_if(windows_.begin(), windows_.end(), [&](const Window& x) { return x.call == &call; });
+    auto w = std::find_if(windows_.begin(), windows_.end(),
+                          [&](const Window& x) { return x.call == &call; });
     uint32_t base;
     if (w != windows_.end()) {
       base = w->base;
@@ -586,9 +678,9 @@ class FnCompiler {
         i += used - 1;
         continue;
       }
-      if (i + 1 == n && t.kind == Target::Tail && bd.kind == Bind::Call && b->result.kind == Atom::Local &&
-          b->result.var == bd.dst && builtinOf(vm_, bd.args[0]) == NativeId::Cons && bd.level == 0 &&
-          bd.args.size() == 3) {
+      if (i + 1 == n && t.kind == Target::Tail && bd.kind == Bind::Call &&
+          b->result.kind == Atom::Local && b->result.var == bd.dst &&
+          builtinOf(vm_, bd.args[0]) == NativeId::Cons && bd.level == 0 && bd.args.size() == 3) {
         // (cons a b) returned: RETURN2 makes the pair only for a caller that takes it whole.
         uint32_t x = atomReg(bd.args[1]), y = atomReg(bd.args[2]);
         emit(instr::make(Op::RETURN2, x, y));
@@ -598,8 +690,8 @@ class FnCompiler {
       if (bd.kind == Bind::Call && i + 1 < n) {
         const Bind& next = b->binds[i + 1];
         NativeId id = builtinOf(vm_, bd.args[0]);
-        if (next.kind == Bind::If && next.atom.kind == Atom::Local && next.atom.var == bd.dst && isCompare(id) && bd.level == 0 &&
-            bd.args.size() == 3 && uses(bd.dst) == 1) {
+        if (next.kind == Bind::If && next.atom.kind == Atom::Local && next.atom.var == bd.dst &&
+            isCompare(id) && bd.level == 0 && bd.args.size() == 3 && uses(bd.dst) == 1) {
           bool nextLast = i + 2 == n && b->result.kind == Atom::Local && b->result.var == next.dst;
           reserveSlot(b, i + 1, across);
           if (nextLast && chain)
@@ -636,15 +728,17 @@ class FnCompiler {
   // result against the callee of the CALL: the checks read no register.
   struct SplitPlan {
     uint8_t mode;
-    std::vector<std::vector<const Bind*>> parts;  // the takes that become each register of the split
-    std::vector<const Bind*> spine;               // the takes and checks on the way, which need no register
+    std::vector<std::vector<const Bind*>>
+        parts;                       // the takes that become each register of the split
+    std::vector<const Bind*> spine;  // the takes and checks on the way, which need no register
   };
 
   // A check (%rep-result v callee, or %bp-result) of the call result or part v.
   NativeId checkOf(const Bind& bd, const Var* v) {
     NativeId cid = bd.kind == Bind::Call ? builtinOf(vm_, bd.args[0]) : NativeId::None;
     if ((cid != NativeId::RepResult && cid != NativeId::BpResult) || bd.args.size() != 3 ||
-        bd.args[1].kind != Atom::Local || bd.args[1].var != v || !bd.dst || bd.dst->rec || bd.level != 0)
+        bd.args[1].kind != Atom::Local || bd.args[1].var != v || !bd.dst || bd.dst->rec ||
+        bd.level != 0)
       return NativeId::None;
     return cid;
   }
@@ -662,8 +756,8 @@ class FnCompiler {
       int part = tid == NativeId::SCar || (!sensOnly && tid == NativeId::Car)   ? 0
                  : tid == NativeId::SCdr || (!sensOnly && tid == NativeId::Cdr) ? 1
                                                                                 : -1;
-      if (part < 0 || take.level != 0 || take.args.size() != 2 || take.args[1].kind != Atom::Local ||
-          take.args[1].var != v || !take.dst || take.dst->rec)
+      if (part < 0 || take.level != 0 || take.args.size() != 2 ||
+          take.args[1].kind != Atom::Local || take.args[1].var != v || !take.dst || take.dst->rec)
         continue;
       takes[part].push_back(&take);
       ++taken;
@@ -735,7 +829,8 @@ class FnCompiler {
       if (call.kind != Bind::Call || call.level != 0 || call.args.size() != 2 ||
           builtinOf(vm_, call.args[0]) != NativeId::None || (call.dst && call.dst->rec))
         continue;
-      if (i + 1 == b->binds.size() && t.kind == Target::Tail && b->result.kind == Atom::Local && b->result.var == call.dst)
+      if (i + 1 == b->binds.size() && t.kind == Target::Tail && b->result.kind == Atom::Local &&
+          b->result.var == call.dst)
         continue;
       const Bind* head = consNamed(defs, call.args[1]);
       if (!head) continue;
@@ -747,7 +842,8 @@ class FnCompiler {
       for (const Bind* c : chain) compiledAhead_.insert(c);
       for (const Atom& a : parts)
         if (a.kind == Atom::Local)
-          if (auto u = vars_.find(a.var); u != vars_.end() && u->second.block == b) u->second.last = std::max(u->second.last, i);
+          if (auto u = vars_.find(a.var); u != vars_.end() && u->second.block == b)
+            u->second.last = std::max(u->second.last, i);
       partsCalls_[&call] = std::move(parts);
     }
   }
@@ -758,7 +854,8 @@ class FnCompiler {
   uint32_t loadCall(const Bind& call, uint32_t base, const Atom& callee, Op* op) {
     auto parts = partsCalls_.find(&call);
     if (parts == partsCalls_.end()) {
-      for (size_t j = 0; j < call.args.size(); ++j) loadAtom(j == 0 ? callee : call.args[j], base + static_cast<uint32_t>(j));
+      for (size_t j = 0; j < call.args.size(); ++j)
+        loadAtom(j == 0 ? callee : call.args[j], base + static_cast<uint32_t>(j));
       return static_cast<uint32_t>(call.args.size() - 1);
     }
     auto m = static_cast<uint32_t>(parts->second.size());
@@ -772,11 +869,13 @@ class FnCompiler {
   // The split of the call at binding i, if the pattern applies.
   std::optional<SplitPlan> splitPlan(const Block* b, size_t i) {
     const Bind& call = b->binds[i];
-    if (call.kind != Bind::Call || call.level != 0 || !call.dst || call.dst->rec || i + 1 >= b->binds.size())
+    if (call.kind != Bind::Call || call.level != 0 || !call.dst || call.dst->rec ||
+        i + 1 >= b->binds.size())
       return std::nullopt;
     const Bind& check = b->binds[i + 1];
     NativeId cid = checkOf(check, call.dst);
-    if (cid == NativeId::None || builtinOf(vm_, call.args[0]) != NativeId::None || uses(call.dst) != 1)
+    if (cid == NativeId::None || builtinOf(vm_, call.args[0]) != NativeId::None ||
+        uses(call.dst) != 1)
       return std::nullopt;
     auto plan = checkedParts(b, i + 1, cid == NativeId::BpResult);
     if (!plan || cid != NativeId::RepResult || plan->parts[0].size() != 1) return plan;
@@ -826,13 +925,15 @@ class FnCompiler {
           if (callee.kind == Atom::Local && named.kind == Atom::Local && named.var == callee.var) {
             // The checks (the call's, and an inner one of a split through) use it no more.
             std::vector<size_t> checks{i + 1};
-            if (plan->mode > kSplitRepOf) checks.push_back(static_cast<size_t>(plan->spine.back() - b->binds.data()));
+            if (plan->mode > kSplitRepOf)
+              checks.push_back(static_cast<size_t>(plan->spine.back() - b->binds.data()));
             VarUse& u = vars_[callee.var];
             for (size_t c = checks.size(); c-- > 0;) {
               if (u.block == b && u.last == checks[c]) {
                 --u.count;
                 u.last = c ? checks[c - 1] : i;
-              } else if (!u.block && std::find(lam_->freeVars.begin(), lam_->freeVars.end(), callee.var) != lam_->freeVars.end()) {
+              } else if (!u.block && std::find(lam_->freeVars.begin(), lam_->freeVars.end(),
+                                               callee.var) != lam_->freeVars.end()) {
                 // (a captured callee: see lazyUpval_)
                 --u.count;
                 u.argUses -= usesWindow(b->binds[checks[c]]);
@@ -866,7 +967,8 @@ class FnCompiler {
     Op op = Op::CALL;
     uint32_t nargs = loadCall(call, base, call.args[0], &op);
     loc_ = call.loc;
-    emit(instr::withRawArgs(instr::make(op, base, nargs, plan.mode), untagArguments(call, nargs, op)));
+    emit(instr::withRawArgs(instr::make(op, base, nargs, plan.mode),
+                            untagArguments(call, nargs, op)));
     top_ = std::max(base + count, windowsTop());
     // The takes become names of the registers (registers are written once) and
     // compile to nothing where they stand.
@@ -919,8 +1021,8 @@ class FnCompiler {
   }
 
   bool isCons(const Bind& bd) {
-    return bd.kind == Bind::Call && bd.level == 0 && bd.args.size() == 3 && builtinOf(vm_, bd.args[0]) == NativeId::Cons &&
-           bd.dst && !bd.dst->rec;
+    return bd.kind == Bind::Call && bd.level == 0 && bd.args.size() == 3 &&
+           builtinOf(vm_, bd.args[0]) == NativeId::Cons && bd.dst && !bd.dst->rec;
   }
 
   // The cons made in the block (defs), not compiled ahead yet, that `a`, a local used
@@ -928,15 +1030,18 @@ class FnCompiler {
   const Bind* consNamed(const Defs& defs, const Atom& a) {
     if (a.kind != Atom::Local || uses(a.var) != 1) return nullptr;
     auto it = defs.find(a.var);
-    return it != defs.end() && isCons(*it->second) && !compiledAhead_.count(it->second) ? it->second : nullptr;
+    return it != defs.end() && isCons(*it->second) && !compiledAhead_.count(it->second) ? it->second
+                                                                                        : nullptr;
   }
 
   // Extends a chain of conses, (cons x0 (cons x1 ... rest)), along the cdrs while each
   // names a cons made in the block used only there, up to `limit` conses.
   void followConses(const Defs& defs, std::vector<const Bind*>& chain, size_t limit) {
     while (chain.size() < limit)
-      if (const Bind* next = consNamed(defs, chain.back()->args[2])) chain.push_back(next);
-      else break;
+      if (const Bind* next = consNamed(defs, chain.back()->args[2]))
+        chain.push_back(next);
+      else
+        break;
   }
 
   // Emits the return of returnedList's chain: RETURNN, or RETURNR for a rep.
@@ -959,10 +1064,13 @@ class FnCompiler {
     for (size_t j = first + 1; j < chain.size(); ++j) regs.push_back(atomReg(chain[j]->args[1]));
     uint32_t tail = operand(chain.back()->args[2], instr::kTailK);
     loc_ = chain[0]->loc;
-    emit(instr::make(rep ? Op::RETURNR : Op::RETURNN, head, static_cast<uint32_t>(regs.size()), tail) | marks);
+    emit(instr::make(rep ? Op::RETURNR : Op::RETURNN, head, static_cast<uint32_t>(regs.size()),
+                     tail) |
+         marks);
     for (size_t j = 0; j < regs.size(); j += 4) {
       Instr w = 0;
-      for (size_t m = 0; m < 4 && j + m < regs.size(); ++m) w |= static_cast<Instr>(regs[j + m]) << (16 * m);
+      for (size_t m = 0; m < 4 && j + m < regs.size(); ++m)
+        w |= static_cast<Instr>(regs[j + m]) << (16 * m);
       emit(w);
     }
   }
@@ -991,8 +1099,8 @@ class FnCompiler {
   bool extendLevels(const Bind& bd, uint32_t dst) {
     std::optional<Op> op = levelOp(builtinOf(vm_, bd.args[0]));
     const Atom& v = bd.args.back();
-    if (!op || bd.args.size() != 2 || v.kind != Atom::Local || v.var != levelChain_.var || uses(v.var) != 1 ||
-        levelChain_.at + 1 != proto_->code.size())
+    if (!op || bd.args.size() != 2 || v.kind != Atom::Local || v.var != levelChain_.var ||
+        uses(v.var) != 1 || levelChain_.at + 1 != proto_->code.size())
       return false;
     Instr& last = proto_->code[levelChain_.at];
     SrcLoc at = proto_->locs[levelChain_.at];
@@ -1028,7 +1136,8 @@ class FnCompiler {
     const Bind& def = b->binds[v->second.at];
     if (def.kind != Bind::Call || !isArithmetic(builtinOf(vm_, def.args[0]))) return false;
     auto u = vars_.find(bd.dst);
-    if (u == vars_.end() || u->second.count != 1 || u->second.last <= i || u->second.last >= b->binds.size())
+    if (u == vars_.end() || u->second.count != 1 || u->second.last <= i ||
+        u->second.last >= b->binds.size())
       return false;
     const Bind& call = b->binds[u->second.last];
     if (!usesWindow(call) || call.level != 0 || partsCalls_.count(&call)) return false;
@@ -1038,16 +1147,19 @@ class FnCompiler {
   }
   bool untaggedUse(const Bind& bd) {
     auto u = vars_.find(bd.dst);
-    if (u == vars_.end() || !u->second.block || &u->second.block->binds[u->second.at] != &bd) return false;
+    if (u == vars_.end() || !u->second.block || &u->second.block->binds[u->second.at] != &bd)
+      return false;
     return untaggedUse(u->second.block, u->second.at);
   }
 
   // The index of the parameter bd takes *j-inverse of, if that is its only use, it
   // is one of the first 8 and the function takes its arguments as they are passed.
   std::optional<uint32_t> untaggedParam(const Bind& bd) const {
-    if (builtinOf(vm_, bd.args[0]) != NativeId::StarJInverse || bd.args.size() != 2) return std::nullopt;
+    if (builtinOf(vm_, bd.args[0]) != NativeId::StarJInverse || bd.args.size() != 2)
+      return std::nullopt;
     const Atom& v = bd.args[1];
-    if (v.kind != Atom::Local || uses(v.var) != 1 || lam_->rest || proto_->paramSplit) return std::nullopt;
+    if (v.kind != Atom::Local || uses(v.var) != 1 || lam_->rest || proto_->paramSplit)
+      return std::nullopt;
     for (uint32_t i = 0; i < lam_->params.size() && i < 8; ++i)
       if (lam_->params[i] == v.var) return i;
     return std::nullopt;
@@ -1066,7 +1178,8 @@ class FnCompiler {
 
   // Records bd's instruction if it is a STARJ or a JINV a next one may extend.
   void noteLevels(const Bind& bd) {
-    bool chain = levelOp(builtinOf(vm_, bd.args[0])) && bd.args.size() == 2 && bd.dst && !proto_->code.empty();
+    bool chain = levelOp(builtinOf(vm_, bd.args[0])) && bd.args.size() == 2 && bd.dst &&
+                 !proto_->code.empty();
     levelChain_ = chain ? LevelChain{proto_->code.size() - 1, bd.dst} : LevelChain{};
   }
 
@@ -1075,7 +1188,8 @@ class FnCompiler {
     uint32_t r = regOf(v);
     for (const auto& gc : groupClosures_)
       for (size_t j = 0; j < gc.lam->freeVars.size(); ++j)
-        if (gc.lam->freeVars[j] == v) emit(instr::make(Op::SETUPVAL, gc.reg, static_cast<uint32_t>(j), r));
+        if (gc.lam->freeVars[j] == v)
+          emit(instr::make(Op::SETUPVAL, gc.reg, static_cast<uint32_t>(j), r));
   }
 
   uint32_t dstReg(const Bind& bd) {
@@ -1131,8 +1245,12 @@ class FnCompiler {
         initRec(bd.dst);
         return;
       }
-      case Bind::Call: compileCall(bd, t); return;
-      case Bind::If: compileIf(bd, t, nullptr, NativeId::None); return;
+      case Bind::Call:
+        compileCall(bd, t);
+        return;
+      case Bind::If:
+        compileIf(bd, t, nullptr, NativeId::None);
+        return;
     }
   }
 
@@ -1404,20 +1522,24 @@ class FnCompiler {
   std::unordered_map<const Var*, uint32_t> reg_;
   struct VarUse {
     int count = 0;
-    int argUses = 0;               // of which as an argument (or the callee) of a call through a window
-    const Block* block = nullptr;  // the block binding it (none for parameters and captured variables)
-    uint32_t depth = 0;            // (its frame in analyseUses)
-    size_t last = 0;               // the last binding of that block using it
-    size_t at = 0;                 // the binding of that block binding it
+    int argUses = 0;  // of which as an argument (or the callee) of a call through a window
+    const Block* block =
+        nullptr;         // the block binding it (none for parameters and captured variables)
+    uint32_t depth = 0;  // (its frame in analyseUses)
+    size_t last = 0;     // the last binding of that block using it
+    size_t at = 0;       // the binding of that block binding it
   };
   std::unordered_map<const Var*, VarUse> vars_;  // analyseUses
-  std::unordered_map<const Var*, uint32_t> lazyUpval_;  // captured values loaded at their use: their index
+  std::unordered_map<const Var*, uint32_t>
+      lazyUpval_;  // captured values loaded at their use: their index
   std::unordered_map<uint64_t, uint32_t> constIndex_;
   std::unordered_set<const Var*> pendingRec_;
   std::vector<GroupClosure> groupClosures_;
   std::unordered_map<const Bind*, SplitPlan> splits_;  // split calls (planSplits)
-  std::unordered_set<const Bind*> splitParts_;           // their checks, takes and spines: registers of their windows
-  std::unordered_map<const Bind*, std::vector<Atom>> partsCalls_;  // calls passing their argument in parts (planPartsCalls)
+  std::unordered_set<const Bind*>
+      splitParts_;  // their checks, takes and spines: registers of their windows
+  std::unordered_map<const Bind*, std::vector<Atom>>
+      partsCalls_;               // calls passing their argument in parts (planPartsCalls)
   std::vector<Window> windows_;  // reserved, for calls not compiled yet (lowest first)
   uint32_t top_ = 0;
   uint32_t maxTop_ = 0;

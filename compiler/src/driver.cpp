@@ -65,7 +65,10 @@ class Toplevel {
     vm_.countExternal(static_cast<int64_t>(arena_.bytes() - counted_));
     counted_ = arena_.bytes();
     uint64_t limit = vm_.config().heapLimitMb << 20, live = vm_.gcStats().liveBytes;
-    arena_.allowMore(!limit ? UINT64_MAX : limit > live ? limit - live : 0, vm_.config().heapLimitMb);
+    arena_.allowMore(!limit         ? UINT64_MAX
+                     : limit > live ? limit - live
+                                    : 0,
+                     vm_.config().heapLimitMb);
   }
 
   static bool isLibrary(const std::string& file) {
@@ -98,11 +101,13 @@ class Toplevel {
       return;
     }
     if (isForm(f, "include")) {
-      if (!opts.allowInclude) throw Error(ErrorKind::Syntax, "include: not allowed in the sandbox", opts.file, f->loc);
+      if (!opts.allowInclude)
+        throw Error(ErrorKind::Syntax, "include: not allowed in the sandbox", opts.file, f->loc);
       if (f->items.size() != 2 || f->items[1]->kind != Sx::String)
         throw Error(ErrorKind::Syntax, "include: expected (include \"file\")", opts.file, f->loc);
       if (++includeDepth_ > 64)
-        throw Error(ErrorKind::Syntax, "include: nested too deeply (an include cycle?)", opts.file, f->loc);
+        throw Error(ErrorKind::Syntax, "include: nested too deeply (an include cycle?)", opts.file,
+                    f->loc);
       std::string path = f->items[1]->text;
       if (!path.empty() && path[0] != '/') path = opts.baseDir + "/" + path;
       std::string text = readSourceFile(path, "include: ", opts.file, f->loc);
@@ -159,7 +164,8 @@ class Toplevel {
 
 }  // namespace
 
-Value evalSource(VM& vm, std::string_view source, const std::string& file, const std::function<void(Value)>& onValue) {
+Value evalSource(VM& vm, std::string_view source, const std::string& file,
+                 const std::function<void(Value)>& onValue) {
   try {
     Toplevel t(vm, &onValue, true);
     t.source(source, file);

@@ -61,7 +61,8 @@ struct Fn {
 // scope binds (a global, a keyword) is one hash lookup, not a walk up the whole chain of
 // scopes (quadratic in deeply nested code).
 struct Scope {
-  Scope(std::unordered_map<std::string, uint32_t>& declared, Scope* parent) : declared(declared), parent(parent) {}
+  Scope(std::unordered_map<std::string, uint32_t>& declared, Scope* parent)
+      : declared(declared), parent(parent) {}
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
   ~Scope() {
@@ -148,7 +149,9 @@ class Expander {
   }
 
  private:
-  [[noreturn]] void fail(SrcLoc loc, const std::string& msg) { throw Error(ErrorKind::Syntax, msg, opts_.file, loc); }
+  [[noreturn]] void fail(SrcLoc loc, const std::string& msg) {
+    throw Error(ErrorKind::Syntax, msg, opts_.file, loc);
+  }
 
   Lambda* newLambda(const std::string& name, SrcLoc loc) {
     Lambda* lam = mod_.newLambda();
@@ -213,9 +216,13 @@ class Expander {
   // or, in a body, of the body's scope.
   [[gnu::noinline]] void defineSyntax(Sx* x, bool inBody) {
     if (x->items.size() != 3 || x->tail || x->items[1]->kind != Sx::Symbol)
-      fail(x->loc, "define-syntax: expected (define-syntax name (syntax-rules (literal ...) (pattern template) ...))");
+      fail(x->loc,
+           "define-syntax: expected (define-syntax name (syntax-rules (literal ...) (pattern "
+           "template) ...))");
     const std::string& name = x->items[1]->text;
-    if (isReservedKeyword(name)) fail(x->items[1]->loc, "define-syntax: '" + name + "' is a special form and cannot be redefined");
+    if (isReservedKeyword(name))
+      fail(x->items[1]->loc,
+           "define-syntax: '" + name + "' is a special form and cannot be redefined");
     Value rules = makeSyntaxRules(vm_, x->items[2], name, opts_.file);
     if (!inBody) {
       vm_.setMacro(vm_.intern(name), rules);
@@ -274,7 +281,8 @@ class Expander {
 
   Atom resolveVar(Var* v, const std::string& name, SrcLoc loc) {
     Fn* owner = owner_.at(v);
-    if (owner == fn_ && uninit_.count(v)) fail(loc, "variable '" + name + "' used before its definition");
+    if (owner == fn_ && uninit_.count(v))
+      fail(loc, "variable '" + name + "' used before its definition");
     for (Fn* f = fn_; f && f != owner; f = f->parent) {
       if (f->freeSet.insert(v).second) f->lam->freeVars.push_back(v);
     }
@@ -351,12 +359,18 @@ class Expander {
     DepthGuard guard(*this, x->loc);
     x = expandMacros(x);
     switch (x->kind) {
-      case Sx::Number: return constAtom(Value::numberChecked(x->number), x->loc);
-      case Sx::Bool: return constAtom(Value::boolean(x->boolean), x->loc);
-      case Sx::String: return constAtom(vm_.makeString(x->text), x->loc);
-      case Sx::Symbol: return resolveSymbol(x);
-      case Sx::Vector: return constAtom(vectorLiteral(vm_, x), x->loc);
-      case Sx::List: break;
+      case Sx::Number:
+        return constAtom(Value::numberChecked(x->number), x->loc);
+      case Sx::Bool:
+        return constAtom(Value::boolean(x->boolean), x->loc);
+      case Sx::String:
+        return constAtom(vm_.makeString(x->text), x->loc);
+      case Sx::Symbol:
+        return resolveSymbol(x);
+      case Sx::Vector:
+        return constAtom(vectorLiteral(vm_, x), x->loc);
+      case Sx::List:
+        break;
     }
     if (x->tail) fail(x->loc, "a dotted list is not an expression");
     if (x->items.empty()) fail(x->loc, "empty combination '()': quote it to get the empty list");
@@ -382,12 +396,15 @@ class Expander {
       if (k == "case") return caseExpr(x);
       if (k == "do") return doExpr(x);
       if (k == "quasiquote") return quasiquoteExpr(x);
-      if (k == "define") fail(x->loc, "define: only allowed at top level or at the start of a body");
-      if (k == "define-syntax") fail(x->loc, "define-syntax: only allowed at top level or at the start of a body");
+      if (k == "define")
+        fail(x->loc, "define: only allowed at top level or at the start of a body");
+      if (k == "define-syntax")
+        fail(x->loc, "define-syntax: only allowed at top level or at the start of a body");
       if (k == "include") return includeExpr(x);
       if (k == "set!") fail(x->loc, "set!: dlam is a pure language; there is no assignment");
       if (k == "unquote" || k == "unquote-splicing")
-        fail(x->loc, k + ": only allowed inside a quasiquote (one level of unquote per level of quasiquote)");
+        fail(x->loc, k + ": only allowed inside a quasiquote (one level of unquote per level of "
+                         "quasiquote)");
     }
     if (x->items.size() - 1 > kMaxCallArgs) return bigCall(x);
     std::vector<Atom> args;
@@ -437,7 +454,8 @@ class Expander {
   [[gnu::noinline]] Atom sequence(const std::vector<Sx*>& forms, size_t start) {
     Atom last;
     for (size_t i = start; i < forms.size(); ++i) {
-      if (isForm(forms[i], "define")) fail(forms[i]->loc, "define: only allowed at the start of a body");
+      if (isForm(forms[i], "define"))
+        fail(forms[i]->loc, "define: only allowed at the start of a body");
       last = expr(forms[i]);
     }
     return last;
@@ -467,7 +485,7 @@ class Expander {
   struct Link {
     Atom test;
     SrcLoc loc;
-    bool onInThen;              // the chain goes on in the then branch (and), else in the else branch
+    bool onInThen;  // the chain goes on in the then branch (and), else in the else branch
     std::function<Atom()> stop;  // expands the branch where it stops
   };
   using Step = std::variant<Link, Atom>;
@@ -571,7 +589,8 @@ class Expander {
   }
 
   [[gnu::noinline]] Atom whenExpr(Sx* x, bool unless) {
-    if (x->items.size() < 3) fail(x->loc, std::string(unless ? "unless" : "when") + ": expected a test and a body");
+    if (x->items.size() < 3)
+      fail(x->loc, std::string(unless ? "unless" : "when") + ": expected a test and a body");
     Atom c = expr(x->items[1]);
     auto body = [&] { return sequence(x->items, 2); };
     auto nothing = [&] { return constAtom(Value::voidValue(), x->loc); };
@@ -600,9 +619,11 @@ class Expander {
         fail(clause->loc, "case: each clause must be ((datum...) expr...) or (else expr...)");
       Sx* data = clause->items[0];
       bool isElse = isKeyword(data, "else");
-      if (isElse && i + 1 != x->items.size()) fail(clause->loc, "case: else must be the last clause");
+      if (isElse && i + 1 != x->items.size())
+        fail(clause->loc, "case: else must be the last clause");
       if (!isElse && (data->kind != Sx::List || data->tail))
-        fail(data->loc, "case: a clause must start with a list of data, as in ((1 2) expr), or else");
+        fail(data->loc,
+             "case: a clause must start with a list of data, as in ((1 2) expr), or else");
       if (clause->items.size() < 2)
         fail(clause->loc, isElse ? "case: else clause needs a body" : "case: clause needs a body");
       auto consequent = [this, clause, key] {
@@ -622,13 +643,16 @@ class Expander {
   // the previous result if true, else tests the next datum), nested by none.
   Atom caseMatch(const Atom& key, const std::vector<Sx*>& data, SrcLoc loc) {
     auto test = [&](Sx* d) {
-      return call({builtinAtom(NativeId::EqvP, "eqv?", d->loc), key, constAtom(quoteDatum(vm_, d), d->loc)}, d->loc);
+      return call(
+          {builtinAtom(NativeId::EqvP, "eqv?", d->loc), key, constAtom(quoteDatum(vm_, d), d->loc)},
+          d->loc);
     };
     if (data.empty()) return constAtom(Value::boolean(false), loc);
     Atom found = test(data[0]);
     for (size_t j = 1; j < data.size(); ++j) {
       Atom prev = found;
-      found = branch(prev, loc, [&] { return prev; }, [&] { return test(data[j]); });
+      found = branch(
+          prev, loc, [&] { return prev; }, [&] { return test(data[j]); });
     }
     return found;
   }
@@ -642,7 +666,8 @@ class Expander {
   // commands), so that free variables are found in order of first occurrence; the
   // steps are expanded into a block of their own, moved after the commands.
   [[gnu::noinline]] Atom doExpr(Sx* x) {
-    if (x->items.size() < 3) fail(x->loc, "do: expected (do ((var init [step]) ...) (test expr...) command...)");
+    if (x->items.size() < 3)
+      fail(x->loc, "do: expected (do ((var init [step]) ...) (test expr...) command...)");
     Sx* specs = x->items[1];
     if (specs->kind != Sx::List || specs->tail)
       fail(specs->loc, "do: expected a list of (var init [step]) bindings");
@@ -657,7 +682,8 @@ class Expander {
       if (b->kind != Sx::List || b->tail || b->items.size() < 2 || b->items.size() > 3)
         fail(b->loc, "do: each binding must be (var init) or (var init step)");
       const std::string& name = symbolName(b->items[0], "a do variable");
-      if (!seen.insert(name).second) fail(b->items[0]->loc, "do: duplicate variable '" + name + "'");
+      if (!seen.insert(name).second)
+        fail(b->items[0]->loc, "do: duplicate variable '" + name + "'");
       vars.push_back({b->items[0], b->items[1], b->items.size() == 3 ? b->items[2] : nullptr});
     }
     Sx* term = x->items[2];
@@ -693,7 +719,8 @@ class Expander {
     };
     auto again = [&] {
       for (size_t i = 3; i < x->items.size(); ++i) {
-        if (isForm(x->items[i], "define")) fail(x->items[i]->loc, "define: not allowed in the body of do");
+        if (isForm(x->items[i], "define"))
+          fail(x->items[i]->loc, "define: not allowed in the body of do");
         expr(x->items[i]);
       }
       for (Bind& b : steps->binds) cur_->binds.push_back(std::move(b));
@@ -790,14 +817,18 @@ class Expander {
       int inner = std::strcmp(kw, "quasiquote") == 0 ? level + 1 : level - 1;
       if (inner == 0) {
         if (std::strcmp(kw, "unquote") == 0) return expr(e);
-        fail(x->loc, "unquote-splicing: ,@ must be an element of a list, not a whole template or a dotted tail");
+        fail(x->loc,
+             "unquote-splicing: ,@ must be an element of a list, not a whole template or a dotted "
+             "tail");
       }
       // Kept as data: (kw . (e)) with (e) a list at the inner level, where ,@ may splice.
       Sx* rest = arena_.make(Sx::List, e->loc);
       rest->items = {e};
       if (dynamic(e)) qqDynamic_.insert(rest);
       Atom restAtom = qq(rest, inner);
-      return call({builtinAtom(NativeId::Cons, "cons", x->loc), constAtom(vm_.symbol(kw), x->loc), restAtom}, x->loc);
+      return call({builtinAtom(NativeId::Cons, "cons", x->loc), constAtom(vm_.symbol(kw), x->loc),
+                   restAtom},
+                  x->loc);
     }
     if (level == 1 && !x->items.empty() && isUnquoteSymbol(x->items[0]) && qqKeyword(x->items[0]))
       fail(x->loc, x->items[0]->text + ": expected exactly one expression");
@@ -834,7 +865,8 @@ class Expander {
   // Appends the pending pieces in order: the higher levels hold the earlier ones.
   Atom qqJoin(std::vector<std::vector<Atom>>& levels, SrcLoc loc) {
     std::vector<Atom> args{builtinAtom(NativeId::Append, "append", loc)};
-    for (size_t k = levels.size(); k-- > 0;) args.insert(args.end(), levels[k].begin(), levels[k].end());
+    for (size_t k = levels.size(); k-- > 0;)
+      args.insert(args.end(), levels[k].begin(), levels[k].end());
     if (args.size() == 1) return constAtom(Value::nil(), loc);
     if (args.size() == 2) return args[1];
     return call(std::move(args), loc);
@@ -893,7 +925,8 @@ class Expander {
           qqAdd(levels, constAtom(quoteDatum(vm_, run), item->loc), item->loc);
           i = j;
         } else {
-          for (; i < j; ++i) element(constAtom(quoteDatum(vm_, x->items[i]), x->items[i]->loc), x->items[i]->loc);
+          for (; i < j; ++i)
+            element(constAtom(quoteDatum(vm_, x->items[i]), x->items[i]->loc), x->items[i]->loc);
         }
       }
     }
@@ -910,8 +943,8 @@ class Expander {
   }
 
   // Builds a closure from a parameter spec and body forms[start..].
-  Var* makeLambda(Sx* params, const std::vector<Sx*>& forms, size_t start, const std::string& name, SrcLoc loc,
-                  Var* dst) {
+  Var* makeLambda(Sx* params, const std::vector<Sx*>& forms, size_t start, const std::string& name,
+                  SrcLoc loc, Var* dst) {
     Lambda* lam = newLambda(name, loc);
     Fn fn{lam, fn_, {}};
     Scope scope(declared_, scope_);
@@ -922,8 +955,10 @@ class Expander {
     if (params->kind == Sx::Symbol) {
       lam->rest = declare(scope, bindingKey(params), params->loc);
     } else if (params->kind == Sx::List) {
-      for (Sx* p : params->items) lam->params.push_back(declare(scope, symbolName(p, "a parameter"), p->loc));
-      if (params->tail) lam->rest = declare(scope, symbolName(params->tail, "a rest parameter"), params->tail->loc);
+      for (Sx* p : params->items)
+        lam->params.push_back(declare(scope, symbolName(p, "a parameter"), p->loc));
+      if (params->tail)
+        lam->rest = declare(scope, symbolName(params->tail, "a rest parameter"), params->tail->loc);
     } else {
       fail(params->loc, "lambda: parameters must be a symbol or a list of symbols");
     }
@@ -948,10 +983,12 @@ class Expander {
   // (define ((name a) b) body...), is (define (name a) (lambda (b) body...)), to any
   // depth (unwrapped by a loop, outermost parameter list last).
   DefineParts parseDefine(Sx* x) {
-    if (x->items.size() < 2) fail(x->loc, "define: expected (define name value) or (define (name params...) body...)");
+    if (x->items.size() < 2)
+      fail(x->loc, "define: expected (define name value) or (define (name params...) body...)");
     Sx* target = x->items[1];
     if (target->kind == Sx::Symbol) {
-      if (x->items.size() != 3) fail(x->loc, "define: expected (define " + target->text + " value)");
+      if (x->items.size() != 3)
+        fail(x->loc, "define: expected (define " + target->text + " value)");
       return {bindingKey(target), x->items[2], target->loc};
     }
     if (target->kind != Sx::List || target->items.empty())
@@ -970,7 +1007,8 @@ class Expander {
       lam->items.insert(lam->items.end(), forms.begin(), forms.end());
       Sx* head = target->items[0];
       if (head->kind != Sx::List) return {symbolName(head, "the defined name"), lam, target->loc};
-      if (head->items.empty()) fail(head->loc, "define: expected a name or (name params...) in a curried definition");
+      if (head->items.empty())
+        fail(head->loc, "define: expected a name or (name params...) in a curried definition");
       forms.assign(1, lam);
       target = head;
     }
@@ -1040,10 +1078,12 @@ class Expander {
 
   std::vector<Sx*> includedForms(Sx* x) {
     if (!opts_.allowInclude) fail(x->loc, "include: not allowed in the sandbox");
-    if (x->items.size() != 2 || x->items[1]->kind != Sx::String) fail(x->loc, "include: expected (include \"file\")");
+    if (x->items.size() != 2 || x->items[1]->kind != Sx::String)
+      fail(x->loc, "include: expected (include \"file\")");
     if (++includeDepth_ > 64) fail(x->loc, "include: nested too deeply (an include cycle?)");
     std::string path = x->items[1]->text;
-    if (!path.empty() && path[0] != '/' && !opts_.baseDir.empty()) path = opts_.baseDir + "/" + path;
+    if (!path.empty() && path[0] != '/' && !opts_.baseDir.empty())
+      path = opts_.baseDir + "/" + path;
     std::string text = readSourceFile(path, "include: ", opts_.file, x->loc);
     return readAll(arena_, text, path);
   }
@@ -1063,7 +1103,8 @@ class Expander {
   };
 
   std::vector<Binding> parseBindings(Sx* list, const char* who) {
-    if (list->kind != Sx::List || list->tail) fail(list->loc, std::string(who) + ": expected a list of bindings");
+    if (list->kind != Sx::List || list->tail)
+      fail(list->loc, std::string(who) + ": expected a list of bindings");
     std::vector<Binding> out;
     for (Sx* b : list->items) {
       if (b->kind != Sx::List || b->items.size() != 2 || b->tail)
@@ -1170,7 +1211,8 @@ class Expander {
   const ExpandOptions& opts_;
   Fn* fn_ = nullptr;
   Scope* scope_ = nullptr;
-  std::unordered_map<std::string, uint32_t> declared_;  // the names live scopes bind: how many bind each
+  std::unordered_map<std::string, uint32_t>
+      declared_;  // the names live scopes bind: how many bind each
   Block* cur_ = nullptr;
   std::unordered_map<Var*, Fn*> owner_;
   std::unordered_set<Var*> uninit_;
@@ -1197,12 +1239,23 @@ Value quoteDatum(VM& vm, const Sx* datum) {
     work.pop_back();
     const Sx* x = it.x;
     switch (x->kind) {
-      case Sx::Number: values.push_back(Value::numberChecked(x->number)); continue;
-      case Sx::Bool: values.push_back(Value::boolean(x->boolean)); continue;
-      case Sx::String: values.push_back(vm.makeString(x->text)); continue;
-      case Sx::Symbol: values.push_back(vm.symbol(x->text)); continue;
-      case Sx::Vector: values.push_back(vectorLiteral(vm, x)); continue;
-      case Sx::List: break;
+      case Sx::Number:
+        values.push_back(Value::numberChecked(x->number));
+        continue;
+      case Sx::Bool:
+        values.push_back(Value::boolean(x->boolean));
+        continue;
+      case Sx::String:
+        values.push_back(vm.makeString(x->text));
+        continue;
+      case Sx::Symbol:
+        values.push_back(vm.symbol(x->text));
+        continue;
+      case Sx::Vector:
+        values.push_back(vectorLiteral(vm, x));
+        continue;
+      case Sx::List:
+        break;
     }
     if (!it.expanded) {
       work.push_back({x, true});
@@ -1214,7 +1267,8 @@ Value quoteDatum(VM& vm, const Sx* datum) {
     // their values sit on the stack as [tail?, item_{n-1}, ..., item_0].
     Value l = Value::nil();
     size_t n = x->items.size();
-    std::vector<Value> parts(values.end() - static_cast<std::ptrdiff_t>(n + (x->tail ? 1 : 0)), values.end());
+    std::vector<Value> parts(values.end() - static_cast<std::ptrdiff_t>(n + (x->tail ? 1 : 0)),
+                             values.end());
     values.resize(values.size() - parts.size());
     size_t k = 0;
     if (x->tail) l = parts[k++];
@@ -1224,19 +1278,22 @@ Value quoteDatum(VM& vm, const Sx* datum) {
   return values.back();
 }
 
-std::string readSourceFile(const std::string& path, const std::string& who, const std::string& file, SrcLoc loc) {
+std::string readSourceFile(const std::string& path, const std::string& who, const std::string& file,
+                           SrcLoc loc) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorKind::Syntax, who + "cannot open '" + path + "'", file, loc);
   // Not `stream << in.rdbuf()`, which swallows a failed allocation (std::bad_alloc must
   // reach the driver) and would return the part of the file read so far.
   std::string text;
   char buf[65536];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) text.append(buf, static_cast<size_t>(in.gcount()));
+  while (in.read(buf, sizeof buf) || in.gcount() > 0)
+    text.append(buf, static_cast<size_t>(in.gcount()));
   if (in.bad()) throw Error(ErrorKind::Syntax, who + "cannot read '" + path + "'", file, loc);
   return text;
 }
 
-anf::Lambda* expandToplevel(VM& vm, anf::Module& mod, Sx* form, SxArena& arena, const ExpandOptions& opts) {
+anf::Lambda* expandToplevel(VM& vm, anf::Module& mod, Sx* form, SxArena& arena,
+                            const ExpandOptions& opts) {
   Expander e(vm, mod, arena, opts);
   return e.toplevel(form);
 }

@@ -19,10 +19,13 @@ namespace {
 
 constexpr size_t kMaxRuleDepth = 500;
 
-const char* const kReserved[] = {"quote", "quasiquote", "unquote", "unquote-splicing", "lambda", "define",
-                                 "define-syntax", "syntax-rules", "if", "let", "let*", "letrec", "letrec*",
-                                 "begin", "cond", "case", "and", "or", "when", "unless", "do", "include",
-                                 "set!", "else", "=>"};
+const char* const kReserved[] = {"quote",   "quasiquote", "unquote",       "unquote-splicing",
+                                 "lambda",  "define",     "define-syntax", "syntax-rules",
+                                 "if",      "let",        "let*",          "letrec",
+                                 "letrec*", "begin",      "cond",          "case",
+                                 "and",     "or",         "when",          "unless",
+                                 "do",      "include",    "set!",          "else",
+                                 "=>"};
 
 Symbol* symbolOf(Value v) { return isSymbol(v) ? static_cast<Symbol*>(v.asObject()) : nullptr; }
 
@@ -96,9 +99,11 @@ class Rules {
     if (isPair(p)) return x->kind == Sx::List && matchList(p, x, 0, b);
     if (p.isNil()) return x->kind == Sx::List && x->items.empty() && !x->tail;
     if (p.isNumber())
-      return x->kind == Sx::Number && (x->number == p.asNumber() || (std::isnan(x->number) && std::isnan(p.asNumber())));
+      return x->kind == Sx::Number &&
+             (x->number == p.asNumber() || (std::isnan(x->number) && std::isnan(p.asNumber())));
     if (p.isBool()) return x->kind == Sx::Bool && x->boolean == p.isTruthy();
-    if (isString(p)) return x->kind == Sx::String && x->text == static_cast<String*>(p.asObject())->view();
+    if (isString(p))
+      return x->kind == Sx::String && x->text == static_cast<String*>(p.asObject())->view();
     return false;  // a vector pattern (never matched: vectors hold numbers only)
   }
 
@@ -114,7 +119,8 @@ class Rules {
       if (isEllipsis(ps[i + 1])) e = i;
     bool repeats = e < ps.size();
     size_t after = repeats ? ps.size() - e - 2 : 0;
-    if (n < e + after || (ptail.isNil() && x->tail) || (!repeats && ptail.isNil() && n != e)) return false;
+    if (n < e + after || (ptail.isNil() && x->tail) || (!repeats && ptail.isNil() && n != e))
+      return false;
     for (size_t i = 0; i < e; ++i)
       if (!match(ps[i], x->items[from + i], b)) return false;
     size_t reps = repeats ? n - e - after : 0;
@@ -177,7 +183,8 @@ class Rules {
     if (Symbol* s = symbolOf(t)) {
       if (auto it = b.find(s); it != b.end()) {
         if (it->second->depth > 0)
-          fail(loc_, "macro template: the pattern variable '" + s->name + "' is used with too few ellipses");
+          fail(loc_, "macro template: the pattern variable '" + s->name +
+                         "' is used with too few ellipses");
         return const_cast<Sx*>(it->second->form);
       }
       Sx* n = make(Sx::Symbol);
@@ -216,7 +223,8 @@ class Rules {
     Value ttail;
     elements(t, ts, ttail);
     // (... template): the template with the ellipsis as an ordinary symbol.
-    if (escapes && ts.size() == 2 && ttail.isNil() && isEllipsis(ts[0])) return transcribe(ts[1], b, false);
+    if (escapes && ts.size() == 2 && ttail.isNil() && isEllipsis(ts[0]))
+      return transcribe(ts[1], b, false);
     for (size_t i = 0; i < ts.size(); ++i) {
       size_t dots = 0;
       while (escapes && i + 1 + dots < ts.size() && isEllipsis(ts[i + 1 + dots])) ++dots;
@@ -252,11 +260,15 @@ class Rules {
       auto it = b.find(v);
       if (it == b.end() || it->second->depth == 0) continue;
       if (!driving.empty() && it->second->seq.size() != count)
-        fail(loc_, "macro template: the pattern variables under one ellipsis matched different numbers of forms");
+        fail(loc_,
+             "macro template: the pattern variables under one ellipsis matched different numbers "
+             "of forms");
       count = it->second->seq.size();
       driving.push_back(v);
     }
-    if (driving.empty()) fail(loc_, "macro template: an ellipsis follows a template with no pattern variable to repeat");
+    if (driving.empty())
+      fail(loc_,
+           "macro template: an ellipsis follows a template with no pattern variable to repeat");
     for (size_t k = 0; k < count; ++k) {
       View inner = b;
       for (Symbol* v : driving) inner[v] = &b.at(v)->seq[k];
@@ -315,11 +327,13 @@ Value makeSyntaxRules(VM& vm, const Sx* spec, const std::string& name, const std
   auto fail = [&](const Sx* at, const std::string& msg) -> void {
     throw Error(ErrorKind::Syntax, "define-syntax " + name + ": " + msg, file, at->loc);
   };
-  if (spec->kind != Sx::List || spec->tail || spec->items.empty() || !spec->items[0]->isSymbol("syntax-rules"))
+  if (spec->kind != Sx::List || spec->tail || spec->items.empty() ||
+      !spec->items[0]->isSymbol("syntax-rules"))
     fail(spec, "expected (syntax-rules (literal ...) (pattern template) ...)");
   size_t i = 1;
   std::string ellipsis = "...";
-  if (i < spec->items.size() && spec->items[i]->kind == Sx::Symbol) ellipsis = spec->items[i++]->text;
+  if (i < spec->items.size() && spec->items[i]->kind == Sx::Symbol)
+    ellipsis = spec->items[i++]->text;
   if (i >= spec->items.size()) fail(spec, "expected a list of literals after syntax-rules");
   const Sx* lits = spec->items[i++];
   if (lits->kind != Sx::List || lits->tail) fail(lits, "the literals must be a list of symbols");
@@ -334,7 +348,8 @@ Value makeSyntaxRules(VM& vm, const Sx* spec, const std::string& name, const std
     if (pat->kind != Sx::List || pat->items.empty())
       fail(pat, "a pattern must be a list whose first element stands for the macro's name");
     if (nestingOf(pat) > kMaxRuleDepth || nestingOf(rule->items[1]) > kMaxRuleDepth)
-      fail(rule, "the rule is nested too deeply (more than " + std::to_string(kMaxRuleDepth) + " levels)");
+      fail(rule, "the rule is nested too deeply (more than " + std::to_string(kMaxRuleDepth) +
+                     " levels)");
     // Pattern variables appear once each, and a list has at most one ellipsis, not first.
     std::unordered_set<std::string> seen;
     std::vector<const Sx*> work{pat};

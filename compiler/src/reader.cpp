@@ -28,8 +28,8 @@
 #include <system_error>
 #include <vector>
 
-#include "dlam/syntax.h"
 #include "dlam/lexical.h"
+#include "dlam/syntax.h"
 
 namespace dlam {
 namespace {
@@ -398,8 +398,9 @@ class Reader {
     std::string_view t(start, static_cast<size_t>(p_ - start));
 
     if (t == ".") {
-      if (stack_.empty() || stack_.back().type != Frame::List || stack_.back().node->kind == Sx::Vector ||
-          stack_.back().dot != Frame::NoDot || stack_.back().node->items.empty()) {
+      if (stack_.empty() || stack_.back().type != Frame::List ||
+          stack_.back().node->kind == Sx::Vector || stack_.back().dot != Frame::NoDot ||
+          stack_.back().node->items.empty()) {
         fail(here, "unexpected '.'");
       }
       stack_.back().dot = Frame::AfterDot;
@@ -503,7 +504,8 @@ class Reader {
         if (quote == '|')
           for (char k : out)
             if (static_cast<unsigned char>(k) < 0x20 || k == 0x7f)
-              fail(open, "a |symbol| may not hold control characters (here " + hexByte(static_cast<unsigned char>(k)) + ")");
+              fail(open, "a |symbol| may not hold control characters (here " +
+                             hexByte(static_cast<unsigned char>(k)) + ")");
         return d;
       }
       if (c == '\\') {
@@ -562,7 +564,8 @@ class Reader {
         // \xHH (exactly two digits) is one byte, as in C.
         size_t n = 0;
         uint32_t cp = 0;
-        while (n < 8 && p_ + n != end_ && digitValue(p_[n]) < 16) cp = cp * 16 + static_cast<uint32_t>(digitValue(p_[n++]));
+        while (n < 8 && p_ + n != end_ && digitValue(p_[n]) < 16)
+          cp = cp * 16 + static_cast<uint32_t>(digitValue(p_[n++]));
         if (n >= 1 && p_ + n != end_ && p_[n] == ';') {
           if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
             fail(at, "bad escape '\\x...;'" + in() + " (not a Unicode scalar value)");
@@ -574,7 +577,8 @@ class Reader {
         for (int k = 0; k < 2; ++k) {
           if (p_ == end_) fail(open, unterminated(), true);
           int d = digitValue(*p_);
-          if (d >= 16) fail(at, "bad escape '\\x'" + in() + " (expected \\xHH or \\x<hex digits>;)");
+          if (d >= 16)
+            fail(at, "bad escape '\\x'" + in() + " (expected \\xHH or \\x<hex digits>;)");
           value = value * 16 + d;
           advance();
         }
@@ -624,7 +628,8 @@ class Reader {
 }  // namespace
 
 void SxArena::exhausted(SrcLoc loc) const {
-  throw Error(ErrorKind::Limit, "heap limit exceeded (" + std::to_string(limitMb_) + " MB)", "", loc);
+  throw Error(ErrorKind::Limit, "heap limit exceeded (" + std::to_string(limitMb_) + " MB)", "",
+              loc);
 }
 
 std::vector<Sx*> readAll(SxArena& arena, std::string_view source, const std::string& file) {
@@ -638,7 +643,8 @@ std::vector<Sx*> readAll(SxArena& arena, std::string_view source, const std::str
 
 bool parseNumber(std::string_view t, int radix, double& out) {
   if (t == "+inf.0" || t == "-inf.0") {
-    out = t[0] == '-' ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    out = t[0] == '-' ? -std::numeric_limits<double>::infinity()
+                      : std::numeric_limits<double>::infinity();
     return true;
   }
   if (t == "+nan.0" || t == "-nan.0") {
@@ -647,11 +653,24 @@ bool parseNumber(std::string_view t, int radix, double& out) {
   }
   if (t.size() >= 2 && t[0] == '#') {
     switch (t[1]) {
-      case 'x': case 'X': radix = 16; break;
-      case 'o': case 'O': radix = 8; break;
-      case 'b': case 'B': radix = 2; break;
-      case 'd': case 'D': radix = 10; break;
-      default: return false;
+      case 'x':
+      case 'X':
+        radix = 16;
+        break;
+      case 'o':
+      case 'O':
+        radix = 8;
+        break;
+      case 'b':
+      case 'B':
+        radix = 2;
+        break;
+      case 'd':
+      case 'D':
+        radix = 10;
+        break;
+      default:
+        return false;
     }
     t.remove_prefix(2);
   }

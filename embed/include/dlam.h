@@ -132,7 +132,8 @@ DLAM_API void dlam_interrupt(dlam_vm *vm);
 ** (NULL: "<eval>"). If result is not NULL, *result receives a handle to the value
 ** of the last form (void if there is none or it is a define), or NULL on error.
 ** Errors: DLAM_ERR_SYNTAX, DLAM_ERR_RUNTIME, DLAM_ERR_LIMIT. */
-DLAM_API dlam_status dlam_eval(dlam_vm *vm, const char *source, const char *chunk_name, dlam_val *result);
+DLAM_API dlam_status dlam_eval(dlam_vm *vm, const char *source, const char *chunk_name,
+                               dlam_val *result);
 
 /* Like dlam_eval with the contents of the file at path (its name is the chunk name,
 ** and its directory the base of relative includes). A file that cannot be opened is
@@ -149,7 +150,8 @@ DLAM_API dlam_status dlam_set_global(dlam_vm *vm, const char *name, dlam_val val
 /* Calls the procedure fn with the argc arguments argv[0..argc-1] (argv may be NULL when
 ** argc is 0). If result is not NULL, *result receives a handle to the value returned,
 ** or NULL on error. Re-entrant: a host function may call it. */
-DLAM_API dlam_status dlam_call(dlam_vm *vm, dlam_val fn, int argc, const dlam_val *argv, dlam_val *result);
+DLAM_API dlam_status dlam_call(dlam_vm *vm, dlam_val fn, int argc, const dlam_val *argv,
+                               dlam_val *result);
 
 /* ---- values -------------------------------------------------------------------------- */
 
@@ -173,7 +175,8 @@ DLAM_API dlam_val dlam_vector_of_numbers(dlam_vm *vm, const double *xs, size_t n
 ** it is longer than capacity (DLAM_ERR_API, nothing stored): pass capacity 0 (out
 ** may then be NULL) to ask for the length. A value that is neither a proper list of
 ** numbers nor a vector is DLAM_ERR_RUNTIME. */
-DLAM_API dlam_status dlam_to_numbers(dlam_vm *vm, dlam_val list, double *out, size_t capacity, size_t *count);
+DLAM_API dlam_status dlam_to_numbers(dlam_vm *vm, dlam_val list, double *out, size_t capacity,
+                                     size_t *count);
 
 /* Releases the handle v: its value may be collected, and v must not be used again
 ** (doing so is DLAM_ERR_API). NULL is ignored; an invalid handle sets
@@ -210,7 +213,8 @@ DLAM_API dlam_status dlam_value_and_gradient(dlam_vm *vm, dlam_val fn, size_t n,
 ** at registration. Host functions registered with dlam_register have no derivative:
 ** using one in code being differentiated is a runtime error naming it (give it one
 ** with custom-vjp in dlam, or use dlam_register_numeric). */
-typedef dlam_status (*dlam_host_fn)(dlam_vm *vm, int argc, const dlam_val *argv, dlam_val *result, void *ud);
+typedef dlam_status (*dlam_host_fn)(dlam_vm *vm, int argc, const dlam_val *argv, dlam_val *result,
+                                    void *ud);
 
 /* A numeric host function of n = arity reals: returns f(x[0..n-1]). */
 typedef double (*dlam_numeric_fn)(const double *x, void *ud);
@@ -221,14 +225,16 @@ typedef void (*dlam_numeric_vjp)(const double *x, double ybar, double *xbar, voi
 /* Defines the global name as a procedure calling fn with the user data ud.
 ** arity: the number of arguments (0..255), checked by the VM before fn is called;
 ** -1 accepts any number. Errors: DLAM_ERR_API for a NULL name or fn or a bad arity. */
-DLAM_API dlam_status dlam_register(dlam_vm *vm, const char *name, int arity, dlam_host_fn fn, void *ud);
+DLAM_API dlam_status dlam_register(dlam_vm *vm, const char *name, int arity, dlam_host_fn fn,
+                                   void *ud);
 
 /* Defines the global name as a procedure of arity (0..255) numbers returning the number
 ** fn(x, ud); arguments that are not numbers are a runtime error naming the function.
 ** If vjp is not NULL the function is differentiable: gradients through it call vjp
 ** (first order only: a derivative of a derivative through it is an error that says so).
 ** If vjp is NULL, using it in code being differentiated is an error naming it. */
-DLAM_API dlam_status dlam_register_numeric(dlam_vm *vm, const char *name, int arity, dlam_numeric_fn fn,
+DLAM_API dlam_status dlam_register_numeric(dlam_vm *vm, const char *name, int arity,
+                                           dlam_numeric_fn fn,
                                            dlam_numeric_vjp vjp /* may be NULL */, void *ud);
 
 /* For use inside a host function that is about to fail: the message of the error

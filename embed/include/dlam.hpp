@@ -28,7 +28,8 @@ namespace dlam {
 // internal namespace has a dlam::Error, and a static link must not see two.)
 class Exception : public std::runtime_error {
  public:
-  Exception(dlam_status status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  Exception(dlam_status status, const std::string& message)
+      : std::runtime_error(message), status_(status) {}
   dlam_status status() const noexcept { return status_; }
 
  private:
@@ -61,7 +62,8 @@ class Val {
     }
     return *this;
   }
-  Val(const Val& o) : vm_(o.vm_), h_(o.h_ ? detail::checkVal(o.vm_, dlam_dup(o.vm_, o.h_)) : nullptr) {}
+  Val(const Val& o)
+      : vm_(o.vm_), h_(o.h_ ? detail::checkVal(o.vm_, dlam_dup(o.vm_, o.h_)) : nullptr) {}
   Val& operator=(const Val& o) {
     if (this != &o) *this = Val(o);
     return *this;
@@ -167,7 +169,8 @@ class Vm {
     return Val(vm_, detail::checkVal(vm_, dlam_list_of_numbers(vm_, xs.data(), xs.size())));
   }
   // Returns the value; gradient receives d fn / d x.
-  double valueAndGradient(const Val& fn, const std::vector<double>& x, std::vector<double>& gradient) {
+  double valueAndGradient(const Val& fn, const std::vector<double>& x,
+                          std::vector<double>& gradient) {
     std::vector<double> g(x.size());
     double y = 0;
     detail::check(vm_, dlam_value_and_gradient(vm_, fn.get(), x.size(), x.data(), &y, g.data()));
@@ -177,8 +180,8 @@ class Vm {
   void registerFunction(const std::string& name, int arity, dlam_host_fn fn, void* ud = nullptr) {
     detail::check(vm_, dlam_register(vm_, name.c_str(), arity, fn, ud));
   }
-  void registerNumeric(const std::string& name, int arity, dlam_numeric_fn fn, dlam_numeric_vjp vjp = nullptr,
-                       void* ud = nullptr) {
+  void registerNumeric(const std::string& name, int arity, dlam_numeric_fn fn,
+                       dlam_numeric_vjp vjp = nullptr, void* ud = nullptr) {
     detail::check(vm_, dlam_register_numeric(vm_, name.c_str(), arity, fn, vjp, ud));
   }
   // Thread-safe (see dlam_interrupt).

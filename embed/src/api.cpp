@@ -95,7 +95,8 @@ struct dlam_vm {
 
   // ---- handles ----
   dlam_val encode(uint32_t idx, uint32_t gen) const {
-    uint64_t bits = (tag << (kIndexBits + kGenBits)) | (uint64_t(gen & kGenMask) << kIndexBits) | (idx + 1);
+    uint64_t bits =
+        (tag << (kIndexBits + kGenBits)) | (uint64_t(gen & kGenMask) << kIndexBits) | (idx + 1);
     return reinterpret_cast<dlam_val>(static_cast<uintptr_t>(bits));
   }
 
@@ -106,7 +107,8 @@ struct dlam_vm {
       freeSlots.pop_back();
     } else {
       if (slots.size() >= kMaxHandles)
-        throw dlam::Error(ErrorKind::Limit, "too many live handles (" + std::to_string(kMaxHandles) + ")");
+        throw dlam::Error(ErrorKind::Limit,
+                          "too many live handles (" + std::to_string(kMaxHandles) + ")");
       slots.emplace_back();
       slots.back().gen = genBase;
       idx = static_cast<uint32_t>(slots.size() - 1);
@@ -174,17 +176,25 @@ namespace {
 
 dlam_status statusOf(ErrorKind k) {
   switch (k) {
-    case ErrorKind::Syntax: return DLAM_ERR_SYNTAX;
-    case ErrorKind::Runtime: return DLAM_ERR_RUNTIME;
-    case ErrorKind::Limit: return DLAM_ERR_LIMIT;
-    case ErrorKind::Config: return DLAM_ERR_CONFIG;
-    case ErrorKind::Api: return DLAM_ERR_API;
-    case ErrorKind::Exit: return DLAM_EXIT;
+    case ErrorKind::Syntax:
+      return DLAM_ERR_SYNTAX;
+    case ErrorKind::Runtime:
+      return DLAM_ERR_RUNTIME;
+    case ErrorKind::Limit:
+      return DLAM_ERR_LIMIT;
+    case ErrorKind::Config:
+      return DLAM_ERR_CONFIG;
+    case ErrorKind::Api:
+      return DLAM_ERR_API;
+    case ErrorKind::Exit:
+      return DLAM_EXIT;
   }
   return DLAM_ERR_RUNTIME;
 }
 
-[[noreturn]] void apiError(const std::string& message) { throw dlam::Error(ErrorKind::Api, message); }
+[[noreturn]] void apiError(const std::string& message) {
+  throw dlam::Error(ErrorKind::Api, message);
+}
 
 // A tag that differs between VMs alive at the same time (distinct addresses) and is
 // never 0, so that no handle is NULL.
@@ -196,7 +206,8 @@ uint64_t tagFor(const dlam_vm* D) {
 
 }  // namespace
 
-dlam_status dlam_vm::fail(ErrorKind kind, const dlam::Error* e, const std::string* message) noexcept {
+dlam_status dlam_vm::fail(ErrorKind kind, const dlam::Error* e,
+                          const std::string* message) noexcept {
   ++errorSerial;
   lastKind = kind;
   if (kind == ErrorKind::Exit && e) exitCode = e->exitCode;
@@ -206,7 +217,8 @@ dlam_status dlam_vm::fail(ErrorKind kind, const dlam::Error* e, const std::strin
       // RunScope moves the VM's (lifetime) instruction limit along with each run:
       // report the per-run limit the configuration set.
       dlam::Error shown = *e;
-      shown.message = kInstructionLimitMessage + std::to_string(instructionLimit) + " instructions)";
+      shown.message =
+          kInstructionLimitMessage + std::to_string(instructionLimit) + " instructions)";
       lastError = shown.format();
       lastMessage = shown.message;
     } else if (e && kind == ErrorKind::Exit) {
@@ -350,13 +362,20 @@ class ArgHandles {
 
 const char* statusName(dlam_status s) {
   switch (s) {
-    case DLAM_OK: return "DLAM_OK";
-    case DLAM_ERR_SYNTAX: return "DLAM_ERR_SYNTAX";
-    case DLAM_ERR_RUNTIME: return "DLAM_ERR_RUNTIME";
-    case DLAM_ERR_LIMIT: return "DLAM_ERR_LIMIT";
-    case DLAM_ERR_CONFIG: return "DLAM_ERR_CONFIG";
-    case DLAM_ERR_API: return "DLAM_ERR_API";
-    case DLAM_EXIT: return "DLAM_EXIT";
+    case DLAM_OK:
+      return "DLAM_OK";
+    case DLAM_ERR_SYNTAX:
+      return "DLAM_ERR_SYNTAX";
+    case DLAM_ERR_RUNTIME:
+      return "DLAM_ERR_RUNTIME";
+    case DLAM_ERR_LIMIT:
+      return "DLAM_ERR_LIMIT";
+    case DLAM_ERR_CONFIG:
+      return "DLAM_ERR_CONFIG";
+    case DLAM_ERR_API:
+      return "DLAM_ERR_API";
+    case DLAM_EXIT:
+      return "DLAM_EXIT";
   }
   return "an unknown status";
 }
@@ -382,7 +401,8 @@ Value hostTrampoline(dlam::VM& vm, Value* args, int nargs) {
       const char* why = "";
       auto* s = D->lookup(result, &why);
       if (!s)
-        vm.runtimeError(std::string(self->name) + ": the host function returned a handle that " + why);
+        vm.runtimeError(std::string(self->name) + ": the host function returned a handle that " +
+                        why);
       r = s->v;
       D->releaseSlot(s);
     }
@@ -447,11 +467,12 @@ Value vjpTrampoline(dlam::VM& vm, Value* args, int nargs) {
     return l;
   }
   if (!ybar.isNumber())
-    vm.runtimeError(std::string(self->name) + ": the sensitivity given to its vjp is not a number: " +
-                    shortShow(vm, ybar));
+    vm.runtimeError(std::string(self->name) +
+                    ": the sensitivity given to its vjp is not a number: " + shortShow(vm, ybar));
   std::vector<double> xs(static_cast<size_t>(n) + 1), xbar(static_cast<size_t>(n) + 1, 0.0);
   for (int i = 0; i < n; ++i) xs[i] = vm.checkNumber(self->name, args, i);
-  reinterpret_cast<dlam_numeric_vjp>(self->hostVjp)(xs.data(), ybar.asNumber(), xbar.data(), self->hostData);
+  reinterpret_cast<dlam_numeric_vjp>(self->hostVjp)(xs.data(), ybar.asNumber(), xbar.data(),
+                                                    self->hostData);
   Value l = Value::nil();
   for (int i = n; i > 0; --i) l = vm.cons(Value::numberChecked(xbar[i - 1]), l);
   return l;
@@ -468,7 +489,8 @@ double sensitivity(dlam::VM& vm, Value v, size_t i) {
   if (v.isNumber()) return v.asNumber();
   if (v.isZero()) return 0.0;
   throw dlam::Error(ErrorKind::Runtime, "dlam_value_and_gradient: the sensitivity of argument " +
-                                            std::to_string(i + 1) + " is not a number: " + shortShow(vm, v));
+                                            std::to_string(i + 1) +
+                                            " is not a number: " + shortShow(vm, v));
 }
 
 }  // namespace
@@ -482,7 +504,9 @@ dlam_vm* dlam_new(const char* config_lua_path) {
     auto D = std::make_unique<dlam_vm>();
     D->tag = tagFor(D.get());
     D->genBase = static_cast<uint32_t>(
-        (static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) * 2654435761u >> 16) &
+        (static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) *
+             2654435761u >>
+         16) &
         kGenMask);
     dlam::Config cfg;  // an embedded VM: foreign calls off unless the config turns them on
     try {
@@ -639,13 +663,15 @@ dlam_status dlam_to_number(dlam_vm* vm, dlam_val v, double* out) {
     } else if (x.isZero()) {
       *out = 0.0;
     } else {
-      throw dlam::Error(ErrorKind::Runtime, "dlam_to_number: expected a number, got " + shortShow(*vm->vm, x));
+      throw dlam::Error(ErrorKind::Runtime,
+                        "dlam_to_number: expected a number, got " + shortShow(*vm->vm, x));
     }
     return DLAM_OK;
   });
 }
 
-dlam_status dlam_to_numbers(dlam_vm* vm, dlam_val list, double* out, size_t capacity, size_t* count) {
+dlam_status dlam_to_numbers(dlam_vm* vm, dlam_val list, double* out, size_t capacity,
+                            size_t* count) {
   if (count) *count = 0;
   return guarded(vm, "dlam_to_numbers", [&] {
     Value l = vm->resolve(list, "dlam_to_numbers", "the list");
@@ -655,8 +681,8 @@ dlam_status dlam_to_numbers(dlam_vm* vm, dlam_val list, double* out, size_t capa
       uint32_t n = dlam::vectorLength(v);
       if (count) *count = n;
       if (n > capacity)
-        apiError("dlam_to_numbers: the vector has " + std::to_string(n) + " elements, more than the capacity " +
-                 std::to_string(capacity));
+        apiError("dlam_to_numbers: the vector has " + std::to_string(n) +
+                 " elements, more than the capacity " + std::to_string(capacity));
       dlam::denseInto(v, out);
       return DLAM_OK;
     }
@@ -670,12 +696,13 @@ dlam_status dlam_to_numbers(dlam_vm* vm, dlam_val list, double* out, size_t capa
       ++n;
     }
     if (!p.isNil())
-      throw dlam::Error(ErrorKind::Runtime,
-                        "dlam_to_numbers: expected a list of numbers or a vector, got " + shortShow(*vm->vm, l));
+      throw dlam::Error(
+          ErrorKind::Runtime,
+          "dlam_to_numbers: expected a list of numbers or a vector, got " + shortShow(*vm->vm, l));
     if (count) *count = n;
     if (n > capacity)
-      apiError("dlam_to_numbers: the list has " + std::to_string(n) + " elements, more than the capacity " +
-               std::to_string(capacity));
+      apiError("dlam_to_numbers: the list has " + std::to_string(n) +
+               " elements, more than the capacity " + std::to_string(capacity));
     size_t i = 0;
     for (p = l; dlam::isPair(p); p = dlam::asPair(p)->cdr) {
       Value x = dlam::asPair(p)->car;
@@ -706,8 +733,8 @@ dlam_val dlam_dup(dlam_vm* vm, dlam_val v) {
   return out;
 }
 
-dlam_status dlam_value_and_gradient(dlam_vm* vm, dlam_val fn, size_t n, const double* x, double* value,
-                                    double* gradient) {
+dlam_status dlam_value_and_gradient(dlam_vm* vm, dlam_val fn, size_t n, const double* x,
+                                    double* value, double* gradient) {
   return guarded(vm, "dlam_value_and_gradient", [&] {
     const char* who = "dlam_value_and_gradient";
     Value f = vm->resolve(fn, who, "the function");
@@ -717,7 +744,8 @@ dlam_status dlam_value_and_gradient(dlam_vm* vm, dlam_val fn, size_t n, const do
       apiError("dlam_value_and_gradient: too many arguments (" + std::to_string(n) + ")");
     dlam::VM& v = *vm->vm;
     if (!dlam::isProcedure(f))
-      throw dlam::Error(ErrorKind::Runtime, std::string(who) + ": expected a procedure, got " + shortShow(v, f));
+      throw dlam::Error(ErrorKind::Runtime,
+                        std::string(who) + ": expected a procedure, got " + shortShow(v, f));
     RunScope run(vm);
     v.gradientBoundary(false);
     // ((*j f) (*j x1) .. (*j xn)) → ((*j y) . backpropagator); (backpropagator 1) → (fbar . xbar).
@@ -726,13 +754,14 @@ dlam_status dlam_value_and_gradient(dlam_vm* vm, dlam_val fn, size_t n, const do
     for (size_t i = 0; i < n; ++i) args[i] = Value::object(v.makeRev(Value::numberChecked(x[i])));
     Value r = v.call(jf.get(), args.data(), static_cast<int>(n));
     if (!dlam::isPair(r))
-      throw dlam::Error(ErrorKind::Runtime, std::string(who) + ": the transformed function returned " +
-                                                shortShow(v, r) + " instead of (value . backpropagator)");
+      throw dlam::Error(ErrorKind::Runtime,
+                        std::string(who) + ": the transformed function returned " +
+                            shortShow(v, r) + " instead of (value . backpropagator)");
     dlam::VM::Root rr(v, r);
     Value y = v.starJInverse(dlam::asPair(r)->car);
     if (!y.isNumber())
-      throw dlam::Error(ErrorKind::Runtime,
-                        std::string(who) + ": the function returned " + shortShow(v, y) + ", not a number");
+      throw dlam::Error(ErrorKind::Runtime, std::string(who) + ": the function returned " +
+                                                shortShow(v, y) + ", not a number");
     Value one = Value::number(1);
     Value s = v.call(dlam::asPair(rr.get())->cdr, &one, 1);
     if (!dlam::isPair(s))
@@ -748,7 +777,8 @@ dlam_status dlam_value_and_gradient(dlam_vm* vm, dlam_val fn, size_t n, const do
         if (p.isZero()) break;  // a lazily zero tail
         if (!dlam::isPair(p))
           throw dlam::Error(ErrorKind::Runtime, std::string(who) + ": the argument sensitivity " +
-                                                    shortShow(v, xbar) + " is not a list of " + std::to_string(n));
+                                                    shortShow(v, xbar) + " is not a list of " +
+                                                    std::to_string(n));
         g[i] = sensitivity(v, dlam::asPair(p)->car, i);
         p = dlam::asPair(p)->cdr;
       }
@@ -765,8 +795,8 @@ dlam_status dlam_register(dlam_vm* vm, const char* name, int arity, dlam_host_fn
     if (!name) apiError("dlam_register: name is NULL");
     if (!fn) apiError("dlam_register: fn is NULL");
     if (arity < -1 || arity > kMaxArity)
-      apiError("dlam_register: arity must be -1 (any) or 0.." + std::to_string(kMaxArity) + ", got " +
-               std::to_string(arity));
+      apiError("dlam_register: arity must be -1 (any) or 0.." + std::to_string(kMaxArity) +
+               ", got " + std::to_string(arity));
     Native* n = makeHostNative(*vm->vm, name, hostTrampoline, arity);
     n->hostFn = reinterpret_cast<void*>(fn);
     n->hostData = ud;

@@ -47,11 +47,16 @@ struct Libraries {
 
 ffi_type* ffiTypeOf(FType t) {
   switch (t) {
-    case FType::Double: return &ffi_type_double;
-    case FType::Float: return &ffi_type_float;
-    case FType::Int32: return &ffi_type_sint32;
-    case FType::Int64: return &ffi_type_sint64;
-    case FType::Void: return &ffi_type_void;
+    case FType::Double:
+      return &ffi_type_double;
+    case FType::Float:
+      return &ffi_type_float;
+    case FType::Int32:
+      return &ffi_type_sint32;
+    case FType::Int64:
+      return &ffi_type_sint64;
+    case FType::Void:
+      return &ffi_type_void;
   }
   return &ffi_type_void;
 }
@@ -74,8 +79,8 @@ FType parseType(VM& vm, Value v, bool isResult, int argIndex) {
     if (!isResult) vm.runtimeError(std::string(kWho) + ": void is only allowed as the result type");
     return FType::Void;
   }
-  vm.runtimeError(std::string(kWho) + ": unknown type '" + name + "' (expected double, float, int32, int64" +
-                  (isResult ? " or void)" : ")"));
+  vm.runtimeError(std::string(kWho) + ": unknown type '" + name +
+                  "' (expected double, float, int32, int64" + (isResult ? " or void)" : ")"));
 }
 
 // Calls a Foreign object: converts the arguments, calls through libffi, converts the result.
@@ -93,8 +98,12 @@ Value callForeign(VM& vm, Value* args, int nargs) {
   for (int i = 0; i < nargs; ++i) {
     double x = vm.checkNumber(self->name, args, i);
     switch (sig->args[i]) {
-      case FType::Double: vals[i].d = x; break;
-      case FType::Float: vals[i].f = static_cast<float>(x); break;
+      case FType::Double:
+        vals[i].d = x;
+        break;
+      case FType::Float:
+        vals[i].f = static_cast<float>(x);
+        break;
       case FType::Int32:
         if (!(x == std::trunc(x) && x >= -2147483648.0 && x <= 2147483647.0))
           vm.typeError(self->name, i, "an integer in the int32 range", args[i]);
@@ -105,7 +114,8 @@ Value callForeign(VM& vm, Value* args, int nargs) {
           vm.typeError(self->name, i, "an integer in the int64 range", args[i]);
         vals[i].i64 = static_cast<int64_t>(x);
         break;
-      case FType::Void: break;
+      case FType::Void:
+        break;
     }
     ptrs[i] = &vals[i];
   }
@@ -119,11 +129,16 @@ Value callForeign(VM& vm, Value* args, int nargs) {
   } ret{};
   ffi_call(const_cast<ffi_cif*>(&sig->cif), FFI_FN(sig->fn), &ret, ptrs);
   switch (sig->result) {
-    case FType::Double: return Value::numberChecked(ret.d);
-    case FType::Float: return Value::numberChecked(static_cast<double>(ret.f));
-    case FType::Int32: return Value::number(static_cast<double>(static_cast<int32_t>(ret.s)));
-    case FType::Int64: return Value::number(static_cast<double>(ret.i64));
-    case FType::Void: return Value::voidValue();
+    case FType::Double:
+      return Value::numberChecked(ret.d);
+    case FType::Float:
+      return Value::numberChecked(static_cast<double>(ret.f));
+    case FType::Int32:
+      return Value::number(static_cast<double>(static_cast<int32_t>(ret.s)));
+    case FType::Int64:
+      return Value::number(static_cast<double>(ret.i64));
+    case FType::Void:
+      return Value::voidValue();
   }
   return Value::voidValue();
 }
@@ -131,7 +146,8 @@ Value callForeign(VM& vm, Value* args, int nargs) {
 // (foreign-function "LIBRARY" "SYMBOL" '(ARG-TYPE ...) 'RESULT-TYPE)
 Value makeForeign(VM& vm, Value* a, int) {
   const Config& cfg = vm.config();
-  if (!cfg.ffiEnabled || cfg.sandbox) vm.runtimeError(std::string(kWho) + ": foreign calls are disabled");
+  if (!cfg.ffiEnabled || cfg.sandbox)
+    vm.runtimeError(std::string(kWho) + ": foreign calls are disabled");
   if (!isString(a[0])) vm.typeError(kWho, 0, "string", a[0]);
   if (!isString(a[1])) vm.typeError(kWho, 1, "string", a[1]);
   std::string lib(asString(a[0])->view());
@@ -147,7 +163,8 @@ Value makeForeign(VM& vm, Value* a, int) {
   Value l = a[2];
   for (; isPair(l); l = asPair(l)->cdr) {
     if (nargs == kMaxForeignArgs)
-      vm.runtimeError(std::string(kWho) + ": at most " + std::to_string(kMaxForeignArgs) + " arguments");
+      vm.runtimeError(std::string(kWho) + ": at most " + std::to_string(kMaxForeignArgs) +
+                      " arguments");
     argTypes[nargs++] = parseType(vm, asPair(l)->car, false, 2);
   }
   if (!l.isNil()) vm.typeError(kWho, 2, "list of argument types", a[2]);
@@ -165,7 +182,8 @@ Value makeForeign(VM& vm, Value* a, int) {
     handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
       const char* why = dlerror();
-      vm.runtimeError(std::string(kWho) + ": cannot load library " + lib + (why ? std::string(": ") + why : ""));
+      vm.runtimeError(std::string(kWho) + ": cannot load library " + lib +
+                      (why ? std::string(": ") + why : ""));
     }
     try {
       libs->handles.emplace(lib, handle);
@@ -187,8 +205,8 @@ Value makeForeign(VM& vm, Value* a, int) {
     sig->args[i] = argTypes[i];
     sig->argTypes[i] = ffiTypeOf(argTypes[i]);
   }
-  if (ffi_prep_cif(&sig->cif, FFI_DEFAULT_ABI, static_cast<unsigned>(nargs), ffiTypeOf(result), sig->argTypes) !=
-      FFI_OK)
+  if (ffi_prep_cif(&sig->cif, FFI_DEFAULT_ABI, static_cast<unsigned>(nargs), ffiTypeOf(result),
+                   sig->argTypes) != FFI_OK)
     vm.runtimeError(std::string(kWho) + ": libffi cannot describe the call of " + sym);
 
   // Allocation never collects (collection happens at safe points only), so blob needs no root here.

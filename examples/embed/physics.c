@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
 
   dlam_vm* vm = dlam_new(NULL);
   if (!vm) return 1;
-  if (dlam_register_numeric(vm, "velocity-step", 3, velocity_step, velocity_step_vjp, &world) != DLAM_OK)
+  if (dlam_register_numeric(vm, "velocity-step", 3, velocity_step, velocity_step_vjp, &world) !=
+      DLAM_OK)
     return fail(vm, "register");
   dlam_val target = dlam_number(vm, simulate(&world, true_c));
   if (dlam_set_global(vm, "target", target) != DLAM_OK) return fail(vm, "set target");
@@ -78,8 +79,8 @@ int main(int argc, char** argv) {
   if (dlam_call(vm, fit, 3, args, &result) != DLAM_OK) return fail(vm, "fit");
   double c = 0;
   if (dlam_to_number(vm, result, &c) != DLAM_OK) return fail(vm, "fit result");
-  printf("fitted drag c = %.6f (true %.1f) after %ld steps and %ld vjp calls\n", c, true_c, world.calls,
-         world.vjp_calls);
+  printf("fitted drag c = %.6f (true %.1f) after %ld steps and %ld vjp calls\n", c, true_c,
+         world.calls, world.vjp_calls);
   for (int i = 0; i < 3; ++i) dlam_release(vm, args[i]);
   dlam_release(vm, result);
   dlam_release(vm, fit);
@@ -87,7 +88,8 @@ int main(int argc, char** argv) {
   /* The loss gradient from C, against central differences. */
   dlam_val loss = dlam_get_global(vm, "loss");
   double x0 = 0.2, value = 0, grad = 0, lo = 0, hi = 0, h = 1e-6, dummy;
-  if (dlam_value_and_gradient(vm, loss, 1, &x0, &value, &grad) != DLAM_OK) return fail(vm, "gradient");
+  if (dlam_value_and_gradient(vm, loss, 1, &x0, &value, &grad) != DLAM_OK)
+    return fail(vm, "gradient");
   double xl = x0 - h, xh = x0 + h;
   if (dlam_value_and_gradient(vm, loss, 1, &xl, &lo, &dummy) != DLAM_OK ||
       dlam_value_and_gradient(vm, loss, 1, &xh, &hi, &dummy) != DLAM_OK)

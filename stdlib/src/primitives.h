@@ -16,7 +16,8 @@ double numSlow(VM& vm, const char* who, const Value* args, int i);
 // The number in args[i], or an error naming `who`. A reverse-tagged value gets its
 // own message: reaching an untransformed primitive means a derivative level was mixed up.
 inline double num(VM& vm, const char* who, const Value* args, int i) {
-  if (args[i].isNumber()) [[likely]] return args[i].asNumber();
+  if (args[i].isNumber()) [[likely]]
+    return args[i].asNumber();
   return numSlow(vm, who, args, i);
 }
 
@@ -34,7 +35,9 @@ Value applyProcedure(VM& vm, Value f, Value* args, int nargs);
 // `name`), so deep user recursion through them never recurses in C++.
 constexpr int kMaxNativeNesting = 32;
 inline bool nestedTooDeep(VM& vm) { return vm.callDepth() > kMaxNativeNesting; }
-inline Value handOver(VM& vm, const char* name, Value* a, int n) { return vm.tailCall(vm.global(name), a, n); }
+inline Value handOver(VM& vm, const char* name, Value* a, int n) {
+  return vm.tailCall(vm.global(name), a, n);
+}
 
 void openMathPrimitives(VM& vm);
 void openListPrimitives(VM& vm);

@@ -100,7 +100,8 @@ bool sameVectorShape(Value s, Value v) {
   s = untagged(s);
   bool sv = isObj(s, ObjType::Vector), vv = isObj(v, ObjType::Vector);
   if (sv != vv) return false;
-  return !sv || vectorLength(static_cast<Vector*>(s.asObject())) == vectorLength(static_cast<Vector*>(v.asObject()));
+  return !sv || vectorLength(static_cast<Vector*>(s.asObject())) ==
+                    vectorLength(static_cast<Vector*>(v.asObject()));
 }
 
 // (%materialize sens value): sens with every symbolic zero replaced by a zero of the
@@ -234,7 +235,8 @@ Value materialize(VM& vm, Value* a, int) {
 
 // (%call-vjp h x1 .. xn ybar): the argument sensitivities of host function h.
 Value callVjp(VM& vm, Value* a, int n) {
-  if (!isNative(a[0]) || !(asNative(a[0])->flags & kHasVjp)) vm.typeError("%call-vjp", 0, "host function", a[0]);
+  if (!isNative(a[0]) || !(asNative(a[0])->flags & kHasVjp))
+    vm.typeError("%call-vjp", 0, "host function", a[0]);
   vm.callingNative = asNative(a[0]);
   return asNative(a[0])->vjp(vm, a + 1, n - 1);
 }
@@ -242,7 +244,8 @@ Value callVjp(VM& vm, Value* a, int n) {
 // Names a procedure for messages about its derivative: the value *j made it from.
 std::string derivativeOf(VM& vm, Value f) {
   // *j-inverse is known for transformed closures and for reps (memoised back pointer).
-  bool invertible = isClosure(f) && (asClosure(f)->proto->primal || (f.asObject()->flags & (kMemoInv | kMemoBoth)));
+  bool invertible = isClosure(f) &&
+                    (asClosure(f)->proto->primal || (f.asObject()->flags & (kMemoInv | kMemoBoth)));
   return vm.show(invertible ? vm.starJInverse(f) : f, true);
 }
 
@@ -256,8 +259,8 @@ std::string brief(VM& vm, Value v) {
 Value repResult(VM& vm, Value* a, int) {
   Value r = a[0];
   if (!isPair(r) || !isProcedure(unwrapAttached(asPair(r)->cdr)))
-    vm.runtimeError("the derivative (*j) of " + derivativeOf(vm, a[1]) + " returned " + brief(vm, r) +
-                    ", not (cons value backpropagator)");
+    vm.runtimeError("the derivative (*j) of " + derivativeOf(vm, a[1]) + " returned " +
+                    brief(vm, r) + ", not (cons value backpropagator)");
   return r;
 }
 
@@ -317,10 +320,11 @@ Value checkXbar(VM& vm, Value* a, int) {
     ok = conforms(xbar, args);
   }
   if (!ok)
-    vm.runtimeError("the pullback of the custom derivative of " + brief(vm, unwrapAttached(a[0])) + " returned " +
-                    brief(vm, xbar) + ", which does not have the shape of its argument" +
+    vm.runtimeError("the pullback of the custom derivative of " + brief(vm, unwrapAttached(a[0])) +
+                    " returned " + brief(vm, xbar) +
+                    ", which does not have the shape of its argument" +
                     (isPair(args) && asPair(args)->cdr.isNil() ? " " + brief(vm, asPair(args)->car)
-                                                                : "s " + brief(vm, args)));
+                                                               : "s " + brief(vm, args)));
   return xbar;
 }
 

@@ -62,7 +62,8 @@ Value applyProcedure(VM& vm, Value f, Value* args, int nargs) {
   if (callableDirectly(f)) {
     Native* n = asNative(f);
     if (nargs < n->minArgs || (n->maxArgs >= 0 && nargs > n->maxArgs))
-      vm.runtimeError(std::string(n->name) + ": wrong number of arguments (" + std::to_string(nargs) + ")");
+      vm.runtimeError(std::string(n->name) + ": wrong number of arguments (" +
+                      std::to_string(nargs) + ")");
     vm.callingNative = n;
     Value r = n->fn(vm, args, nargs);
     if (!r.isTailCall()) return r;

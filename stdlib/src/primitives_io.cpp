@@ -54,7 +54,8 @@ Value error(VM& vm, Value* a, int n) {
 
 Value assertion(VM& vm, Value* a, int n) {
   if (unwrapAttached(a[0]).isTruthy()) return Value::voidValue();
-  vm.runtimeError(n == 2 ? "assertion failed: " + messageText(vm, a[1]) : std::string("assertion failed"));
+  vm.runtimeError(n == 2 ? "assertion failed: " + messageText(vm, a[1])
+                         : std::string("assertion failed"));
 }
 
 Value disasm(VM& vm, Value* a, int) {
@@ -67,8 +68,10 @@ Value disasm(VM& vm, Value* a, int) {
 // (gc-stats) → (live-objects live-bytes collections peak-bytes total-allocated-bytes)
 Value gcStats(VM& vm, Value*, int) {
   GcStats s = vm.gcStats();
-  Value xs[] = {Value::number(static_cast<double>(s.liveObjects)), Value::number(static_cast<double>(s.liveBytes)),
-                Value::number(static_cast<double>(s.collections)), Value::number(static_cast<double>(s.peakBytes)),
+  Value xs[] = {Value::number(static_cast<double>(s.liveObjects)),
+                Value::number(static_cast<double>(s.liveBytes)),
+                Value::number(static_cast<double>(s.collections)),
+                Value::number(static_cast<double>(s.peakBytes)),
                 Value::number(static_cast<double>(s.totalAllocatedBytes))};
   return vm.list(xs, 5);
 }
@@ -82,7 +85,8 @@ Value exitRun(VM& vm, Value* a, int n) {
     Value v = untagged(unwrapAttached(a[0]));  // (tagged in differentiated code)
     if (v.isBool()) {
       code = v.isFalse() ? 1 : 0;
-    } else if (v.isNumber() && v.asNumber() >= 0 && v.asNumber() <= 255 && v.asNumber() == static_cast<int>(v.asNumber())) {
+    } else if (v.isNumber() && v.asNumber() >= 0 && v.asNumber() <= 255 &&
+               v.asNumber() == static_cast<int>(v.asNumber())) {
       code = static_cast<int>(v.asNumber());
     } else {
       vm.typeError("exit", 0, "integer from 0 to 255 or boolean", a[0]);
@@ -109,7 +113,8 @@ Value currentSecond(VM&, Value*, int) {
 // a double for 285 years; (jiffies-per-second) is 10^6.
 Value currentJiffy(VM&, Value*, int) {
   auto d = std::chrono::steady_clock::now().time_since_epoch();
-  return Value::number(static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
+  return Value::number(
+      static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
 }
 
 Value jiffiesPerSecond(VM&, Value*, int) { return Value::number(1e6); }

@@ -84,7 +84,9 @@ size_t listLength(VM& vm, const char* who, Value* a, int i) {
 
 Value list(VM& vm, Value* a, int n) { return vm.list(a, static_cast<size_t>(n)); }
 
-Value length(VM& vm, Value* a, int) { return Value::number(static_cast<double>(listLength(vm, "length", a, 0))); }
+Value length(VM& vm, Value* a, int) {
+  return Value::number(static_cast<double>(listLength(vm, "length", a, 0)));
+}
 
 // Copies every list but the last, which is shared (and may be any value).
 Value append(VM& vm, Value* a, int n) {
@@ -116,8 +118,8 @@ size_t indexArg(VM& vm, const char* who, Value* a, int i) {
 }
 
 [[noreturn]] void indexRangeError(VM& vm, const char* who, size_t k, size_t len) {
-  vm.runtimeError(std::string(who) + ": index " + std::to_string(k) + " out of range for a list of length " +
-                  std::to_string(len));
+  vm.runtimeError(std::string(who) + ": index " + std::to_string(k) +
+                  " out of range for a list of length " + std::to_string(len));
 }
 
 // The k-th tail of a[0]; `needPair` asks for a pair there (list-ref), otherwise
@@ -203,7 +205,8 @@ bool equalValues(Value x0, Value y0) {
       for (uint32_t i = 0, n = vectorLength(vx); i < n; ++i)
         if (!(ex[i] == ey[i])) return false;
     } else if (isObj(x, ObjType::Rev) && isObj(y, ObjType::Rev)) {
-      todo.push_back({static_cast<Rev*>(x.asObject())->primal, static_cast<Rev*>(y.asObject())->primal});
+      todo.push_back(
+          {static_cast<Rev*>(x.asObject())->primal, static_cast<Rev*>(y.asObject())->primal});
     } else if (!eqValues(x, y)) {
       return false;
     }
@@ -216,7 +219,8 @@ bool equalValues(Value x0, Value y0) {
 // answer does not depend on the path. equal? keeps eqValues for its leaves.
 Value eqP(VM&, Value* a, int) {
   Value x = unwrapAttached(a[0]), y = unwrapAttached(a[1]);
-  if (isNumeric(x) && isNumeric(y)) return Value::boolean(sameNumber(numericValue(x), numericValue(y)));
+  if (isNumeric(x) && isNumeric(y))
+    return Value::boolean(sameNumber(numericValue(x), numericValue(y)));
   return Value::boolean(eqValues(x, y));
 }
 Value equalP(VM&, Value* a, int) { return Value::boolean(equalValues(a[0], a[1])); }
@@ -229,13 +233,14 @@ Value numberToString(VM& vm, Value* a, int n) {
   int radix = 10;
   if (n == 2) {
     double r = num(vm, "number->string", a, 1);
-    if (r != std::trunc(r) || r < 2 || r > 36) vm.typeError("number->string", 1, "radix between 2 and 36", a[1]);
+    if (r != std::trunc(r) || r < 2 || r > 36)
+      vm.typeError("number->string", 1, "radix between 2 and 36", a[1]);
     radix = static_cast<int>(r);
   }
   if (radix == 10) return vm.makeString(vm.show(Value::numberChecked(x), false));
   if (x != std::trunc(x) || std::fabs(x) >= 9.2e18)
-    vm.runtimeError("number->string: only integers can be written in radix " + std::to_string(radix) + ", got " +
-                    vm.show(Value::numberChecked(x)));
+    vm.runtimeError("number->string: only integers can be written in radix " +
+                    std::to_string(radix) + ", got " + vm.show(Value::numberChecked(x)));
   char buf[80];
   auto r = std::to_chars(buf, buf + sizeof buf, static_cast<long long>(x), radix);
   return vm.makeString(std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
@@ -254,7 +259,8 @@ Value stringToNumber(VM& vm, Value* a, int n) {
   int radix = 10;
   if (n == 2) {
     double r = num(vm, "string->number", a, 1);
-    if (r != 2 && r != 8 && r != 10 && r != 16) vm.typeError("string->number", 1, "radix 2, 8, 10 or 16", a[1]);
+    if (r != 2 && r != 8 && r != 10 && r != 16)
+      vm.typeError("string->number", 1, "radix 2, 8, 10 or 16", a[1]);
     radix = static_cast<int>(r);
   }
   double x = 0;
@@ -266,7 +272,8 @@ Value stringLength(VM& vm, Value* a, int) {
   // Characters, not bytes: strings hold UTF-8 (the reader checks it), so count the
   // bytes that start a character.
   double n = 0;
-  for (char c : text(vm, "string-length", a, 0)) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  for (char c : text(vm, "string-length", a, 0))
+    n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
   return Value::number(n);
 }
 
@@ -289,11 +296,16 @@ Value stringAppend(VM& vm, Value* a, int n) {
 // points (Scheme's lexicographic order on characters).
 template <int kWhich>
 Value stringCompare(VM& vm, Value* a, int n) {
-  static constexpr const char* kNames[] = {"string=?", "string<?", "string>?", "string<=?", "string>=?"};
+  static constexpr const char* kNames[] = {"string=?", "string<?", "string>?", "string<=?",
+                                           "string>=?"};
   for (int i = 0; i < n; ++i) text(vm, kNames[kWhich], a, i);  // every argument a string
   for (int i = 0; i + 1 < n; ++i) {
     int c = text(vm, kNames[kWhich], a, i).compare(text(vm, kNames[kWhich], a, i + 1));
-    bool holds = kWhich == 0 ? c == 0 : kWhich == 1 ? c < 0 : kWhich == 2 ? c > 0 : kWhich == 3 ? c <= 0 : c >= 0;
+    bool holds = kWhich == 0   ? c == 0
+                 : kWhich == 1 ? c < 0
+                 : kWhich == 2 ? c > 0
+                 : kWhich == 3 ? c <= 0
+                               : c >= 0;
     if (!holds) return Value::boolean(false);
   }
   return Value::boolean(true);

@@ -17,7 +17,8 @@ double numSlow(VM& vm, const char* who, const Value* args, int i) {
   if (v.isNumber()) return v.asNumber();
   if (v.isZero()) return 0.0;  // the symbolic zero sensitivity is the number 0 here
   if (isObj(v, ObjType::Rev))
-    vm.runtimeError(std::string(who) + ": got a reverse-tagged value (a derivative level was mixed up)");
+    vm.runtimeError(std::string(who) +
+                    ": got a reverse-tagged value (a derivative level was mixed up)");
   vm.typeError(who, i, "number", args[i]);
 }
 
@@ -58,7 +59,9 @@ Value div(VM& vm, Value* a, int n) {
   return withZero(NativeId::Div, a, n, q);
 }
 
-Value expt(VM& vm, Value* a, int) { return numberResult(std::pow(num(vm, "expt", a, 0), num(vm, "expt", a, 1))); }
+Value expt(VM& vm, Value* a, int) {
+  return numberResult(std::pow(num(vm, "expt", a, 0), num(vm, "expt", a, 1)));
+}
 
 Value log(VM& vm, Value* a, int n) {
   double x = std::log(num(vm, "log", a, 0));

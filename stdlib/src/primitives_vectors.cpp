@@ -40,7 +40,8 @@ Vector* vec(VM& vm, const char* who, Value* a, int i) {
 uint32_t lengthArg(VM& vm, const char* who, Value* a, int i) {
   double n = num(vm, who, a, i);
   if (!(n >= 0 && n <= kMaxVectorLength && n == std::floor(n)))
-    vm.runtimeError(std::string(who) + ": expected a length (an integer from 0 to 2^30) as argument " +
+    vm.runtimeError(std::string(who) +
+                    ": expected a length (an integer from 0 to 2^30) as argument " +
                     std::to_string(i + 1) + ", got " + vm.show(a[i], true));
   return static_cast<uint32_t>(n);
 }
@@ -48,14 +49,15 @@ uint32_t lengthArg(VM& vm, const char* who, Value* a, int i) {
 uint32_t indexArg(VM& vm, const char* who, Value* a, int i, uint32_t length) {
   double k = num(vm, who, a, i);
   if (!(k >= 0 && k < length && k == std::floor(k)))
-    vm.runtimeError(std::string(who) + ": index " + vm.show(a[i], true) + " is out of range for a vector of length " +
-                    std::to_string(length));
+    vm.runtimeError(std::string(who) + ": index " + vm.show(a[i], true) +
+                    " is out of range for a vector of length " + std::to_string(length));
   return static_cast<uint32_t>(k);
 }
 
 // An element for a vector: a number, or the symbolic zero (a sensitivity nothing reached).
 double element(VM& vm, const char* who, Value v) {
-  if (v.isNumber()) [[likely]] return v.asNumber();
+  if (v.isNumber()) [[likely]]
+    return v.asNumber();
   if (v.isZero()) return 0;
   Value args[1] = {v};
   return num(vm, who, args, 0);
@@ -112,8 +114,8 @@ Value vectorProd(VM& vm, Value* a, int) {
 Vector* sameLength(VM& vm, const char* who, Value* a, int i, Vector* u) {
   Vector* v = vec(vm, who, a, i);
   if (v->aux != u->aux)
-    vm.runtimeError(std::string(who) + ": vectors of different lengths (" + std::to_string(u->aux) + " and " +
-                    std::to_string(v->aux) + ")");
+    vm.runtimeError(std::string(who) + ": vectors of different lengths (" + std::to_string(u->aux) +
+                    " and " + std::to_string(v->aux) + ")");
   return v;
 }
 
@@ -168,7 +170,8 @@ Value listToVector(VM& vm, Value* a, int) {
   if (!l.isNil()) vm.typeError("list->vector", 0, "list", a[0]);
   Vector* v = vm.makeVector(n);
   l = a[0];
-  for (uint32_t i = 0; i < n; ++i, l = asPair(l)->cdr) v->items[i] = element(vm, "list->vector", asPair(l)->car);
+  for (uint32_t i = 0; i < n; ++i, l = asPair(l)->cdr)
+    v->items[i] = element(vm, "list->vector", asPair(l)->car);
   return Value::object(v);
 }
 
@@ -176,7 +179,8 @@ Value listToVector(VM& vm, Value* a, int) {
 double callForNumber(VM& vm, const char* who, Value f, Value* args, int nargs) {
   Value r = applyProcedure(vm, f, args, nargs);
   if (!r.isNumber())
-    vm.runtimeError(std::string(who) + ": the procedure returned " + vm.show(r, true) + ", not a number");
+    vm.runtimeError(std::string(who) + ": the procedure returned " + vm.show(r, true) +
+                    ", not a number");
   return r.asNumber();
 }
 
@@ -196,7 +200,9 @@ Value fillByCalls(VM& vm, const char* who, Value fn, uint32_t len, int nargs, Ar
   return r.get();
 }
 
-double item(const VM::Root& v, uint32_t i) { return static_cast<Vector*>(v.get().asObject())->items[i]; }
+double item(const VM::Root& v, uint32_t i) {
+  return static_cast<Vector*>(v.get().asObject())->items[i];
+}
 
 Value vectorMap(VM& vm, Value* a, int n) {
   if (nestedTooDeep(vm)) return handOver(vm, "%vector-map-plain", a, n);
@@ -219,7 +225,8 @@ Value vectorMap2(VM& vm, Value* a, int n) {
 Value build(VM& vm, Value* a, int n) {
   uint32_t len = lengthArg(vm, "build", a, 0);
   if (nestedTooDeep(vm)) return handOver(vm, "%build-plain", a, n);
-  return fillByCalls(vm, "build", a[1], len, 1, [](uint32_t i, Value* xs) { xs[0] = Value::number(i); });
+  return fillByCalls(vm, "build", a[1], len, 1,
+                     [](uint32_t i, Value* xs) { xs[0] = Value::number(i); });
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 // dlam, stdlib/prelude.dlam, embedded in the binary at build time).
 #include "dlam/stdlib.h"
 
-#include "dlam/compiler.h"
 #include <vector>
+#include "dlam/compiler.h"
 
 #include "primitives.h"
 

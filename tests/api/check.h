@@ -20,54 +20,54 @@
 
 static int check_failures = 0;
 
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++check_failures;                                                      \
-    }                                                                        \
+      ++check_failures;                                                        \
+    }                                                                          \
   } while (0)
 
 /* expr must return status st (DLAM_OK: prints the VM's error otherwise). */
-#define CHECK_STATUS(vm, expr, st)                                                                  \
-  do {                                                                                              \
-    dlam_status check_s_ = (expr);                                                                  \
-    if (check_s_ != (st)) {                                                                         \
-      fprintf(stderr, "%s:%d: %s returned %d, expected %d; last error: %s\n", __FILE__, __LINE__, #expr, \
-              (int)check_s_, (int)(st), dlam_last_error(vm));                                       \
-      ++check_failures;                                                                             \
-    }                                                                                               \
+#define CHECK_STATUS(vm, expr, st)                                                                \
+  do {                                                                                            \
+    dlam_status check_s_ = (expr);                                                                \
+    if (check_s_ != (st)) {                                                                       \
+      fprintf(stderr, "%s:%d: %s returned %d, expected %d; last error: %s\n", __FILE__, __LINE__, \
+              #expr, (int)check_s_, (int)(st), dlam_last_error(vm));                              \
+      ++check_failures;                                                                           \
+    }                                                                                             \
   } while (0)
 
 #define CHECK_OK(vm, expr) CHECK_STATUS(vm, expr, DLAM_OK)
 
 /* |a - b| <= tol * max(1, |b|) */
-#define CHECK_NEAR(a, b, tol)                                                                      \
-  do {                                                                                             \
-    double check_a_ = (a), check_b_ = (b);                                                         \
-    double check_scale_ = fabs(check_b_) > 1 ? fabs(check_b_) : 1;                                 \
-    if (!(fabs(check_a_ - check_b_) <= (tol)*check_scale_)) {                                      \
-      fprintf(stderr, "%s:%d: %s = %.17g, expected %s = %.17g\n", __FILE__, __LINE__, #a, check_a_, #b, \
-              check_b_);                                                                           \
-      ++check_failures;                                                                            \
-    }                                                                                              \
+#define CHECK_NEAR(a, b, tol)                                                             \
+  do {                                                                                    \
+    double check_a_ = (a), check_b_ = (b);                                                \
+    double check_scale_ = fabs(check_b_) > 1 ? fabs(check_b_) : 1;                        \
+    if (!(fabs(check_a_ - check_b_) <= (tol)*check_scale_)) {                             \
+      fprintf(stderr, "%s:%d: %s = %.17g, expected %s = %.17g\n", __FILE__, __LINE__, #a, \
+              check_a_, #b, check_b_);                                                    \
+      ++check_failures;                                                                   \
+    }                                                                                     \
   } while (0)
 
-#define CHECK_CONTAINS(str, sub)                                                                        \
-  do {                                                                                                  \
-    const char* check_str_ = (str);                                                                     \
-    if (!check_str_ || !strstr(check_str_, (sub))) {                                                    \
-      fprintf(stderr, "%s:%d: expected \"%s\" in: %s\n", __FILE__, __LINE__, (sub),                     \
-              check_str_ ? check_str_ : "(null)");                                                      \
-      ++check_failures;                                                                                 \
-    }                                                                                                   \
+#define CHECK_CONTAINS(str, sub)                                                    \
+  do {                                                                              \
+    const char* check_str_ = (str);                                                 \
+    if (!check_str_ || !strstr(check_str_, (sub))) {                                \
+      fprintf(stderr, "%s:%d: expected \"%s\" in: %s\n", __FILE__, __LINE__, (sub), \
+              check_str_ ? check_str_ : "(null)");                                  \
+      ++check_failures;                                                             \
+    }                                                                               \
   } while (0)
 
 /* Evaluating source (named name) must fail with status st and an error containing sub. */
-#define CHECK_EVAL_ERROR(vm, source, name, st, sub)             \
-  do {                                                          \
-    CHECK_STATUS(vm, dlam_eval(vm, source, name, NULL), st);    \
-    CHECK_CONTAINS(dlam_last_error(vm), sub);                   \
+#define CHECK_EVAL_ERROR(vm, source, name, st, sub)          \
+  do {                                                       \
+    CHECK_STATUS(vm, dlam_eval(vm, source, name, NULL), st); \
+    CHECK_CONTAINS(dlam_last_error(vm), sub);                \
   } while (0)
 
 /* Evaluates source (must succeed) and returns its value as a number. */

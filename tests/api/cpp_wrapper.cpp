@@ -9,12 +9,12 @@
 #include <vector>
 
 static int failures = 0;
-#define EXPECT(cond)                                                       \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
+#define EXPECT(cond)                                                                 \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
       std::fprintf(stderr, "%s:%d: EXPECT failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                          \
-    }                                                                      \
+      ++failures;                                                                    \
+    }                                                                                \
   } while (0)
 
 template <class F>
@@ -28,7 +28,9 @@ static dlam_status statusOf(F&& f) {
 }
 
 static double square(const double* x, void*) { return x[0] * x[0]; }
-static void squareVjp(const double* x, double ybar, double* xbar, void*) { xbar[0] = 2 * x[0] * ybar; }
+static void squareVjp(const double* x, double ybar, double* xbar, void*) {
+  xbar[0] = 2 * x[0] * ybar;
+}
 
 int main() {
   try {

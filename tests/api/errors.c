@@ -53,7 +53,8 @@ static void test_runtime_error(dlam_vm* vm) {
   CHECK_CONTAINS(dlam_last_error(vm), "wrong number of arguments");
   dlam_release(vm, car);
   double d = 0;
-  CHECK_OK(vm, dlam_call(vm, outer, 1, &(dlam_val){dlam_list_of_numbers(vm, (double[]){9}, 1)}, &r));
+  CHECK_OK(vm,
+           dlam_call(vm, outer, 1, &(dlam_val){dlam_list_of_numbers(vm, (double[]){9}, 1)}, &r));
   CHECK_OK(vm, dlam_to_number(vm, r, &d));
   CHECK(d == 10);
   dlam_release(vm, r);

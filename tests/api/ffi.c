@@ -21,7 +21,8 @@ static void test_disabled(void) {
 
 static void test_enabled(void) {
   char path[256];
-  write_temp_file(path, sizeof path, ".lua", "ffi = { enabled = true, libraries = { \"libm.so.6\", \"libc.so.6\" } }\n");
+  write_temp_file(path, sizeof path, ".lua",
+                  "ffi = { enabled = true, libraries = { \"libm.so.6\", \"libc.so.6\" } }\n");
   dlam_vm* vm = dlam_new(path);
   unlink(path);
   CHECK(strcmp(dlam_last_error(vm), "") == 0);
@@ -39,19 +40,26 @@ static void test_enabled(void) {
   dlam_release(vm, x);
 
   /* types */
-  CHECK_NEAR(eval_number(vm, "((foreign-function \"libm.so.6\" \"atan2\" '(double double) 'double) 1 2)"),
-             atan2(1, 2), 0);
+  CHECK_NEAR(
+      eval_number(vm, "((foreign-function \"libm.so.6\" \"atan2\" '(double double) 'double) 1 2)"),
+      atan2(1, 2), 0);
   CHECK_NEAR(eval_number(vm, "((foreign-function \"libm.so.6\" \"sinf\" '(float) 'float) 0.5)"),
              (double)sinf(0.5f), 0);
   CHECK(eval_number(vm, "((foreign-function \"libc.so.6\" \"abs\" '(int32) 'int32) -5)") == 5);
-  CHECK(eval_number(vm, "((foreign-function \"libc.so.6\" \"labs\" '(int64) 'int64) -5000000000)") == 5e9);
-  CHECK(eval_number(vm, "((foreign-function \"libm.so.6\" \"ldexp\" '(double int32) 'double) 3 4)") == 48);
-  CHECK_OK(vm, dlam_eval(vm, "(define srand (foreign-function \"libc.so.6\" \"srand\" '(int32) 'void))"
-                             "(define rand (foreign-function \"libc.so.6\" \"rand\" '() 'int32))",
+  CHECK(eval_number(
+            vm, "((foreign-function \"libc.so.6\" \"labs\" '(int64) 'int64) -5000000000)") == 5e9);
+  CHECK(eval_number(
+            vm, "((foreign-function \"libm.so.6\" \"ldexp\" '(double int32) 'double) 3 4)") == 48);
+  CHECK_OK(vm, dlam_eval(vm,
+                         "(define srand (foreign-function \"libc.so.6\" \"srand\" '(int32) 'void))"
+                         "(define rand (foreign-function \"libc.so.6\" \"rand\" '() 'int32))",
                          "ffi", NULL));
   CHECK(eval_number(vm, "(if (eq? (srand 7) (if #f #f)) 1 0)") == 1);
   CHECK(eval_number(vm, "(let ((r (rand))) (if (>= r 0) 1 0))") == 1);
-  CHECK(eval_number(vm, "(if (nan? ((foreign-function \"libm.so.6\" \"sqrt\" '(double) 'double) -1)) 1 0)") == 1);
+  CHECK(
+      eval_number(
+          vm, "(if (nan? ((foreign-function \"libm.so.6\" \"sqrt\" '(double) 'double) -1)) 1 0)") ==
+      1);
 
   /* errors in the call */
   CHECK_EVAL_ERROR(vm, "(erf 1 2)", "arity", DLAM_ERR_RUNTIME,
@@ -60,8 +68,10 @@ static void test_enabled(void) {
                    "erf: expected number as argument 1");
   CHECK_EVAL_ERROR(vm, "((foreign-function \"libc.so.6\" \"abs\" '(int32) 'int32) 1.5)", "int",
                    DLAM_ERR_RUNTIME, "abs: expected an integer in the int32 range");
-  CHECK_STATUS(vm, dlam_eval(vm, "((foreign-function \"libc.so.6\" \"abs\" '(int32) 'int32) 1e10)", "int", NULL),
-               DLAM_ERR_RUNTIME);
+  CHECK_STATUS(
+      vm,
+      dlam_eval(vm, "((foreign-function \"libc.so.6\" \"abs\" '(int32) 'int32) 1e10)", "int", NULL),
+      DLAM_ERR_RUNTIME);
 
   /* errors in the declaration */
   CHECK_EVAL_ERROR(vm, "(foreign-function \"libz.so.1\" \"crc32\" '(int64) 'int64)", "allow",
@@ -73,8 +83,9 @@ static void test_enabled(void) {
                    DLAM_ERR_RUNTIME, "unknown type 'complex'");
   CHECK_EVAL_ERROR(vm, "(foreign-function \"libm.so.6\" \"erf\" '(void) 'double)", "void",
                    DLAM_ERR_RUNTIME, "void is only allowed as the result type");
-  CHECK_STATUS(vm, dlam_eval(vm, "(foreign-function \"libm.so.6\" \"erf\" 'double 'double)", "list", NULL),
-               DLAM_ERR_RUNTIME);
+  CHECK_STATUS(
+      vm, dlam_eval(vm, "(foreign-function \"libm.so.6\" \"erf\" 'double 'double)", "list", NULL),
+      DLAM_ERR_RUNTIME);
   CHECK_EVAL_ERROR(vm, "(foreign-function 'libm \"erf\" '(double) 'double)", "lib",
                    DLAM_ERR_RUNTIME, "foreign-function: expected string as argument 1");
 
@@ -103,7 +114,8 @@ static void test_enabled(void) {
   write_temp_file(path, sizeof path, ".lua", "ffi = { enabled = true }\n");
   vm = dlam_new(path);
   unlink(path);
-  CHECK_NEAR(eval_number(vm, "((foreign-function \"libm.so.6\" \"cbrt\" '(double) 'double) 27)"), 3, 1e-15);
+  CHECK_NEAR(eval_number(vm, "((foreign-function \"libm.so.6\" \"cbrt\" '(double) 'double) 27)"), 3,
+             1e-15);
   CHECK_EVAL_ERROR(vm, "(foreign-function \"libdoesnotexist.so\" \"f\" '() 'void)", "lib",
                    DLAM_ERR_RUNTIME, "cannot load library libdoesnotexist.so");
   dlam_free(vm);

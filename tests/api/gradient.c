@@ -29,8 +29,9 @@ static void check_against_language(dlam_vm* vm, const char* source, size_t n, co
   char buf[1024];
   dlam_val fn = NULL, vg = NULL, r = NULL;
   CHECK_OK(vm, dlam_eval(vm, source, "fn", &fn));
-  snprintf(buf, sizeof buf, "(lambda (f . xs) (let ((r (apply (value-and-gradient f) xs))) "
-                            "(cons (car r) (let ((g (cdr r))) (if (pair? g) g (list g))))))");
+  snprintf(buf, sizeof buf,
+           "(lambda (f . xs) (let ((r (apply (value-and-gradient f) xs))) "
+           "(cons (car r) (let ((g (cdr r))) (if (pair? g) g (list g))))))");
   CHECK_OK(vm, dlam_eval(vm, buf, "vg", &vg));
   dlam_val args[9];
   args[0] = fn;
@@ -57,7 +58,8 @@ int main(void) {
   check_vg(vm, "(lambda (x) (* x x x))", 1, (double[]){2}, 8, (double[]){12}, 0);
   check_vg(vm, "(lambda (x y) (* x (sin y)))", 2, (double[]){2, 0}, 0, (double[]){0, 2}, 0);
   check_vg(vm, "(lambda (x) (if (> x 0) (* x x) (- x)))", 1, (double[]){-3}, 3, (double[]){-1}, 0);
-  check_vg(vm, "(lambda (x) (* x ((gradient (lambda (y) (+ x y))) 1)))", 1, (double[]){2}, 2, (double[]){1}, 0);
+  check_vg(vm, "(lambda (x) (* x ((gradient (lambda (y) (+ x y))) 1)))", 1, (double[]){2}, 2,
+           (double[]){1}, 0);
   check_vg(vm, "log1pexp", 1, (double[]){1000}, 1000, (double[]){1}, 1e-15);
   check_vg(vm, "log1pexp", 1, (double[]){0}, log(2), (double[]){0.5}, 1e-15);
 
@@ -65,9 +67,12 @@ int main(void) {
   double a = 0.3, b = -1.2, c = 2.5;
   check_vg(vm, "(lambda (a b c) (+ (* a b c) (exp (* a b)) (/ c b)))", 3, (double[]){a, b, c},
            a * b * c + exp(a * b) + c / b,
-           (double[]){b * c + b * exp(a * b), a * c + a * exp(a * b) - c / (b * b), a * b + 1 / b}, 1e-14);
-  check_vg(vm, "(lambda (x y) (sqrt (+ (* x x) (* y y))))", 2, (double[]){3, 4}, 5, (double[]){0.6, 0.8}, 1e-15);
-  /* an argument the value does not depend on: 0 (also when the whole sensitivity is a symbolic zero) */
+           (double[]){b * c + b * exp(a * b), a * c + a * exp(a * b) - c / (b * b), a * b + 1 / b},
+           1e-14);
+  check_vg(vm, "(lambda (x y) (sqrt (+ (* x x) (* y y))))", 2, (double[]){3, 4}, 5,
+           (double[]){0.6, 0.8}, 1e-15);
+  /* an argument the value does not depend on: 0 (also when the whole sensitivity is a symbolic
+   * zero) */
   check_vg(vm, "(lambda (x y) (* x x))", 2, (double[]){3, 4}, 9, (double[]){6, 0}, 0);
   check_vg(vm, "(lambda (x y) 7)", 2, (double[]){3, 4}, 7, (double[]){0, 0}, 0);
   check_vg(vm, "(lambda (x) 7)", 1, (double[]){3}, 7, (double[]){0}, 0);
@@ -76,18 +81,21 @@ int main(void) {
   check_vg(vm, "(lambda () 5)", 0, NULL, 5, NULL, 0);
   /* closures capturing values; loops; lists inside */
   check_vg(vm, "(let ((k 3)) (lambda (x) (* k x x)))", 1, (double[]){2}, 12, (double[]){12}, 0);
-  check_vg(vm, "(lambda (x n) (let loop ((i 0) (acc 1)) (if (= i 5) acc (loop (+ i 1) (* acc x)))))", 2,
+  check_vg(vm,
+           "(lambda (x n) (let loop ((i 0) (acc 1)) (if (= i 5) acc (loop (+ i 1) (* acc x)))))", 2,
            (double[]){2, 0}, 32, (double[]){80, 0}, 0);
-  check_vg(vm, "(lambda (x y) (fold-left + 0 (map (lambda (t) (* t t)) (list x y x))))", 2, (double[]){1, 2}, 6,
-           (double[]){4, 4}, 0);
+  check_vg(vm, "(lambda (x y) (fold-left + 0 (map (lambda (t) (* t t)) (list x y x))))", 2,
+           (double[]){1, 2}, 6, (double[]){4, 4}, 0);
   /* primitives and custom derivatives as the function itself */
   check_vg(vm, "sin", 1, (double[]){0.5}, sin(0.5), (double[]){cos(0.5)}, 1e-15);
   check_vg(vm, "*", 2, (double[]){3, 5}, 15, (double[]){5, 3}, 0);
-  check_vg(vm, "(custom-vjp (lambda (x) (* x x)) (lambda (x) (cons (* x x) (lambda (g) (* g 100)))))", 1,
-           (double[]){3}, 9, (double[]){100}, 0);
+  check_vg(vm,
+           "(custom-vjp (lambda (x) (* x x)) (lambda (x) (cons (* x x) (lambda (g) (* g 100)))))",
+           1, (double[]){3}, 9, (double[]){100}, 0);
   /* the iterated-sine example against central differences */
   {
-    const char* src = "(lambda (x) (let loop ((i 0) (acc x)) (if (= i 10) acc (loop (+ i 1) (sin acc)))))";
+    const char* src =
+        "(lambda (x) (let loop ((i 0) (acc x)) (if (= i 10) acc (loop (+ i 1) (sin acc)))))";
     double x0 = 0.5, h = 1e-6, acc = x0;
     for (int i = 0; i < 10; ++i) acc = sin(acc);
     double hi = x0 + h, lo = x0 - h;
@@ -97,7 +105,8 @@ int main(void) {
 
   /* the same numbers as the language */
   check_against_language(vm, "(lambda (x y) (* x (sin y)))", 2, (double[]){1.25, -0.5});
-  check_against_language(vm, "(lambda (a b c) (/ (* a (exp b)) (+ 1 (* c c))))", 3, (double[]){0.5, 0.25, 2});
+  check_against_language(vm, "(lambda (a b c) (/ (* a (exp b)) (+ 1 (* c c))))", 3,
+                         (double[]){0.5, 0.25, 2});
   check_against_language(vm, "(lambda (x) (log (+ 1 (* x x))))", 1, (double[]){3});
 
   /* many calls: the transform is made once and the results stay right */
@@ -121,7 +130,9 @@ int main(void) {
      by one collection, at its end, which traces almost nothing (VM::gradientBoundary) */
   {
     dlam_val fn = NULL;
-    CHECK_OK(vm, dlam_eval(vm, "(lambda (x) (let loop ((i 0) (acc x)) (if (= i 120000) acc (loop (+ i 1) (sin acc)))))",
+    CHECK_OK(vm, dlam_eval(vm,
+                           "(lambda (x) (let loop ((i 0) (acc x)) (if (= i 120000) acc (loop (+ i "
+                           "1) (sin acc)))))",
                            "fn", &fn));
     double x = 0.5, y, g, g0 = 0;
     for (int i = 0; i < 5; ++i) {

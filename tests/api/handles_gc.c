@@ -11,7 +11,8 @@
 static void churn(dlam_vm* vm, int mb) {
   char src[256];
   snprintf(src, sizeof src,
-           "(let loop ((i 0)) (if (< i %d) (begin (length (iota 20000)) (loop (+ i 1))) i))", mb * 2);
+           "(let loop ((i 0)) (if (< i %d) (begin (length (iota 20000)) (loop (+ i 1))) i))",
+           mb * 2);
   dlam_val r = NULL;
   CHECK_OK(vm, dlam_eval(vm, src, "churn", &r));
   dlam_release(vm, r);
@@ -43,7 +44,8 @@ int main(void) {
   }
   dlam_val made = NULL, closure = NULL;
   CHECK_OK(vm, dlam_eval(vm, "(map (lambda (i) (* i i)) (iota 1000))", "made", &made));
-  CHECK_OK(vm, dlam_eval(vm, "(let ((secret (iota 100))) (lambda (k) (list-ref secret k)))", "closure", &closure));
+  CHECK_OK(vm, dlam_eval(vm, "(let ((secret (iota 100))) (lambda (k) (list-ref secret k)))",
+                         "closure", &closure));
   /* nothing else refers to them */
   churn(vm, 300);
 

@@ -6,7 +6,8 @@
 /* ---- generic host functions ---- */
 
 /* (host-sum x ...) */
-static dlam_status host_sum(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result, void* ud) {
+static dlam_status host_sum(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result,
+                            void* ud) {
   int* calls = ud;
   ++*calls;
   double sum = 0;
@@ -23,23 +24,27 @@ static dlam_status host_sum(dlam_vm* vm, int argc, const dlam_val* argv, dlam_va
 }
 
 /* (host-apply f x ...) = (f x ...), through dlam_call; an inner error makes it fail */
-static dlam_status host_apply(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result, void* ud) {
+static dlam_status host_apply(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result,
+                              void* ud) {
   (void)ud;
   return dlam_call(vm, argv[0], argc - 1, argv + 1, result);
 }
 
-static dlam_status host_identity(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result, void* ud) {
+static dlam_status host_identity(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result,
+                                 void* ud) {
   (void)vm, (void)argc, (void)ud;
   *result = argv[0]; /* an argument handle may be returned */
   return DLAM_OK;
 }
 
-static dlam_status host_void(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result, void* ud) {
+static dlam_status host_void(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result,
+                             void* ud) {
   (void)vm, (void)argc, (void)argv, (void)result, (void)ud;
   return DLAM_OK;
 }
 
-static dlam_status host_fail(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result, void* ud) {
+static dlam_status host_fail(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result,
+                             void* ud) {
   (void)argc, (void)argv, (void)result;
   const char* how = ud;
   if (strcmp(how, "message") == 0) {
@@ -61,7 +66,8 @@ static dlam_status host_fail(dlam_vm* vm, int argc, const dlam_val* argv, dlam_v
 
 static dlam_val kept = NULL;
 /* (host-keep x): keeps x beyond the call with dlam_dup */
-static dlam_status host_keep(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result, void* ud) {
+static dlam_status host_keep(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result,
+                             void* ud) {
   (void)argc, (void)result, (void)ud;
   if (kept) dlam_release(vm, kept);
   kept = dlam_dup(vm, argv[0]);
@@ -70,7 +76,8 @@ static dlam_status host_keep(dlam_vm* vm, int argc, const dlam_val* argv, dlam_v
 
 static dlam_val stale = NULL;
 /* (host-steal x): keeps the argument handle itself, which dies after the call */
-static dlam_status host_steal(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result, void* ud) {
+static dlam_status host_steal(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result,
+                              void* ud) {
   (void)vm, (void)argc, (void)result, (void)ud;
   stale = argv[0];
   return DLAM_OK;
@@ -103,8 +110,10 @@ static void test_generic(dlam_vm* vm) {
   /* re-entrant: host -> dlam -> host */
   CHECK(eval_number(vm, "(host-apply (lambda (x y) (* x y)) 6 7)") == 42);
   CHECK(eval_number(vm, "(host-apply host-apply host-sum 1 2)") == 3);
-  CHECK(eval_number(vm, "(host-apply (lambda (n) (let loop ((i 0) (acc 0)) (if (= i n) acc (loop (+ i 1) "
-                        "(+ acc (host-sum i 0)))))) 100)") == 4950);
+  CHECK(
+      eval_number(vm,
+                  "(host-apply (lambda (n) (let loop ((i 0) (acc 0)) (if (= i n) acc (loop (+ i 1) "
+                  "(+ acc (host-sum i 0)))))) 100)") == 4950);
 
   /* returning an argument handle, void */
   CHECK(eval_number(vm, "(let ((l (list 1 2))) (if (eq? l (host-identity l)) 1 0))") == 1);
@@ -136,8 +145,11 @@ static void test_generic(dlam_vm* vm) {
   CHECK_OK(vm, dlam_eval(vm, "(host-keep (list 7 8 9)) (host-steal (list 1))", "keep", NULL));
   double out[3];
   size_t count = 0;
-  CHECK_OK(vm, dlam_eval(vm, "(define (churn n acc) (if (= n 0) (length acc) (churn (- n 1) (cons n acc))))"
-                             "(churn 300000 '())", "churn", NULL));
+  CHECK_OK(vm,
+           dlam_eval(vm,
+                     "(define (churn n acc) (if (= n 0) (length acc) (churn (- n 1) (cons n acc))))"
+                     "(churn 300000 '())",
+                     "churn", NULL));
   CHECK_OK(vm, dlam_to_numbers(vm, kept, out, 3, &count));
   CHECK(count == 3 && out[0] == 7 && out[2] == 9);
   CHECK_STATUS(vm, dlam_to_numbers(vm, stale, out, 3, &count), DLAM_ERR_API);
@@ -209,11 +221,15 @@ static void test_numeric(dlam_vm* vm) {
   double composed = x * x * sin(2 * x) + 3 + x * (2 * x * sin(2 * x) + 2 * x * x * cos(2 * x));
   CHECK_NEAR(eval_number(vm, "((gradient (lambda (x) (* x (h x (* 2 x))))) 1.5)"), composed, 1e-13);
   /* passed as a value (map), inside a closure that captures the differentiated variable */
-  CHECK_NEAR(eval_number(vm, "((gradient (lambda (y) (fold-left + 0 (map (lambda (x) (h x y)) '(1 2 3))))) 0.7)"),
-             (1 + 4 + 9) * cos(y), 1e-13);
-  CHECK_NEAR(eval_number(vm, "(fold-left + 0 ((gradient (lambda (l) (fold-left + 0 (map h l '(0.7 0.7))))) "
-                             "'(1 2)))"),
-             2 * 1 * sin(y) + 2 * 2 * sin(y), 1e-13);
+  CHECK_NEAR(
+      eval_number(
+          vm, "((gradient (lambda (y) (fold-left + 0 (map (lambda (x) (h x y)) '(1 2 3))))) 0.7)"),
+      (1 + 4 + 9) * cos(y), 1e-13);
+  CHECK_NEAR(
+      eval_number(vm,
+                  "(fold-left + 0 ((gradient (lambda (l) (fold-left + 0 (map h l '(0.7 0.7))))) "
+                  "'(1 2)))"),
+      2 * 1 * sin(y) + 2 * 2 * sin(y), 1e-13);
 
   /* dlam_value_and_gradient of the host function itself and of a script using it */
   dlam_val hv = dlam_get_global(vm, "h");
@@ -248,8 +264,11 @@ static void test_numeric(dlam_vm* vm) {
   dlam_release(vm, cube);
   CHECK(eval_number(vm, "(cube 2)") == 8);
   /* ... unless given one in the language with custom-vjp */
-  CHECK_NEAR(eval_number(vm, "((gradient (custom-vjp cube (lambda (x) (cons (cube x) (lambda (g) (* g 3 x x)))))) 2)"),
-             12, 1e-15);
+  CHECK_NEAR(
+      eval_number(
+          vm,
+          "((gradient (custom-vjp cube (lambda (x) (cons (cube x) (lambda (g) (* g 3 x x)))))) 2)"),
+      12, 1e-15);
 
   /* the vjp is only ever called with the function's arity (here misused on purpose) */
   CHECK_EVAL_ERROR(vm, "(%call-vjp h 1 2)", "vjp", DLAM_ERR_RUNTIME,

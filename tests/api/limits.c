@@ -10,7 +10,8 @@ static const char* kForever = "(let loop ((i 0)) (loop (+ i 1)))";
 /* (spin n): about 4n instructions */
 static const char* kSpin = "(define (spin n) (let loop ((i 0)) (if (< i n) (loop (+ i 1)) i)))";
 
-static dlam_status host_apply(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result, void* ud) {
+static dlam_status host_apply(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result,
+                              void* ud) {
   (void)ud;
   return dlam_call(vm, argv[0], argc - 1, argv + 1, result);
 }
@@ -39,7 +40,8 @@ static void test_instruction_limit(void) {
 
   /* gradients count too */
   dlam_val f = NULL;
-  CHECK_OK(vm, dlam_eval(vm, "(lambda (x) (let loop ((i 0) (acc x)) (loop (+ i 1) (* acc 1))))", "g", &f));
+  CHECK_OK(vm, dlam_eval(vm, "(lambda (x) (let loop ((i 0) (acc x)) (loop (+ i 1) (* acc 1))))",
+                         "g", &f));
   double x = 1, y, g;
   CHECK_STATUS(vm, dlam_value_and_gradient(vm, f, 1, &x, &y, &g), DLAM_ERR_LIMIT);
   dlam_release(vm, f);
@@ -97,7 +99,10 @@ static void test_interrupt(void) {
      iteration walks a long list, and the stack limit is minutes away when the
      interrupt comes (about 600 iterations in) */
   dlam_val f = NULL;
-  CHECK_OK(vm, dlam_eval(vm, "(lambda (x) (let ((big (iota 100000))) (let loop ((i 0) (acc x)) (loop (+ i (length big)) (* acc 1)))))", "g", &f));
+  CHECK_OK(vm, dlam_eval(vm,
+                         "(lambda (x) (let ((big (iota 100000))) (let loop ((i 0) (acc x)) (loop "
+                         "(+ i (length big)) (* acc 1)))))",
+                         "g", &f));
   pthread_create(&t, NULL, interrupt_later, &it);
   double x = 1, y, g;
   CHECK_STATUS(vm, dlam_value_and_gradient(vm, f, 1, &x, &y, &g), DLAM_ERR_LIMIT);

@@ -82,8 +82,8 @@ static void* worker(void* arg) {
 
 struct moving {
   dlam_vm* vm;
-  double k;         /* data of its host function sq */
-  dlam_val sumsq;   /* made on the creating thread, used on every other */
+  double k;       /* data of its host function sq */
+  dlam_val sumsq; /* made on the creating thread, used on every other */
   dlam_val f;
   dlam_val hostList; /* made by one stage, checked and released by the next */
   double collections;
@@ -142,7 +142,8 @@ static void* run_stage(void* arg) {
   /* the gradient of sum x^2 over (0 s 2s ... ) is 2x: its sum is 2 s sum(i) */
   char src[256];
   snprintf(src, sizeof src,
-           "(fold-left + 0 ((gradient sumsq) (map (lambda (i) (* i %g)) (iota %d))))", scale, LIST_N);
+           "(fold-left + 0 ((gradient sumsq) (map (lambda (i) (* i %g)) (iota %d))))", scale,
+           LIST_N);
   double g = eval_number_in(id, vm, src);
   double sumi = (double)LIST_N * (LIST_N - 1) / 2;
   if (g != 2 * scale * sumi) fail_thread(id, "wrong gradient of a list", NULL);
@@ -152,7 +153,8 @@ static void* run_stage(void* arg) {
   if (m->hostList) {
     dlam_val r = NULL;
     double d = 0;
-    if (dlam_call(vm, m->sumsq, 1, &m->hostList, &r) != DLAM_OK || dlam_to_number(vm, r, &d) != DLAM_OK)
+    if (dlam_call(vm, m->sumsq, 1, &m->hostList, &r) != DLAM_OK ||
+        dlam_to_number(vm, r, &d) != DLAM_OK)
       fail_thread(id, "sumsq of the host list", vm);
     double e = 0;
     for (int i = 0; i < LIST_N; ++i) e += (0.5 * i) * (0.5 * i) * s;
@@ -224,8 +226,8 @@ static void* use_other_threads_vm(void* arg) {
   /* this thread did not create vm: it may use it all the same */
   dlam_val v = NULL;
   double d = 0;
-  if (dlam_eval(vm, "(define here 42) (+ 1 2)", "x", &v) != DLAM_OK || dlam_to_number(vm, v, &d) != DLAM_OK ||
-      d != 3)
+  if (dlam_eval(vm, "(define here 42) (+ 1 2)", "x", &v) != DLAM_OK ||
+      dlam_to_number(vm, v, &d) != DLAM_OK || d != 3)
     fail_thread(-1, "eval from another thread", vm);
   dlam_release(vm, v);
   dlam_interrupt(vm);
@@ -248,8 +250,9 @@ int main(void) {
   CHECK(atomic_load(&failures) == 0);
   CHECK(eval_number(vm, "here") == 42);
   /* the interrupt it sent is pending for the next long enough run here */
-  CHECK_STATUS(vm, dlam_eval(vm, "(let loop ((i 0)) (if (< i 1000000) (loop (+ i 1)) i))", "spin", NULL),
-               DLAM_ERR_LIMIT);
+  CHECK_STATUS(
+      vm, dlam_eval(vm, "(let loop ((i 0)) (if (< i 1000000) (loop (+ i 1)) i))", "spin", NULL),
+      DLAM_ERR_LIMIT);
   CHECK(eval_number(vm, "(+ 1 2)") == 3);
   dlam_free(vm);
   return check_done();

@@ -27,12 +27,18 @@ namespace dlam::fuzz {
 
 inline const char* kindName(ErrorKind k) {
   switch (k) {
-    case ErrorKind::Syntax: return "syntax";
-    case ErrorKind::Runtime: return "runtime";
-    case ErrorKind::Limit: return "limit";
-    case ErrorKind::Config: return "config";
-    case ErrorKind::Api: return "api";
-    case ErrorKind::Exit: return "exit";
+    case ErrorKind::Syntax:
+      return "syntax";
+    case ErrorKind::Runtime:
+      return "runtime";
+    case ErrorKind::Limit:
+      return "limit";
+    case ErrorKind::Config:
+      return "config";
+    case ErrorKind::Api:
+      return "api";
+    case ErrorKind::Exit:
+      return "exit";
   }
   return "?";
 }

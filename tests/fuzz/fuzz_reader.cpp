@@ -18,7 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!f) dlam::fuzz::fail("readAll returned a null form");
   } catch (const dlam::Error& e) {
     if (e.kind != dlam::ErrorKind::Syntax)
-      dlam::fuzz::fail(std::string("reader raised a ") + dlam::fuzz::kindName(e.kind) + " error: " + e.message);
+      dlam::fuzz::fail(std::string("reader raised a ") + dlam::fuzz::kindName(e.kind) +
+                       " error: " + e.message);
     dlam::fuzz::checkError(e, chunk, false);
   }
   return 0;

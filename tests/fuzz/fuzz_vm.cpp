@@ -53,7 +53,8 @@ bool sameValue(dlam::Value a, dlam::Value b) {
 // their kind is checked.
 void checkNativeError(const dlam::Error& e) {
   if (e.kind != dlam::ErrorKind::Runtime && e.kind != dlam::ErrorKind::Limit)
-    dlam::fuzz::fail(std::string("operator raised a ") + dlam::fuzz::kindName(e.kind) + " error: " + e.message);
+    dlam::fuzz::fail(std::string("operator raised a ") + dlam::fuzz::kindName(e.kind) +
+                     " error: " + e.message);
   if (e.message.empty()) dlam::fuzz::fail("operator error with an empty message");
 }
 
@@ -75,7 +76,8 @@ void exerciseValue(dlam::VM& vm, dlam::Value v) {
     // value): its image is a tag on it itself. Other heap objects: the same image.
     if (dlam::isObj(v, dlam::ObjType::Rev)) {
       dlam::Value again = vm.starJ(v);
-      if (!dlam::isObj(again, dlam::ObjType::Rev) || static_cast<dlam::Rev*>(again.asObject())->primal != v)
+      if (!dlam::isObj(again, dlam::ObjType::Rev) ||
+          static_cast<dlam::Rev*>(again.asObject())->primal != v)
         dlam::fuzz::fail("(*j v) is not a tag on v for v = " + shown.substr(0, 200));
     } else if (v.isObject() && vm.starJ(v) != j) {
       dlam::fuzz::fail("(*j v) is not memoized for v = " + shown.substr(0, 200));
@@ -111,12 +113,15 @@ void checkUsable(dlam::VM& vm, dlam::Value plus, dlam::Value starJ, dlam::Value 
   vm.mutableConfig().instructionLimit = vm.instructionsExecuted() + 10 * kInstructionsPerChunk;
   try {
     dlam::Value v = dlam::evalSource(
-        vm, "(letrec ((f (lambda (n k) (if n (f #f (lambda () (k))) (k))))) (f #t (lambda () 'ok)))",
+        vm,
+        "(letrec ((f (lambda (n k) (if n (f #f (lambda () (k))) (k))))) (f #t (lambda () 'ok)))",
         "<check>");
-    if (vm.show(v, true) != "ok") dlam::fuzz::fail("the check program returned " + vm.show(v, true));
+    if (vm.show(v, true) != "ok")
+      dlam::fuzz::fail("the check program returned " + vm.show(v, true));
     dlam::Value args[2] = {dlam::Value::number(1), dlam::Value::number(2)};
     dlam::Value three = vm.call(plus, args, 2);
-    if (!three.isNumber() || three.asNumber() != 3) dlam::fuzz::fail("(+ 1 2) is " + vm.show(three, true));
+    if (!three.isNumber() || three.asNumber() != 3)
+      dlam::fuzz::fail("(+ 1 2) is " + vm.show(three, true));
     dlam::Value x = dlam::Value::number(5);
     dlam::Value jx = vm.call(starJ, &x, 1);
     dlam::VM::Root jr(vm, jx);
@@ -140,7 +145,10 @@ struct Machine {
     vm->output = [](std::string_view) {};
     dlam::openStdlib(*vm);
     saved = std::make_unique<dlam::VM::Root>(
-        *vm, vm->list(std::vector<dlam::Value>{vm->global("+"), vm->global("*j"), vm->global("*j-inverse")}.data(), 3));
+        *vm, vm->list(std::vector<dlam::Value>{vm->global("+"), vm->global("*j"),
+                                               vm->global("*j-inverse")}
+                          .data(),
+                      3));
   }
   ~Machine() {
     saved.reset();  // the root goes before its VM
@@ -187,7 +195,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   dlam::VM& vm = *m->vm;
   std::vector<std::string_view> chunks = splitChunks(src);
-  for (size_t i = 0; i < chunks.size(); ++i) runChunk(vm, chunks[i], "<fuzz" + std::to_string(i) + ">");
+  for (size_t i = 0; i < chunks.size(); ++i)
+    runChunk(vm, chunks[i], "<fuzz" + std::to_string(i) + ">");
   checkUsable(vm, m->savedAt(0), m->savedAt(1), m->savedAt(2));
   return 0;
 }

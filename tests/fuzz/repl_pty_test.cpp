@@ -39,7 +39,8 @@ constexpr const char* kPrompt = "dlam> ";
 // Reads until `done(text since consumed)` or the timeout; false on timeout or EOF.
 template <class Done>
 bool readUntil(Session& s, double seconds, Done done) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(long(seconds * 1000));
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(long(seconds * 1000));
   for (;;) {
     if (done(s.transcript.substr(s.consumed))) return true;
     auto now = std::chrono::steady_clock::now();
@@ -59,7 +60,8 @@ bool readUntil(Session& s, double seconds, Done done) {
 bool waitPrompt(Session& s, double seconds) {
   return readUntil(s, seconds, [](const std::string& t) {
     // A prompt at the end of the output (the one after the answer).
-    return t.size() >= std::strlen(kPrompt) && t.compare(t.size() - std::strlen(kPrompt), std::string::npos, kPrompt) == 0;
+    return t.size() >= std::strlen(kPrompt) &&
+           t.compare(t.size() - std::strlen(kPrompt), std::string::npos, kPrompt) == 0;
   });
 }
 
@@ -77,8 +79,8 @@ int failures = 0;
 
 void report(Session& s, const std::string& step, const std::string& why) {
   ++failures;
-  std::fprintf(stderr, "FAIL %s: %s\n--- output of this step ---\n%s\n---\n", step.c_str(), why.c_str(),
-               s.transcript.substr(s.consumed).c_str());
+  std::fprintf(stderr, "FAIL %s: %s\n--- output of this step ---\n%s\n---\n", step.c_str(),
+               why.c_str(), s.transcript.substr(s.consumed).c_str());
 }
 
 // Sends `line` (a newline is added), waits for the next prompt, and checks the output of
@@ -145,9 +147,10 @@ void leave(Session& s, const std::string& line, int want) {
     waitpid(s.pid, &status, 0);
     report(s, line, "the REPL did not exit");
   } else if (!WIFEXITED(status) || WEXITSTATUS(status) != want) {
-    report(s, line, "exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-                        (WIFSIGNALED(status) ? ", signal " + std::to_string(WTERMSIG(status)) : "") +
-                        ", expected " + std::to_string(want));
+    report(s, line,
+           "exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+               (WIFSIGNALED(status) ? ", signal " + std::to_string(WTERMSIG(status)) : "") +
+               ", expected " + std::to_string(want));
   }
   close(s.fd);
 }

@@ -97,8 +97,12 @@ void* operator new(std::size_t n) { return obtain(n, 0, false); }
 void* operator new[](std::size_t n) { return obtain(n, 0, false); }
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return obtain(n, 0, true); }
 void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return obtain(n, 0, true); }
-void* operator new(std::size_t n, std::align_val_t a) { return obtain(n, static_cast<std::size_t>(a), false); }
-void* operator new[](std::size_t n, std::align_val_t a) { return obtain(n, static_cast<std::size_t>(a), false); }
+void* operator new(std::size_t n, std::align_val_t a) {
+  return obtain(n, static_cast<std::size_t>(a), false);
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+  return obtain(n, static_cast<std::size_t>(a), false);
+}
 void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
   return obtain(n, static_cast<std::size_t>(a), true);
 }

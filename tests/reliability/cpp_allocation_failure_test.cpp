@@ -32,12 +32,12 @@
 #include <vector>
 
 #include "alloc_hook.h"
-#include "failure_points.h"
 #include "dlam.h"
 #include "dlam/compiler.h"
 #include "dlam/error.h"
 #include "dlam/stdlib.h"
 #include "dlam/vm.h"
+#include "failure_points.h"
 
 namespace {
 
@@ -91,7 +91,8 @@ struct Outcome {
 
 // Evaluates src in vm with the n-th allocation failing (0: none), *counted getting how
 // many allocations the run made. Only the run is armed: the outcome is recorded after.
-Outcome run(VM& vm, const std::string& src, uint64_t n, uint64_t* counted = nullptr, bool andAllAfter = false) {
+Outcome run(VM& vm, const std::string& src, uint64_t n, uint64_t* counted = nullptr,
+            bool andAllAfter = false) {
   Outcome o;
   std::string out;
   out.reserve(256);
@@ -149,8 +150,7 @@ struct Script {
 };
 
 const Script kScripts[] = {
-    {"closures and lists",
-     nullptr,
+    {"closures and lists", nullptr,
      "(define (make-adder n) (lambda (k) (+ n k)))\n"
      "(define adders (map make-adder (iota 6)))\n"
      "(define (compose f g) (lambda (x) (f (g x))))\n"
@@ -161,42 +161,46 @@ const Script kScripts[] = {
      "            (apply + 1 2 '(3 4)) (filter (lambda (x) (> x 2)) (append '(1 2) (list 3 4))))\n"
      "      (begin (collect-garbage) (loop (cdr fs) (cons ((car fs) 10) acc)))))",
      "((10 11 12 13 14 15) 14 10 (3 4))", "", 600},
-    {"gradient through a conditional and recursion",
-     nullptr,
+    {"gradient through a conditional and recursion", nullptr,
      "(define (pow x n) (if (= n 0) 1 (* x (pow x (- n 1)))))\n"
      "(define (f x) (if (> x 0) (+ (pow x 3) (* 2 x)) (- (* x x) x)))\n"
      "(list ((gradient f) 2) (begin (collect-garbage) ((gradient f) -1)))",
      "(14 -3)", "", 600},
-    {"nested gradient (hessian)",
-     nullptr,
+    {"nested gradient (hessian)", nullptr,
      "(define (g v) (let ((x (car v)) (y (cadr v))) (+ (* x x y) (* 3 y y))))\n"
-     "(list ((hessian g) '(1 2)) (begin (collect-garbage) ((gradient (gradient (lambda (x) (* x x x)))) 2)))",
+     "(list ((hessian g) '(1 2)) (begin (collect-garbage) ((gradient (gradient (lambda (x) (* x x "
+     "x)))) 2)))",
      "(((4 2) (2 6)) 12)", "", 600},
-    {"printing a structure",
-     nullptr,
-     "(define t (list 1 2.5 -0.125 \"a \\\"q\\\"\\n\" 'sym '(nested (list (1 . 2))) (cons 1 2) #t '() car))\n"
+    {"printing a structure", nullptr,
+     "(define t (list 1 2.5 -0.125 \"a \\\"q\\\"\\n\" 'sym '(nested (list (1 . 2))) (cons 1 2) #t "
+     "'() car))\n"
      "(collect-garbage)\n"
      "(display t) (newline) (write t) (newline) (print (number->string 1e21))\n"
      "(string-append \"x\" (number->string 42))",
      "\"x42\"",
      "(1 2.5 -0.125 a \"q\"\n sym (nested (list (1 . 2))) (1 . 2) #t () #<procedure car>)\n"
-     "(1 2.5 -0.125 \"a \\\"q\\\"\\n\" sym (nested (list (1 . 2))) (1 . 2) #t () #<procedure car>)\n"
+     "(1 2.5 -0.125 \"a \\\"q\\\"\\n\" sym (nested (list (1 . 2))) (1 . 2) #t () #<procedure "
+     "car>)\n"
      "1e+21\n",
      400},
-    {"a reader error",
-     nullptr,
-     "(define (f x) (let loop ((i 0) (acc '())) (if (= i x) acc (loop (+ i 1) (cons \"item\" acc)))))\n"
-     "(define x (length (f 10)))\n(display (list x 2 \"a string\" 'a-symbol))\n(+ x (car '(1 . 2 3)))",
+    {"a reader error", nullptr,
+     "(define (f x) (let loop ((i 0) (acc '())) (if (= i x) acc (loop (+ i 1) (cons \"item\" "
+     "acc)))))\n"
+     "(define x (length (f 10)))\n(display (list x 2 \"a string\" 'a-symbol))\n(+ x (car '(1 . 2 "
+     "3)))",
      "<oom>:4:", "", 600},
     // Functions defined before the run: their reverse transforms and the *j of the
     // closures they capture are cached on them, and the run after a failure reuses
     // whatever the failed run left there.
     {"gradients of functions defined before the run",
      "(define k 3)\n"
-     "(define c (let ((l (list 1 2)) (m (lambda (y) (* y k)))) (lambda (x) (* x (m (car l)) (cadr l)))))\n"
-     "(define (h x) (let loop ((i 0) (acc 0)) (if (= i 3) acc (loop (+ i 1) (+ acc (* x (c x)))))))\n"
+     "(define c (let ((l (list 1 2)) (m (lambda (y) (* y k)))) (lambda (x) (* x (m (car l)) (cadr "
+     "l)))))\n"
+     "(define (h x) (let loop ((i 0) (acc 0)) (if (= i 3) acc (loop (+ i 1) (+ acc (* x (c "
+     "x)))))))\n"
      "(define (u x) (let ((f (lambda (y) (* x y y)))) (f (f x))))\n",
-     "(list ((gradient c) 2) ((gradient h) 1) ((gradient (gradient u)) 1) ((gradient (lambda (x) (c (h x)))) 1))",
+     "(list ((gradient c) 2) ((gradient h) 1) ((gradient (gradient u)) 1) ((gradient (lambda (x) "
+     "(c (h x)))) 1))",
      "(6 36 42 216)", "", 600},
 };
 
@@ -256,7 +260,8 @@ class CppAllocationFailure : public ::testing::TestWithParam<Script> {
   // script itself, and that nothing leaked once it is freed.
   void tryFailure(uint64_t n, bool andAllAfter) {
     const Script& sc = GetParam();
-    if (tracing()) std::fprintf(stderr, "%s: allocation %llu\n", sc.name, static_cast<unsigned long long>(n));
+    if (tracing())
+      std::fprintf(stderr, "%s: allocation %llu\n", sc.name, static_cast<unsigned long long>(n));
     uint64_t before = alloc_hook::liveBlocks();
     {
       VM vm(testConfig());
@@ -274,30 +279,36 @@ class CppAllocationFailure : public ::testing::TestWithParam<Script> {
       } else {
         // The failure was absorbed (say a cache that is simply not filled): the result
         // must then be the right one.
-        EXPECT_TRUE(got.sameAs(want_)) << "allocation " << n << " of " << total_ << ": got " << got.describe()
-                                       << "; want " << want_.describe() << " or \"out of memory\"";
+        EXPECT_TRUE(got.sameAs(want_))
+            << "allocation " << n << " of " << total_ << ": got " << got.describe() << "; want "
+            << want_.describe() << " or \"out of memory\"";
         ++absorbed_;
       }
       vm.recover();
-      EXPECT_EQ(eval(vm, "(let loop ((i 0) (acc '())) (if (= i 100) (length acc) (loop (+ i 1) (cons i acc))))"),
+      EXPECT_EQ(eval(vm,
+                     "(let loop ((i 0) (acc '())) (if (= i 100) (length acc) (loop (+ i 1) (cons i "
+                     "acc))))"),
                 "100")
           << "allocation " << n << ": a new program after the failure";
       EXPECT_EQ(eval(vm, "((gradient (lambda (x) (* x x x))) 2)"), "12")
           << "allocation " << n << ": a gradient after the failure";
       Outcome again = run(vm, sc.source, 0);
-      EXPECT_TRUE(again.sameAs(want_)) << "allocation " << n << ": the script again after the failure: "
-                                       << again.describe();
+      EXPECT_TRUE(again.sameAs(want_))
+          << "allocation " << n << ": the script again after the failure: " << again.describe();
     }
     EXPECT_EQ(alloc_hook::liveBlocks(), before) << "allocation " << n << ": blocks leaked";
   }
 
   void report(const char* what, size_t points, std::chrono::steady_clock::time_point start) {
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     RecordProperty("allocations", std::to_string(total_));
     RecordProperty("failure_points", std::to_string(points));
-    std::printf("  %s, %s: %llu allocations, %zu failure points (%zu out of memory, %zu absorbed), %.2f s\n",
-                GetParam().name, what, static_cast<unsigned long long>(total_), points, outOfMemory_, absorbed_,
-                seconds);
+    std::printf(
+        "  %s, %s: %llu allocations, %zu failure points (%zu out of memory, %zu absorbed), %.2f "
+        "s\n",
+        GetParam().name, what, static_cast<unsigned long long>(total_), points, outOfMemory_,
+        absorbed_, seconds);
   }
 
   Outcome want_;
@@ -407,7 +418,8 @@ ApiOutcome apiRun(dlam_vm* vm, dlam_val f) {
   if (o.status == DLAM_OK) {
     double x[2] = {2, 3}, g[2];
     double value;
-    if (step(dlam_value_and_gradient(vm, f, 2, x, &value, g))) results[3] = g[0] + 10 * g[1] + 100 * value;
+    if (step(dlam_value_and_gradient(vm, f, 2, x, &value, g)))
+      results[3] = g[0] + 10 * g[1] + 100 * value;
   }
   if (o.status == DLAM_OK) {
     dlam_val h = nullptr;
@@ -466,7 +478,8 @@ TEST(CppAllocationFailureThroughTheCApi, EveryFailureIsAnOutOfMemoryStatus) {
     }
     size_t outOfMemory = 0;
     for (uint64_t n : points) {
-      if (tracing()) std::fprintf(stderr, "C API: allocation %llu\n", static_cast<unsigned long long>(n));
+      if (tracing())
+        std::fprintf(stderr, "C API: allocation %llu\n", static_cast<unsigned long long>(n));
       uint64_t before = alloc_hook::liveBlocks();
       {
         dlam_val f = nullptr;
@@ -481,11 +494,13 @@ TEST(CppAllocationFailureThroughTheCApi, EveryFailureIsAnOutOfMemoryStatus) {
         } else {
           ++outOfMemory;
           EXPECT_EQ(got.status, DLAM_ERR_LIMIT) << "allocation " << n << ": " << got.error;
-          EXPECT_NE(got.error.find("out of memory"), std::string::npos) << "allocation " << n << ": " << got.error;
+          EXPECT_NE(got.error.find("out of memory"), std::string::npos)
+              << "allocation " << n << ": " << got.error;
         }
         // The same VM, with the same handle, works again.
         ApiOutcome again = apiRun(vm, f);
-        EXPECT_EQ(again.status, DLAM_OK) << "allocation " << n << ": after the failure: " << again.error;
+        EXPECT_EQ(again.status, DLAM_OK)
+            << "allocation " << n << ": after the failure: " << again.error;
         EXPECT_EQ(again.numbers, expected) << "allocation " << n << ": after the failure";
         dlam_release(vm, f);
         dlam_free(vm);
@@ -493,10 +508,11 @@ TEST(CppAllocationFailureThroughTheCApi, EveryFailureIsAnOutOfMemoryStatus) {
       EXPECT_EQ(alloc_hook::liveBlocks(), before) << "allocation " << n << ": blocks leaked";
       if (HasFailure()) break;
     }
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf("  C API, %s: %llu allocations, %zu failure points (%zu out of memory), %.2f s\n",
-                andAllAfter ? "all failing from one on" : "one failure", static_cast<unsigned long long>(total),
-                points.size(), outOfMemory, seconds);
+                andAllAfter ? "all failing from one on" : "one failure",
+                static_cast<unsigned long long>(total), points.size(), outOfMemory, seconds);
     EXPECT_GT(outOfMemory, 0u);
     if (HasFailure()) break;
   }
@@ -517,7 +533,8 @@ TEST(CppAllocationFailureThroughTheCApi, CreatingAVmGivesNullOrAWorkingVm) {
   std::vector<uint64_t> points = failurePoints(total, budgetScale(300));
   size_t nulls = 0;
   for (uint64_t n : points) {
-    if (tracing()) std::fprintf(stderr, "dlam_new: allocation %llu\n", static_cast<unsigned long long>(n));
+    if (tracing())
+      std::fprintf(stderr, "dlam_new: allocation %llu\n", static_cast<unsigned long long>(n));
     uint64_t before = alloc_hook::liveBlocks();
     alloc_hook::arm(n);
     dlam_vm* vm = dlam_new(nullptr);
@@ -581,7 +598,9 @@ TEST(CppAllocationFailureInTheVm, ACollectionThatFailsLeavesTheHeapWhole) {
     {
       VM vm(testConfig());
       dlam::openStdlib(vm);
-      dlam::evalSource(vm, "(define keep (map (lambda (i) (cons i (lambda () (* 2 i)))) (iota 1000)))", "<setup>");
+      dlam::evalSource(vm,
+                       "(define keep (map (lambda (i) (cons i (lambda () (* 2 i)))) (iota 1000)))",
+                       "<setup>");
       alloc_hook::arm(n);
       try {
         vm.collectGarbage();
@@ -590,11 +609,15 @@ TEST(CppAllocationFailureInTheVm, ACollectionThatFailsLeavesTheHeapWhole) {
       }
       alloc_hook::disarm();
       vm.collectGarbage();
-      EXPECT_EQ(eval(vm, "(length (map (lambda (i) (list i (number->string i) (lambda () i) (let ((a i) (b 2) (c 3)) "
-                         "(lambda () (+ a b c))) (string-append \"s\" (number->string (* i i))))) (iota 20000)))"),
+      EXPECT_EQ(eval(vm,
+                     "(length (map (lambda (i) (list i (number->string i) (lambda () i) (let ((a "
+                     "i) (b 2) (c 3)) "
+                     "(lambda () (+ a b c))) (string-append \"s\" (number->string (* i i))))) "
+                     "(iota 20000)))"),
                 "20000")
           << "allocation " << n;
-      EXPECT_EQ(eval(vm, "(fold-left + 0 (map (lambda (p) ((cdr p))) keep))"), "999000") << "allocation " << n;
+      EXPECT_EQ(eval(vm, "(fold-left + 0 (map (lambda (p) ((cdr p))) keep))"), "999000")
+          << "allocation " << n;
       EXPECT_EQ(eval(vm, "((gradient (lambda (x) (* x x x))) 2)"), "12") << "allocation " << n;
     }
     EXPECT_EQ(alloc_hook::liveBlocks(), before) << "allocation " << n << ": blocks leaked";
@@ -655,7 +678,8 @@ TEST(CppAllocationFailureFiles, AScriptFileRunsWholeOrNotAtAll) {
       got = vm.show(v, true);
     } catch (const Error& e) {
       alloc_hook::disarm();
-      got = e.kind == ErrorKind::Limit && e.message == "out of memory" ? "out of memory" : "error: " + e.format();
+      got = e.kind == ErrorKind::Limit && e.message == "out of memory" ? "out of memory"
+                                                                       : "error: " + e.format();
     } catch (const std::bad_alloc&) {
       alloc_hook::disarm();
       got = "std::bad_alloc escaped";

@@ -42,7 +42,9 @@ uint64_t bytesOfSecondRun(VM& vm, const std::string& code) {
 uint64_t bytesPerGradient(VM& vm, int ops) {
   std::string name = "chain" + std::to_string(ops);
   dlam::evalSource(vm, chain(ops), "<cost>");
-  dlam::evalSource(vm, "(define g-" + name + " (gradient (lambda (v) (" + name + " (car v) (cadr v)))))", "<cost>");
+  dlam::evalSource(
+      vm, "(define g-" + name + " (gradient (lambda (v) (" + name + " (car v) (cadr v)))))",
+      "<cost>");
   return bytesOfSecondRun(vm, "(g-" + name + " '(1.5 0.75))");
 }
 
@@ -53,7 +55,8 @@ TEST(AdCost, ArithmeticInABodyAllocatesNothingPerOperation) {
   uint64_t large = bytesPerGradient(vm, 300);
   // Tagging each intermediate result (a reverse-tagged box per operation in the
   // forward sweep) would cost at least 597 * 16 bytes more.
-  EXPECT_LT(large, small + 300 * 4) << "3 products: " << small << " bytes, 300 products: " << large << " bytes";
+  EXPECT_LT(large, small + 300 * 4)
+      << "3 products: " << small << " bytes, 300 products: " << large << " bytes";
 }
 
 TEST(AdCost, TheGradientOfTheChainIsRight) {
@@ -61,7 +64,8 @@ TEST(AdCost, TheGradientOfTheChainIsRight) {
   dlam::openStdlib(vm);
   dlam::evalSource(vm, chain(5), "<cost>");
   // chain5 = 5 x y: d/dx = 5 y, d/dy = 5 x
-  Value g = dlam::evalSource(vm, "((gradient (lambda (v) (chain5 (car v) (cadr v)))) '(1.5 0.75))", "<cost>");
+  Value g = dlam::evalSource(vm, "((gradient (lambda (v) (chain5 (car v) (cadr v)))) '(1.5 0.75))",
+                             "<cost>");
   EXPECT_EQ(vm.show(g), "(3.75 7.5)");
 }
 
@@ -98,8 +102,9 @@ std::string gradientOfFn1(const std::string& def, const std::string& arg) {
 }
 
 TEST(AdCost, ALoopsClosureSensitivityCostsNothing) {
-  uint64_t perElement = bytesPerElementOfIota("(define (fn-N x) (let loop ((x x) (acc 0))"
-                                              "  (if (null? x) acc (loop (cdr x) (+ acc (* (car x) (car x)))))))");
+  uint64_t perElement = bytesPerElementOfIota(
+      "(define (fn-N x) (let loop ((x x) (acc 0))"
+      "  (if (null? x) acc (loop (cdr x) (+ acc (* (car x) (car x)))))))");
   // Per iteration: the backpropagator closure and the tagged accumulator forward, the
   // gradient's pair backward (128 bytes). The sensitivity of the loop closure itself (a
   // list of zeros) is a constant: built per iteration it would add at least a pair, and
@@ -111,10 +116,10 @@ TEST(AdCost, ALoopsClosureSensitivityCostsNothing) {
 }
 TEST(AdCost, ALoopCapturingAVariableKeepsItsClosureSensitivityFlat) {
   uint64_t perElement = bytesPerElement(
-                                        "(define (fn-N v) (let ((k (car v))) (let loop ((l (cdr v)) (acc 0))"
-                                        "  (if (null? l) acc (loop (cdr l) (+ acc (* k (car l))))))))"
-                                        "(define v-N (cons 2 (iota N)))",
-                                        "v-N");
+      "(define (fn-N v) (let ((k (car v))) (let loop ((l (cdr v)) (acc 0))"
+      "  (if (null? l) acc (loop (cdr l) (+ acc (* k (car l))))))))"
+      "(define v-N (cons 2 (iota N)))",
+      "v-N");
   // The loop's closure sensitivity (that of k) is added up as the backward pass goes:
   // a chain of nested closure sensitivities, one level per iteration, distributed at
   // the end by %rec-fix, cost 400 bytes per element; 288 with the argument
@@ -123,8 +128,9 @@ TEST(AdCost, ALoopCapturingAVariableKeepsItsClosureSensitivityFlat) {
 }
 
 TEST(AdCost, ATailIfUsingTheBindingsBeforeItMakesNoJoin) {
-  uint64_t perElement = bytesPerElementOfIota("(define (fn-N x) (let loop ((x x) (acc 0)) (let ((a (* 0.5 acc)))"
-                                              "  (if (null? x) a (loop (cdr x) (+ a (car x)))))))");
+  uint64_t perElement = bytesPerElementOfIota(
+      "(define (fn-N x) (let loop ((x x) (acc 0)) (let ((a (* 0.5 acc)))"
+      "  (if (null? x) a (loop (cdr x) (+ a (car x)))))))");
   // The branches use a, computed before the if: each branch's backpropagator repeats
   // a's reverse step, and the if needs no join (a closure, two pairs and a call per
   // iteration in each sweep): 352 bytes per element with the join, 128 without.
@@ -193,11 +199,13 @@ TEST(AdCost, AHessianVectorProductTakesTransformedResultsApartInRegisters) {
                    "(define x-2000 (iota 2000)) (define v-2000 (map (lambda (i) 1) x-2000))",
                    "<cost>");
   uint64_t perElement =
-      (bytesOfSecondRun(vm, "(hvp x-2000 v-2000)") - bytesOfSecondRun(vm, "(hvp x-1000 v-1000)")) / 1000;
+      (bytesOfSecondRun(vm, "(hvp x-2000 v-2000)") - bytesOfSecondRun(vm, "(hvp x-1000 v-1000)")) /
+      1000;
   EXPECT_LE(perElement, 776u) << perElement << " bytes per element";
   // H v for f = sum 100 (x_{i+1} - x_i^2)^2 + (1 - x_i)^2 at x = (0 1 2 3), v = (1 1 1 1):
   // H_ii = 800 x_i^2 - 400 (x_{i+1} - x_i^2) + 2 (+ 200 past the first), H_i,i+1 = -400 x_i.
-  EXPECT_EQ(vm.show(dlam::evalSource(vm, "(hvp '(0 1 2 3) '(1 1 1 1))", "<cost>")), "(-398 202 2602 -600)");
+  EXPECT_EQ(vm.show(dlam::evalSource(vm, "(hvp '(0 1 2 3) '(1 1 1 1))", "<cost>")),
+            "(-398 202 2602 -600)");
 }
 
 }  // namespace

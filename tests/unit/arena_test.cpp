@@ -69,7 +69,9 @@ uint64_t objects(Arena& a) {
 }
 
 // The page of a small object: pages are aligned to their size.
-uintptr_t pageOf(const Made& m) { return reinterpret_cast<uintptr_t>(m.p) & ~uintptr_t(Arena::kPageBytes - 1); }
+uintptr_t pageOf(const Made& m) {
+  return reinterpret_cast<uintptr_t>(m.p) & ~uintptr_t(Arena::kPageBytes - 1);
+}
 
 // Marks the objects made[i] for which keep(i) holds, adding them to `survivors`.
 template <class Keep>
@@ -90,7 +92,8 @@ bool survivorsIntact(const std::vector<Made>& made, const std::set<char*>& survi
 
 // Makes n objects of `bytes` bytes, adding their slots to `taken`: none may be a survivor
 // or a slot taken before.
-void takeSlots(Arena& a, uint64_t n, size_t bytes, const std::set<char*>& survivors, std::set<char*>& taken) {
+void takeSlots(Arena& a, uint64_t n, size_t bytes, const std::set<char*>& survivors,
+               std::set<char*>& taken) {
   for (uint64_t i = 0; i < n; ++i) {
     char* p = make(a, bytes, 10).p;
     EXPECT_FALSE(survivors.count(p));
@@ -157,7 +160,8 @@ TEST(Arena, FreedSlotsAreReused) {
   markSurvivors(a, made, survivors, [](size_t i) { return i % 100 == 0; });
   EXPECT_EQ(a.sweep().objects, 5000u - survivors.size());
   // The freed slots take the new objects: no new page.
-  for (size_t i = 0; i < 5000 - survivors.size(); ++i) EXPECT_FALSE(survivors.count(make(a, 32, 2).p));
+  for (size_t i = 0; i < 5000 - survivors.size(); ++i)
+    EXPECT_FALSE(survivors.count(make(a, 32, 2).p));
   EXPECT_EQ(a.pages(), pages);
   for (size_t i = 0; i < made.size(); i += 100) EXPECT_TRUE(intact(made[i]));
 }
@@ -230,7 +234,8 @@ TEST(Arena, SurvivorsKeepTheirContentsWhileNewObjectsFillTheGaps) {
     EXPECT_EQ(objects(a), all.size());
     a.sweep();
     EXPECT_EQ(objects(a), live.size());
-    for (const Made& m : live) ASSERT_TRUE(intact(m)) << "round " << round << ", " << m.bytes << " bytes";
+    for (const Made& m : live)
+      ASSERT_TRUE(intact(m)) << "round " << round << ", " << m.bytes << " bytes";
   }
 }
 
@@ -552,7 +557,8 @@ TEST(VmHeap, GarbageGivesItsPagesBack) {
   dlam::openStdlib(vm);
   uint64_t live0 = liveAfterCollection(vm);
   uint64_t pages0 = vm.gcStats().pages;
-  dlam::evalSource(vm, "(define l (iota 200000)) (define m (map (lambda (x) (* 2 x)) l))", "<test>");
+  dlam::evalSource(vm, "(define l (iota 200000)) (define m (map (lambda (x) (* 2 x)) l))",
+                   "<test>");
   uint64_t live1 = liveAfterCollection(vm);
   dlam::GcStats s1 = vm.gcStats();
   EXPECT_GE(live1 - live0, 400000u * sizeof(dlam::Pair));

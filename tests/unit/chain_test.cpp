@@ -21,7 +21,9 @@ class Chain : public ::testing::Test {
   Chain() { dlam::openStdlib(vm); }
 
   void define(const std::string& code) { dlam::evalSource(vm, code, "<chain>"); }
-  std::string show(const std::string& code) { return vm.show(dlam::evalSource(vm, code, "<chain>")); }
+  std::string show(const std::string& code) {
+    return vm.show(dlam::evalSource(vm, code, "<chain>"));
+  }
 
   // The error evaluating `code` gives, formatted with its location ("" if none).
   std::string error(const std::string& code) {
@@ -45,7 +47,8 @@ class Chain : public ::testing::Test {
   // The first and second derivatives of the function named f at x, as shown.
   using Derivatives = std::pair<std::string, std::string>;
   Derivatives derivatives(const std::string& f, const std::string& x) {
-    return {show("((derivative " + f + ") " + x + ")"), show("((derivative (derivative " + f + ")) " + x + ")")};
+    return {show("((derivative " + f + ") " + x + ")"),
+            show("((derivative (derivative " + f + ")) " + x + ")")};
   }
 
   VM vm;
@@ -54,23 +57,26 @@ class Chain : public ::testing::Test {
 constexpr int kClauses = 10000;
 
 TEST_F(Chain, CondOfTenThousandClauses) {
-  define("(define (f x) (cond " + parts(kClauses, [](int k) { return "((= x " + num(k) + ") " + num(3 * k) + ")"; }) +
+  define("(define (f x) (cond " +
+         parts(kClauses, [](int k) { return "((= x " + num(k) + ") " + num(3 * k) + ")"; }) +
          "(else -1)))");
   EXPECT_EQ(show("(f 0)"), "0");
   EXPECT_EQ(show("(f 5000)"), "15000");
   EXPECT_EQ(show("(f 9999)"), "29997");
   EXPECT_EQ(show("(f -5)"), "-1");
   // Not in tail position, without an else.
-  define("(define (g x) (list (cond " + parts(kClauses, [](int k) { return "((= x " + num(k) + ") " + num(k) + ")"; }) +
-         ")))");
+  define("(define (g x) (list (cond " +
+         parts(kClauses, [](int k) { return "((= x " + num(k) + ") " + num(k) + ")"; }) + ")))");
   EXPECT_EQ(show("(g 9998)"), "(9998)");
   EXPECT_EQ(show("(eq? (car (g 10000)) (if #f #f))"), "#t");
 }
 
 TEST_F(Chain, CaseOfTenThousandClauses) {
-  define("(define (f x) (case x " +
-         parts(kClauses, [](int k) { return "((" + num(k) + " " + num(k + kClauses) + ") " + num(k) + ")"; }) +
-         "(else 'none)))");
+  define(
+      "(define (f x) (case x " +
+      parts(kClauses,
+            [](int k) { return "((" + num(k) + " " + num(k + kClauses) + ") " + num(k) + ")"; }) +
+      "(else 'none)))");
   EXPECT_EQ(show("(f 9998)"), "9998");
   EXPECT_EQ(show("(f 19999)"), "9999");
   EXPECT_EQ(show("(f 1)"), "1");
@@ -78,8 +84,10 @@ TEST_F(Chain, CaseOfTenThousandClauses) {
 }
 
 TEST_F(Chain, AndAndOrOfTenThousandOperands) {
-  define("(define (all x) (and " + parts(kClauses, [](int k) { return "(> x " + num(k) + ")"; }) + "x))");
-  define("(define (any x) (or " + parts(kClauses, [](int k) { return "(= x " + num(k) + ")"; }) + "'no))");
+  define("(define (all x) (and " + parts(kClauses, [](int k) { return "(> x " + num(k) + ")"; }) +
+         "x))");
+  define("(define (any x) (or " + parts(kClauses, [](int k) { return "(= x " + num(k) + ")"; }) +
+         "'no))");
   EXPECT_EQ(show("(all 10000)"), "10000");
   EXPECT_EQ(show("(all 5000.5)"), "#f");
   EXPECT_EQ(show("(all -1)"), "#f");
@@ -87,7 +95,8 @@ TEST_F(Chain, AndAndOrOfTenThousandOperands) {
   EXPECT_EQ(show("(any 10000)"), "no");
   // 4 * 10^4 comparisons: the compare-and-jumps of the outer operands cannot reach
   // their else branches, compiled after the whole chain (they test a register).
-  define("(define (all4 x) (and " + parts(4 * kClauses, [](int k) { return "(> x " + num(k) + ")"; }) + "#t))");
+  define("(define (all4 x) (and " +
+         parts(4 * kClauses, [](int k) { return "(> x " + num(k) + ")"; }) + "#t))");
   EXPECT_EQ(show("(all4 39999.5)"), "#t");
   EXPECT_EQ(show("(all4 30000.5)"), "#f");
   EXPECT_EQ(show("(all4 100.5)"), "#f");
@@ -95,7 +104,8 @@ TEST_F(Chain, AndAndOrOfTenThousandOperands) {
 }
 
 TEST_F(Chain, ElseIfChainOfTenThousandIfs) {
-  define("(define (f x) " + parts(kClauses, [](int k) { return "(if (= x " + num(k) + ") " + num(k) + ""; }) + "-1" +
+  define("(define (f x) " +
+         parts(kClauses, [](int k) { return "(if (= x " + num(k) + ") " + num(k) + ""; }) + "-1" +
          std::string(kClauses, ')') + ")");
   EXPECT_EQ(show("(f 9998)"), "9998");
   EXPECT_EQ(show("(f 0)"), "0");
@@ -104,9 +114,10 @@ TEST_F(Chain, ElseIfChainOfTenThousandIfs) {
 
 // g(x) = (k + 1) x^2 on [k - 1, k), 3 x^2 from kClauses on: g' = 2 (k + 1) x, g'' = 2 (k + 1).
 TEST_F(Chain, CondDifferentiatedToSecondOrder) {
-  define("(define (g x) (cond " +
-         parts(kClauses, [](int k) { return "((< x " + num(k) + ") (* " + num(k + 1) + " x x))"; }) +
-         "(else (* 3 x x))))");
+  define(
+      "(define (g x) (cond " +
+      parts(kClauses, [](int k) { return "((< x " + num(k) + ") (* " + num(k + 1) + " x x))"; }) +
+      "(else (* 3 x x))))");
   EXPECT_EQ(derivatives("g", "0.5"), Derivatives("2", "4"));
   EXPECT_EQ(derivatives("g", "5000.5"), Derivatives("50025002", "10004"));  // 2 * 5002 * 5000.5
   EXPECT_EQ(derivatives("g", "10000.5"), Derivatives("60003", "6"));

@@ -24,7 +24,9 @@ class Codegen : public ::testing::Test {
  protected:
   Codegen() { dlam::openStdlib(vm); }
 
-  std::string show(const std::string& code) { return vm.show(dlam::evalSource(vm, code, "<codegen>")); }
+  std::string show(const std::string& code) {
+    return vm.show(dlam::evalSource(vm, code, "<codegen>"));
+  }
 
   // The error evaluating `code` raises (a failure, and an empty error, if none).
   dlam::Error errorOf(const std::string& code) {
@@ -66,7 +68,8 @@ const dlam::Proto* protoOf(VM& vm, const std::string& code, std::string& listing
 
 // The sum of the squares of a list's elements, by a named let (two tests transform it).
 const std::string kSumSq =
-    "(define (sumsq l) (let loop ((l l) (acc 0)) (if (null? l) acc (loop (cdr l) (+ acc (* (car l) (car l)))))))";
+    "(define (sumsq l) (let loop ((l l) (acc 0)) (if (null? l) acc (loop (cdr l) (+ acc (* (car l) "
+    "(car l)))))))";
 
 // The extended Rosenbrock function of a list, by a named let (as bench/dlam/rosenbrock.dlam).
 const std::string kRosen =
@@ -128,20 +131,20 @@ TEST_F(Codegen, TransformedCodePassesAListMadeForACallInParts) {
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(countOps(p, dlam::Op::CALLP), 0u) << listing;
   EXPECT_EQ(show("(c2 1 '(2 3))"), "(1 (2 3))");
-  std::string twice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j sumsq))", "<codegen>"))->proto, true);
+  std::string twice = vm.disassemble(
+      dlam::asClosure(dlam::evalSource(vm, "(*j (*j sumsq))", "<codegen>"))->proto, true);
   EXPECT_NE(twice.find("CALLP"), std::string::npos) << twice;
   // d2/dx_i dx_j of sum x^2 is 2 on the diagonal: H v = 2 v.
   EXPECT_EQ(show("((gradient (lambda (y) (let loop ((g ((gradient sumsq) y)) (v '(1 2 3)) (acc 0))"
-                 "  (if (null? g) acc (loop (cdr g) (cdr v) (+ acc (* (car g) (car v)))))))) '(0.5 -1 2))"),
+                 "  (if (null? g) acc (loop (cdr g) (cdr v) (+ acc (* (car g) (car v)))))))) '(0.5 "
+                 "-1 2))"),
             "(2 4 6)");
 }
 
 TEST_F(Codegen, AReturnedListsConstantHeadAndTailAreConstantOperands) {
   // A backpropagator's (cons fbar (x1 ... xk . tail)) with a constant fbar or tail:
   // RETURNN and RETURNR take them from the constants, with no LOADK before them.
-  dlam::evalSource(vm,
-                   "(define (r2 a b) (cons '(0) (cons a (cons b '()))))" + kSumSq,
-                   "<codegen>");
+  dlam::evalSource(vm, "(define (r2 a b) (cons '(0) (cons a (cons b '()))))" + kSumSq, "<codegen>");
   const dlam::Proto* p = protoOf(vm, "r2", listing);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(countOps(p, dlam::Op::RETURNN), 1u) << listing;
@@ -151,9 +154,11 @@ TEST_F(Codegen, AReturnedListsConstantHeadAndTailAreConstantOperands) {
   EXPECT_EQ(show("(let ((l (r2 'x 'y))) (list (cdr l) (car l)))"), "((x y) (0))");
   // The loop's backpropagators return the loop closure's sensitivity, the constant (0),
   // and end their lists with '(); transformed twice, with their own backpropagators.
-  std::string once = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j sumsq)", "<codegen>"))->proto, true);
+  std::string once =
+      vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j sumsq)", "<codegen>"))->proto, true);
   EXPECT_NE(once.find("RETURNN    (0) ("), std::string::npos) << once;
-  std::string twice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j sumsq))", "<codegen>"))->proto, true);
+  std::string twice = vm.disassemble(
+      dlam::asClosure(dlam::evalSource(vm, "(*j (*j sumsq))", "<codegen>"))->proto, true);
   EXPECT_NE(twice.find("RETURNR    ((0) "), std::string::npos) << twice;
   EXPECT_EQ(show("((gradient sumsq) '(1 2 3))"), "(2 4 6)");
   EXPECT_EQ(show("((gradient (lambda (y) (car ((gradient sumsq) y)))) '(1 2 3))"), "(2 0 0)");
@@ -171,7 +176,8 @@ TEST_F(Codegen, ABackpropagatorFoldsTheNegationsOfSubtractions) {
                    "(define (f a b) (let* ((t (- b (* a a))) (u (- 1 a)) (w (- (* 3 a) b)))"
                    "  (+ (* 100 (* t t)) (* u u) (* w 2))))",
                    "<codegen>");
-  std::string once = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j f)", "<codegen>"))->proto, true);
+  std::string once =
+      vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j f)", "<codegen>"))->proto, true);
   EXPECT_EQ(once.find("NEG"), std::string::npos) << once;
   EXPECT_TRUE(hasInstr(once, "MULK", " -2")) << once;
   EXPECT_NE(once.find("SUB"), once.rfind("SUB")) << "one SUB forward, one backward: " << once;
@@ -193,8 +199,10 @@ size_t starJOfJInverse(const std::string& listing) {
     }
     if (w != "JINV" && w != "STARJ") continue;
     words >> a >> b;
-    if (w == "JINV") inverted.insert(a);
-    else n += inverted.count(b);
+    if (w == "JINV")
+      inverted.insert(a);
+    else
+      n += inverted.count(b);
   }
   return n;
 }
@@ -204,16 +212,19 @@ TEST_F(Codegen, ABackpropagatorGivesTheSensitivityItsPrimalWasTakenFrom) {
   // sensitivity (JINV) to multiply with it, and the rule of *j-inverse gives that
   // primal's sensitivity back tagged (STARJ): (*j (*j-inverse s)) is s itself.
   dlam::evalSource(vm, kRosen, "<codegen>");
-  std::string twice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j rosen))", "<codegen>"))->proto, true);
+  std::string twice = vm.disassemble(
+      dlam::asClosure(dlam::evalSource(vm, "(*j (*j rosen))", "<codegen>"))->proto, true);
   EXPECT_NE(twice.find("JINV"), std::string::npos) << twice;
   EXPECT_EQ(starJOfJInverse(twice), 0u) << twice;
   // The sum of a tagged sensitivity and a tagged number is taken on their primals and
   // tagged once: no PLUS is left (one made a tagged value more per element).
   EXPECT_EQ(twice.find("PLUS"), std::string::npos) << twice;
   // H v at x = (0 1 2 3), v = (1 1 1 1) (as AdCost's Hessian-vector product)
-  EXPECT_EQ(show("((gradient (lambda (y) (let loop ((g ((gradient rosen) y)) (v '(1 1 1 1)) (acc 0))"
-                 "  (if (null? g) acc (loop (cdr g) (cdr v) (+ acc (* (car g) (car v)))))))) '(0 1 2 3))"),
-            "(-398 202 2602 -600)");
+  EXPECT_EQ(
+      show(
+          "((gradient (lambda (y) (let loop ((g ((gradient rosen) y)) (v '(1 1 1 1)) (acc 0))"
+          "  (if (null? g) acc (loop (cdr g) (cdr v) (+ acc (* (car g) (car v)))))))) '(0 1 2 3))"),
+      "(-398 202 2602 -600)");
 }
 
 // The instructions of `p` and of the functions it creates, at any depth, that have no
@@ -229,7 +240,8 @@ std::string unlocated(const dlam::Proto* p) {
     for (size_t i = 0; i < q->code.size(); ++i) {
       dlam::Instr ins = q->code[i];
       if (!q->locs.at(i).known())
-        out += q->name + ": " + std::to_string(i) + " " + std::to_string(int(dlam::instr::op(ins))) + "\n";
+        out += q->name + ": " + std::to_string(i) + " " +
+               std::to_string(int(dlam::instr::op(ins))) + "\n";
       i += dlam::instr::listWords(ins);
     }
     for (const dlam::Proto* c : q->protos) work.push_back(c);
@@ -242,16 +254,19 @@ TEST_F(Codegen, EveryInstructionOfTransformedCodeHasASourceLocation) {
   // backpropagator made after a nested function was transformed, the (cons fbar xbar)
   // a backpropagator returns) is placed in the user's source too: an error there (a
   // heap limit at a CLOSURE, a wrong shape at a return) names a line of it.
-  dlam::evalSource(vm,
-                   kRosen +
-                       "(define (curried a) (lambda (b) (let ((c (* a b))) (lambda (d) (+ c (* d a))))))"
-                   "(define (pick x) (if (< x 0) (- x) (let loop ((k 3) (y x)) (if (= k 0) y (loop (- k 1) (* y x))))))" +
-                       kSumSq,
-                   "<codegen>");
+  dlam::evalSource(
+      vm,
+      kRosen +
+          "(define (curried a) (lambda (b) (let ((c (* a b))) (lambda (d) (+ c (* d a))))))"
+          "(define (pick x) (if (< x 0) (- x) (let loop ((k 3) (y x)) (if (= k 0) y (loop (- k 1) "
+          "(* y x))))))" +
+          kSumSq,
+      "<codegen>");
   for (const char* f : {"rosen", "curried", "pick", "sumsq"}) {
     const dlam::Proto* plain = dlam::asClosure(vm.global(f))->proto;
     EXPECT_EQ(unlocated(plain), "") << f;
-    for (const std::string& jf : {"(*j " + std::string(f) + ")", "(*j (*j " + std::string(f) + "))"}) {
+    for (const std::string& jf :
+         {"(*j " + std::string(f) + ")", "(*j (*j " + std::string(f) + "))"}) {
       const dlam::Proto* t = dlam::asClosure(dlam::evalSource(vm, jf, "<codegen>"))->proto;
       EXPECT_EQ(unlocated(t), "") << jf << "\n" << vm.disassemble(t, true);
     }
@@ -262,18 +277,23 @@ TEST_F(Codegen, VectorRefIsAnOpcodeInUserCodeAndInItsDerivative) {
   // (vector-ref v i) compiles to VREF, as car to CAR, and so does the primal read in
   // its derivative (vector-ref's rule runs it on primal values); the opcode's slow
   // path keeps the native's errors and the VM goes on.
-  dlam::evalSource(vm, "(define (dot3 u v) (+ (* (vector-ref u 0) (vector-ref v 0)) (* (vector-ref u 2) (vector-ref v 2))))",
+  dlam::evalSource(vm,
+                   "(define (dot3 u v) (+ (* (vector-ref u 0) (vector-ref v 0)) (* (vector-ref u "
+                   "2) (vector-ref v 2))))",
                    "<codegen>");
   const dlam::Proto* p = protoOf(vm, "dot3", listing);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(countOps(p, dlam::Op::VREF), 4u) << listing;
   EXPECT_EQ(countOps(p, dlam::Op::CALL) + countOps(p, dlam::Op::TAILCALL), 0u) << listing;
-  std::string once = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j dot3)", "<codegen>"))->proto, true);
+  std::string once =
+      vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j dot3)", "<codegen>"))->proto, true);
   EXPECT_NE(once.find("VREF"), std::string::npos) << once;
   EXPECT_EQ(show("(dot3 (vector 1 2 3) (vector 4 5 6))"), "22");
   EXPECT_EQ(show("((gradient dot3) (vector 1 2 3) (vector 4 5 6))"), "(#(4 0 6) #(1 0 3))");
   std::string message = errorOf("(dot3 (vector 1 2) (vector 4 5 6))").message;
-  EXPECT_NE(message.find("vector-ref: index 2 is out of range for a vector of length 2"), std::string::npos) << message;
+  EXPECT_NE(message.find("vector-ref: index 2 is out of range for a vector of length 2"),
+            std::string::npos)
+      << message;
   EXPECT_EQ(show("(vector-ref (vector 1 +nan.0 -0.0) 1)"), "+nan.0");
   EXPECT_EQ(show("(dot3 (vector 1 0 1) (vector 1 0 1))"), "2");  // the VM goes on
 }
@@ -297,7 +317,8 @@ TEST(RegroupParts, PartsBecomeThePartsACalleeTakes) {
   // pair of zeros.
   Value c[5] = {num(1), rest};
   vm.regroupParts(c, 2, 4);
-  EXPECT_EQ(vm.show(c[0]) + " " + vm.show(c[1]) + " " + vm.show(c[2]) + " " + vm.show(c[3]), "1 4 5 ()");
+  EXPECT_EQ(vm.show(c[0]) + " " + vm.show(c[1]) + " " + vm.show(c[2]) + " " + vm.show(c[3]),
+            "1 4 5 ()");
   Value d[4] = {Value::zero()};
   vm.regroupParts(d, 1, 3);
   EXPECT_TRUE(d[0].isZero() && d[1].isZero() && d[2].isZero());
@@ -309,10 +330,11 @@ TEST(RegroupParts, PartsBecomeThePartsACalleeTakes) {
 
 TEST_F(Codegen, ArgumentsComputedEarlierInTheBlockAreComputedInTheCallWindow) {
   // t and s are computed before (* h h), which is between them and the call.
-  dlam::evalSource(vm,
-                   "(define (walk l acc)"
-                   "  (if (null? l) acc (let* ((t (cdr l)) (h (car l)) (s (* h h))) (walk t (+ acc s)))))",
-                   "<codegen>");
+  dlam::evalSource(
+      vm,
+      "(define (walk l acc)"
+      "  (if (null? l) acc (let* ((t (cdr l)) (h (car l)) (s (* h h))) (walk t (+ acc s)))))",
+      "<codegen>");
   EXPECT_EQ(moves("walk"), 0u) << listing;
   EXPECT_EQ(show("(walk '(1 2 3) 0)"), "14");
 
@@ -334,19 +356,23 @@ TEST_F(Codegen, ValuesComputedBetweenAnArgumentAndItsCallSurviveTheCall) {
   // after the call, get registers below the window, out of reach of g's frame; e,
   // used by the call last, may stay above it. In h, d is used by a second call and
   // after it.
-  dlam::evalSource(vm,
-                   "(define (g a b) (list a b))"
-                   "(define (f x) (let* ((c (cdr x)) (e (car x)) (b (* e 2)) (k (lambda () b)) (r (g c e)))"
-                   "                (list r (k) (k) b)))"
-                   "(define (h x) (let* ((c (cdr x)) (e (car x)) (d (- e 1)) (r (g c e)) (s (g d r))) (list s d)))",
-                   "<codegen>");
+  dlam::evalSource(
+      vm,
+      "(define (g a b) (list a b))"
+      "(define (f x) (let* ((c (cdr x)) (e (car x)) (b (* e 2)) (k (lambda () b)) (r (g c e)))"
+      "                (list r (k) (k) b)))"
+      "(define (h x) (let* ((c (cdr x)) (e (car x)) (d (- e 1)) (r (g c e)) (s (g d r))) (list s "
+      "d)))",
+      "<codegen>");
   EXPECT_EQ(show("(f '(3 . 4))"), "((4 3) 6 6 6)");
   EXPECT_EQ(show("(h '(3 . 4))"), "((2 (4 3)) 2)");
-  EXPECT_EQ(show("((gradient (lambda (v) (let ((r (f (cons (car v) (cadr v))))) (* (car (car r)) (cadr r)))))"
-                     " '(3 4))"),
+  EXPECT_EQ(show("((gradient (lambda (v) (let ((r (f (cons (car v) (cadr v))))) (* (car (car r)) "
+                 "(cadr r)))))"
+                 " '(3 4))"),
             "(8 6)");
-  EXPECT_EQ(show("((gradient (lambda (v) (let ((r (h (cons (car v) (cadr v))))) (* (car (car r)) (cadr r)))))"
-                     " '(3 4))"),
+  EXPECT_EQ(show("((gradient (lambda (v) (let ((r (h (cons (car v) (cadr v))))) (* (car (car r)) "
+                 "(cadr r)))))"
+                 " '(3 4))"),
             "(4 0)");
 }
 
@@ -384,7 +410,8 @@ TEST_F(Codegen, ALongLetStarCompilesInLinearTime) {
   EXPECT_LT(seconds, 20.0);
   // Shadowing within one let*: each init sees the binding before it.
   EXPECT_EQ(show("(let* ((a 1) (b (+ a 1)) (a (* b 10)) (c (list a b))) (cons a c))"), "(20 20 2)");
-  EXPECT_EQ(show("((gradient (lambda (x) (let* ((y (* x x)) (y (* y x)) (z y)) (+ y z)))) 2)"), "24");
+  EXPECT_EQ(show("((gradient (lambda (x) (let* ((y (* x x)) (y (* y x)) (z y)) (+ y z)))) 2)"),
+            "24");
 }
 
 // A captured value used once, as the callee or an argument of a call, is loaded where
@@ -409,7 +436,8 @@ TEST_F(Codegen, ACapturedValueUsedOnceByACallIsLoadedIntoItsWindow) {
 // instruction each); one used once by a call through a window still goes straight
 // into the window, and splits the run.
 TEST_F(Codegen, CapturedValuesAreLoadedByOneInstructionPerRun) {
-  dlam::evalSource(vm, "(define (three a b c) (lambda (x) (+ (* a x) (* b x) (* c x))))", "<codegen>");
+  dlam::evalSource(vm, "(define (three a b c) (lambda (x) (+ (* a x) (* b x) (* c x))))",
+                   "<codegen>");
   const dlam::Proto* p = protoOf(vm, "(three 1 2 3)", listing);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(countOps(p, dlam::Op::GETUPVAL), 1u) << listing;
@@ -424,14 +452,17 @@ TEST_F(Codegen, CapturedValuesAreLoadedByOneInstructionPerRun) {
   EXPECT_EQ(moves("(around 2 car 5)"), 1u) << listing;  // x into the window only
   EXPECT_EQ(show("((around 2 car 5) '(7))"), "70");
   // In a branch, in a closure made inside, recursive, and in derivatives of all of them.
-  EXPECT_EQ(show("(map ((lambda (a b) (lambda (x) (if (> x 0) (* a x) (- b x)))) 3 4) '(2 -1))"), "(6 5)");
-  EXPECT_EQ(show("((((lambda (a b c) (lambda (x) (lambda (y) (list a b c x y)))) 1 2 3) 4) 5)"), "(1 2 3 4 5)");
+  EXPECT_EQ(show("(map ((lambda (a b) (lambda (x) (if (> x 0) (* a x) (- b x)))) 3 4) '(2 -1))"),
+            "(6 5)");
+  EXPECT_EQ(show("((((lambda (a b c) (lambda (x) (lambda (y) (list a b c x y)))) 1 2 3) 4) 5)"),
+            "(1 2 3 4 5)");
   EXPECT_EQ(show("((derivative (lambda (x) ((three x (* x x) 3) x))) 2)"), "19");
   EXPECT_EQ(show("((derivative (derivative (lambda (x) ((three x (* x x) 3) x)))) 2)"), "14");
   // Rosenbrock's backpropagator transformed captures seven values: six used once by a
   // product, loaded by one instruction, and the backpropagator it calls, into its window.
   dlam::evalSource(vm, kRosen, "<codegen>");
-  std::string twice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j rosen))", "<codegen>"))->proto, true);
+  std::string twice = vm.disassemble(
+      dlam::asClosure(dlam::evalSource(vm, "(*j (*j rosen))", "<codegen>"))->proto, true);
   EXPECT_TRUE(hasInstr(twice, "GETUPVAL", " [0..5]")) << twice;
   // (the first row of the Hessian at (1 2 3): 1200 x0^2 - 400 x1 + 2, -400 x0, 0)
   EXPECT_EQ(show("((gradient (lambda (y) (car ((gradient rosen) y)))) '(1 2 3))"), "(402 -400 0)");
@@ -442,22 +473,27 @@ TEST_F(Codegen, CapturedValuesAreLoadedByOneInstructionPerRun) {
 // in the source, is one STARJ (JINV) whose C counts the levels after the first.
 TEST_F(Codegen, ChainsOfStarJAndOfJInverseAreOneInstruction) {
   dlam::evalSource(vm, kRosen, "<codegen>");
-  std::string twice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j rosen))", "<codegen>"))->proto, true);
+  std::string twice = vm.disassemble(
+      dlam::asClosure(dlam::evalSource(vm, "(*j (*j rosen))", "<codegen>"))->proto, true);
   EXPECT_TRUE(hasInstr(twice, "JINV", " (2 levels)")) << twice;
   EXPECT_TRUE(hasInstr(twice, "STARJ", " (2 levels)")) << twice;
-  std::string thrice = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j (*j (*j rosen)))", "<codegen>"))->proto, true);
+  std::string thrice = vm.disassemble(
+      dlam::asClosure(dlam::evalSource(vm, "(*j (*j (*j rosen)))", "<codegen>"))->proto, true);
   EXPECT_NE(thrice.find("(3 levels)"), std::string::npos) << thrice;
   // The derivatives through them: H e0 at (1 2 3), and x^4's third derivative at 2.
   EXPECT_EQ(show("((gradient (lambda (y) (car ((gradient rosen) y)))) '(1 2 3))"), "(402 -400 0)");
   EXPECT_EQ(show("((derivative (derivative (derivative (lambda (x) (* x x x x))))) 2)"), "48");
   // Written by hand: joined when in one place of the source, and each level's value is
   // right for numbers, lists and procedures.
-  dlam::evalSource(vm, "(define (j2 x) (*j (*j x))) (define (i2 x) (*j-inverse (*j-inverse x)))", "<codegen>");
-  EXPECT_EQ(show("(list (i2 (j2 3)) (i2 (j2 (list 1 car))) (eq? (i2 (j2 car)) car))"), "(3 (1 #<procedure car>) #t)");
+  dlam::evalSource(vm, "(define (j2 x) (*j (*j x))) (define (i2 x) (*j-inverse (*j-inverse x)))",
+                   "<codegen>");
+  EXPECT_EQ(show("(list (i2 (j2 3)) (i2 (j2 (list 1 car))) (eq? (i2 (j2 car)) car))"),
+            "(3 (1 #<procedure car>) #t)");
   EXPECT_EQ(show("(*j-inverse (car (j2 '(5))))"), "#<rev 5>");
   // A value that reaches the second *j-inverse from an `if` (by two paths) is not joined
   // to the one in a branch.
-  dlam::evalSource(vm, "(define (f c a b) (*j-inverse (if c (*j-inverse a) (*j-inverse b))))", "<codegen>");
+  dlam::evalSource(vm, "(define (f c a b) (*j-inverse (if c (*j-inverse a) (*j-inverse b))))",
+                   "<codegen>");
   EXPECT_EQ(show("(list (f #t (*j (*j 1)) (*j (*j 2))) (f #f (*j (*j 1)) (*j (*j 2))))"), "(1 2)");
   // Two places in the source stay two instructions: an error names the one that failed.
   dlam::evalSource(vm, "(define (g x) (*j-inverse (*j-inverse x)))", "<codegen>");
@@ -488,12 +524,16 @@ TEST_F(Codegen, NumbersForACallThatTakesThemUntaggedAreNotTagged) {
 
   // A value of sin, as of any arithmetic primitive, goes untagged too: both of the
   // loop's numbers here. The derivative against the chain rule written out.
-  dlam::evalSource(vm, "(define (iter x) (let loop ((i 0) (acc x)) (if (= i 10) (* acc 1) (loop (+ i 1) (sin acc)))))",
+  dlam::evalSource(vm,
+                   "(define (iter x) (let loop ((i 0) (acc x)) (if (= i 10) (* acc 1) (loop (+ i "
+                   "1) (sin acc)))))",
                    "<codegen>");
-  std::string all = vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j iter)", "<codegen>"))->proto, true);
+  std::string all =
+      vm.disassemble(dlam::asClosure(dlam::evalSource(vm, "(*j iter)", "<codegen>"))->proto, true);
   EXPECT_TRUE(hasInstr(all, "CALL", "split rep, untagged 1 2")) << all;
   EXPECT_EQ(show("(< (abs (- ((derivative iter) 0.5)"
-                 "           (let loop ((i 0) (a 0.5) (d 1)) (if (= i 10) d (loop (+ i 1) (sin a) (* d (cos a)))))))"
+                 "           (let loop ((i 0) (a 0.5) (d 1)) (if (= i 10) d (loop (+ i 1) (sin a) "
+                 "(* d (cos a)))))))"
                  "   1e-15)"),
             "#t");
 
@@ -511,9 +551,11 @@ TEST_F(Codegen, NumbersForACallThatTakesThemUntaggedAreNotTagged) {
   ASSERT_NE(p, nullptr);
   EXPECT_TRUE(hasInstr(listing, "TAILCALL", "1 args, untagged 1")) << listing;
   EXPECT_EQ(countOps(p, dlam::Op::STARJ), 0u) << listing;
-  EXPECT_EQ(show("(let ((r (call-j (*j (lambda (y) (* y y))) 2))) (list (*j-inverse (car r)) ((cdr r) 1)))"),
+  EXPECT_EQ(show("(let ((r (call-j (*j (lambda (y) (* y y))) 2))) (list (*j-inverse (car r)) ((cdr "
+                 "r) 1)))"),
             "(36 (() . 12))");
-  EXPECT_EQ(show("(let ((r (call-j (*j (lambda (y) (if (> y 0) y 0))) 2))) (list (*j-inverse (car r)) ((cdr r) 1)))"),
+  EXPECT_EQ(show("(let ((r (call-j (*j (lambda (y) (if (> y 0) y 0))) 2))) (list (*j-inverse (car "
+                 "r)) ((cdr r) 1)))"),
             "(6 (() . 1))");
   p = protoOf(vm, "(lambda (g x) (let ((y (*j (* x 3)))) (g y y)))", listing);
   ASSERT_NE(p, nullptr);
@@ -540,7 +582,8 @@ std::string num(size_t i) { return std::to_string(i); }
 // terms, under a derivative too. Before, more than 65533 failed to compile.
 TEST_F(Codegen, ACallOfAnyNumberOfArgumentsCompiles) {
   const std::string big = callOf("list", 100000, [](size_t i) { return "(+ " + num(i) + " 1)"; });
-  EXPECT_EQ(show("(let ((l " + big + ")) (list (length l) (car l) (list-ref l 99999)))"), "(100000 1 100000)");
+  EXPECT_EQ(show("(let ((l " + big + ")) (list (length l) (car l) (list-ref l 99999)))"),
+            "(100000 1 100000)");
   EXPECT_EQ(show("(equal? " + callOf("list", 70000, num) + " (iota 70000))"), "#t");
   EXPECT_EQ(show(callOf("(lambda xs (length xs))", 70000, num)), "70000");
   EXPECT_EQ(show(callOf("+", 100000, num)), "4999950000");
@@ -548,18 +591,22 @@ TEST_F(Codegen, ACallOfAnyNumberOfArgumentsCompiles) {
   // The same operations in the same order as the call written out: a product of 5000
   // inexact factors equals fold-left's, bit for bit.
   auto factor = [](size_t i) { return "1.0000001" + num(i); };
-  EXPECT_EQ(show("(= " + callOf("*", 5000, factor) + " (fold-left * 1 " + callOf("list", 5000, factor) + "))"), "#t");
+  EXPECT_EQ(show("(= " + callOf("*", 5000, factor) + " (fold-left * 1 " +
+                 callOf("list", 5000, factor) + "))"),
+            "#t");
   // Under a derivative: the list and the sum are made by the transformed code.
-  EXPECT_EQ(show("((gradient (lambda (x) (fold-left + 0 (map (lambda (c) (* x c)) " + callOf("list", 100000, num) +
-                 ")))) 1)"),
+  EXPECT_EQ(show("((gradient (lambda (x) (fold-left + 0 (map (lambda (c) (* x c)) " +
+                 callOf("list", 100000, num) + ")))) 1)"),
             "4999950000");
-  EXPECT_EQ(show("((gradient (lambda (x) " + callOf("+", 3000, [](size_t i) { return "(* x x " + num(i) + ")"; }) +
-                 ")) 2)"),
+  EXPECT_EQ(show("((gradient (lambda (x) " +
+                 callOf("+", 3000, [](size_t i) { return "(* x x " + num(i) + ")"; }) + ")) 2)"),
             "17994000");
   // Arguments are evaluated in order, across the pieces.
   std::string out;
   vm.output = [&](std::string_view s) { out += s; };
-  show(callOf("list", 5000, [](size_t i) { return i % 2000 == 0 ? "(begin (display " + num(i / 2000) + ") 1)" : num(i); }));
+  show(callOf("list", 5000, [](size_t i) {
+    return i % 2000 == 0 ? "(begin (display " + num(i / 2000) + ") 1)" : num(i);
+  }));
   EXPECT_EQ(out, "012");
   // A wrong argument count is still an error at the call.
   dlam::Error e = errorOf("(define unused 0)\n" + callOf("(lambda (a b c) a)", 2000, num));

@@ -34,13 +34,18 @@ class Generational : public ::testing::Test {
     dlam::openStdlib(vm);
     // (%minor-gc): a collection of the policy's choice (minor unless a full one is due) at
     // the next safe point of the interpreter.
-    vm.defineNative("%minor-gc", [](VM& v, Value*, int) {
-      v.requestCollection(GcKind::Minor);
-      return Value::voidValue();
-    }, 0, 0);
+    vm.defineNative(
+        "%minor-gc",
+        [](VM& v, Value*, int) {
+          v.requestCollection(GcKind::Minor);
+          return Value::voidValue();
+        },
+        0, 0);
   }
 
-  std::string eval(const std::string& src) { return vm.show(dlam::evalSource(vm, src, "<test>"), true); }
+  std::string eval(const std::string& src) {
+    return vm.show(dlam::evalSource(vm, src, "<test>"), true);
+  }
 
   // New objects of every small size class (strings of 16 to 512 bytes), several pages'
   // worth each: they take any slot a collection freed.
@@ -107,7 +112,8 @@ TEST_F(Generational, CollectionsCountTheSurvivorsAsAllocationCountedThem) {
   vm.noteProtoBytes(proto);
   items.push_back(Value::object(proto));
   for (uint32_t n = 0; n < 4; ++n) items.push_back(Value::object(vm.makeClosure(proto, n)));
-  items.push_back(Value::object(vm.makeNative("a-native", [](VM&, Value*, int) { return Value::nil(); }, 0, 0)));
+  items.push_back(Value::object(vm.makeNative(
+      "a-native", [](VM&, Value*, int) { return Value::nil(); }, 0, 0)));
   items.push_back(Value::object(vm.makeRev(Value::number(2))));
   items.push_back(Value::object(vm.makeAttached(Value::number(1), items.back())));
   for (uint32_t n : {0u, 1u, 5u, 100u}) items.push_back(Value::object(vm.makeVector(n)));
@@ -193,7 +199,9 @@ TEST_F(Generational, TheAllocationThresholdGivesMinorAndFullCollections) {
 // would stay until the old bytes doubled. A gradient taken inside one (nested) changes
 // nothing, and plain code keeps a pace of a few MB.
 TEST_F(Generational, GradientsAreCollectedAtTheirEndAndNotInTheirMiddle) {
-  eval("(define (steps n) (lambda (x) (let loop ((i 0) (acc x)) (if (= i n) acc (loop (+ i 1) (sin acc))))))");
+  eval(
+      "(define (steps n) (lambda (x) (let loop ((i 0) (acc x)) (if (= i n) acc (loop (+ i 1) (sin "
+      "acc))))))");
   eval("(define f (steps 60000))");
   eval("(define g (gradient f))");
   EXPECT_EQ(eval("((gradient (steps 10)) 0.5)"), eval("((derivative (steps 10)) 0.5)"));
@@ -204,7 +212,8 @@ TEST_F(Generational, GradientsAreCollectedAtTheirEndAndNotInTheirMiddle) {
   eval("0");
   dlam::GcStats after = vm.gcStats();
   EXPECT_GE(after.minorCollections, before.minorCollections + 1) << "in the middle of the first";
-  EXPECT_GE(after.collections - after.minorCollections, before.collections - before.minorCollections + 1)
+  EXPECT_GE(after.collections - after.minorCollections,
+            before.collections - before.minorCollections + 1)
       << "a full collection at its end";
   EXPECT_LT(after.liveBytes, before.liveBytes + (256u << 10)) << "the old tape is freed";
   for (int k = 0; k < 6; ++k) {
@@ -220,9 +229,9 @@ TEST_F(Generational, GradientsAreCollectedAtTheirEndAndNotInTheirMiddle) {
   EXPECT_EQ(eval("(< (abs (- r ((derivative f) 0.5))) 1e-15)"), "#t");
   // The library's other entry points mark their gradients too (value-and-gradient,
   // derivative; jacobian and hessian, jvp through vjp).
-  for (const char* call : {"((value-and-gradient f) 0.5)", "((derivative f) 0.5)",
-                           "((jacobian (lambda (l) (list (f (car l))))) (list 0.5))",
-                           "(jvp f 0.5 1)"}) {
+  for (const char* call :
+       {"((value-and-gradient f) 0.5)", "((derivative f) 0.5)",
+        "((jacobian (lambda (l) (list (f (car l))))) (list 0.5))", "(jvp f 0.5 1)"}) {
     eval(call);  // (the first of each: its transform is compiled)
     eval("0");
     before = vm.gcStats();
@@ -260,9 +269,10 @@ TEST_F(Generational, ThePaceFollowsTheObjectsNotTheCompiledCode) {
   uint64_t live = vm.gcStats().liveBytes;
   EXPECT_GT(live, uint64_t(12) << 20);
   vm.resetPeak();
-  EXPECT_EQ(eval("(let loop ((i 0) (keep '())) (if (= i 20000) (length keep)"
-                 " (loop (+ i 1) (begin (iota 100) (if (= 0 (modulo i 100)) (cons i keep) keep)))))"),
-            "200");
+  EXPECT_EQ(
+      eval("(let loop ((i 0) (keep '())) (if (= i 20000) (length keep)"
+           " (loop (+ i 1) (begin (iota 100) (if (= 0 (modulo i 100)) (cons i keep) keep)))))"),
+      "200");
   EXPECT_GT(vm.gcStats().collections, 5u);
   EXPECT_LT(vm.gcStats().peakBytes - live, uint64_t(8) << 20);
 }
@@ -347,7 +357,8 @@ TEST_F(Generational, BarrierStarJMemoOnAnOldClosure) {
   vm.collectGarbage();
   eval("(begin (*j sq) 0)");
   minorsAndChurn();
-  EXPECT_EQ(eval("(list (eq? (*j sq) (*j sq)) (eq? (*j-inverse (*j sq)) sq) ((gradient sq) 3))"), "(#t #t 6)");
+  EXPECT_EQ(eval("(list (eq? (*j sq) (*j sq)) (eq? (*j-inverse (*j sq)) sq) ((gradient sq) 3))"),
+            "(#t #t 6)");
 }
 
 // setMemo: an old pair that has its *j memo is given its *j-inverse memo too: both go
@@ -358,7 +369,8 @@ TEST_F(Generational, BarrierSecondMemoOnAnOldPair) {
   vm.collectGarbage();
   eval("(begin (*j-inverse l) 0)");
   minorsAndChurn();
-  EXPECT_EQ(eval("(list (eq? (*j l) jl) (eq? (*j-inverse l) (*j-inverse l)) (*j-inverse l) (eq? (*j-inverse l) l))"),
+  EXPECT_EQ(eval("(list (eq? (*j l) jl) (eq? (*j-inverse l) (*j-inverse l)) (*j-inverse l) (eq? "
+                 "(*j-inverse l) l))"),
             "(#t #t (\"a\" b) #f)");
 }
 
@@ -382,7 +394,8 @@ TEST_F(Generational, BarrierLazyEnvironmentOfAnOldClosure) {
   EXPECT_EQ(eval("(*j-inverse (car (jscale (*j 2))))"), "6");
   EXPECT_EQ(eval("(*j-inverse (car (jpair (*j 5))))"), "10");
   minorsAndChurn();
-  EXPECT_EQ(eval("(list (*j-inverse (car (jscale (*j 5)))) (*j-inverse (car (jpair (*j 7)))))"), "(15 14)");
+  EXPECT_EQ(eval("(list (*j-inverse (car (jscale (*j 5)))) (*j-inverse (car (jpair (*j 7)))))"),
+            "(15 14)");
 }
 
 // noteAttached: an old rep remembers the attached value as its *j-inverse.
@@ -399,10 +412,13 @@ TEST_F(Generational, BarrierAttachedValueRememberedByAnOldRep) {
 // the mapped procedure may have made old.
 TEST_F(Generational, BarrierMapAppendsToAnOldCell) {
   uint64_t minors = vm.gcStats().minorCollections;
-  EXPECT_EQ(eval("(define r (map (lambda (x) (%minor-gc) (list x (* x x))) (iota 200))) (length r)"), "200");
+  EXPECT_EQ(
+      eval("(define r (map (lambda (x) (%minor-gc) (list x (* x x))) (iota 200))) (length r)"),
+      "200");
   EXPECT_GE(vm.gcStats().minorCollections - minors, 150u);
   minorsAndChurn();
-  EXPECT_EQ(eval("(equal? r (let loop ((i 199) (acc '())) (if (< i 0) acc (loop (- i 1) (cons (list i (* i i)) acc)))))"),
+  EXPECT_EQ(eval("(equal? r (let loop ((i 199) (acc '())) (if (< i 0) acc (loop (- i 1) (cons "
+                 "(list i (* i i)) acc)))))"),
             "#t");
 }
 

@@ -26,12 +26,16 @@ const Case kCases[] = {
     {"(jvp 5 1 1)", "jvp: expected a procedure, got 5"},
     {"((jacobian 5) '(1))", "jacobian: expected a procedure, got 5"},
     {"((hessian 5) '(1))", "hessian: expected a procedure, got 5"},
-    {"((gradient (lambda (x) (list x x))) 1)", "gradient: the function must return a real number, got (1 1)"},
-    {"((derivative (lambda (x) (list x))) 1)", "derivative: the function must return a real number, got (1)"},
+    {"((gradient (lambda (x) (list x x))) 1)",
+     "gradient: the function must return a real number, got (1 1)"},
+    {"((derivative (lambda (x) (list x))) 1)",
+     "derivative: the function must return a real number, got (1)"},
     {"((value-and-gradient (lambda (x) \"s\")) 1)",
      "value-and-gradient: the function must return a real number, got \"s\""},
-    {"((hessian (lambda (v) v)) '(1 2))", "hessian: the function must return a real number, got (1 2)"},
-    {"((jacobian (lambda (v) (car v))) '(1 2))", "jacobian: the function must return a list of reals, got 1"},
+    {"((hessian (lambda (v) v)) '(1 2))",
+     "hessian: the function must return a real number, got (1 2)"},
+    {"((jacobian (lambda (v) (car v))) '(1 2))",
+     "jacobian: the function must return a list of reals, got 1"},
 };
 
 TEST(LibraryErrors, NameTheFunctionCalledAndTheProblem) {
@@ -49,13 +53,16 @@ TEST(LibraryErrors, NameTheFunctionCalledAndTheProblem) {
     }
     vm.recover();
     // The same functions still work.
-    EXPECT_EQ(vm.show(dlam::evalSource(vm, "((gradient (lambda (x) (* x x x))) 2)", "ok.dlam")), "12");
+    EXPECT_EQ(vm.show(dlam::evalSource(vm, "((gradient (lambda (x) (* x x x))) 2)", "ok.dlam")),
+              "12");
   }
-  EXPECT_EQ(vm.show(dlam::evalSource(vm, "((hessian (lambda (v) (* (car v) (car v) (cadr v)))) '(1 2))", "ok.dlam")),
+  EXPECT_EQ(vm.show(dlam::evalSource(
+                vm, "((hessian (lambda (v) (* (car v) (car v) (cadr v)))) '(1 2))", "ok.dlam")),
             "((4 2) (2 0))");
-  EXPECT_EQ(vm.show(dlam::evalSource(vm, "((jacobian (lambda (v) (list (* (car v) (cadr v)) (car v)))) '(1 2))",
-                                     "ok.dlam")),
-            "((2 1) (1 0))");
+  EXPECT_EQ(
+      vm.show(dlam::evalSource(
+          vm, "((jacobian (lambda (v) (list (* (car v) (cadr v)) (car v)))) '(1 2))", "ok.dlam")),
+      "((2 1) (1 0))");
   EXPECT_EQ(vm.show(dlam::evalSource(vm, "((derivative (derivative cos)) 0)", "ok.dlam")), "-1");
 }
 

@@ -57,7 +57,7 @@ TEST(MappedArray, HoldsStructsAndIteratesLikeAVector) {
 TEST(MappedArray, ASizeTheKernelCannotMapIsBadAlloc) {
   MappedArray<uint64_t> a;
   a.push_back(5);
-  EXPECT_THROW(a.reserve(SIZE_MAX / 4), std::bad_alloc);      // past what a size_t can count in bytes
+  EXPECT_THROW(a.reserve(SIZE_MAX / 4), std::bad_alloc);  // past what a size_t can count in bytes
   EXPECT_THROW(a.reserve(uint64_t(1) << 50), std::bad_alloc);  // 8 PB: past the address space
   EXPECT_EQ(a[0], 5u);                                         // and the array is as it was
   EXPECT_EQ(a.size(), 1u);

@@ -39,7 +39,9 @@ class Primitives : public ::testing::Test {
   }
 
   // The written form of a call's result.
-  std::string show(const char* name, std::initializer_list<Value> args) { return vm.show(call(name, args)); }
+  std::string show(const char* name, std::initializer_list<Value> args) {
+    return vm.show(call(name, args));
+  }
 
   // The message of the error a call raises ("" if it raises none).
   std::string errorOf(const char* name, std::initializer_list<Value> args) {
@@ -57,7 +59,9 @@ class Primitives : public ::testing::Test {
     return v.asNumber();
   }
 
-  bool truth(const char* name, std::initializer_list<Value> args) { return call(name, args).isTruthy(); }
+  bool truth(const char* name, std::initializer_list<Value> args) {
+    return call(name, args).isTruthy();
+  }
 
   static Value n(double x) { return Value::number(x); }
   Value s(const char* text) { return vm.makeString(text); }
@@ -80,16 +84,34 @@ TEST_F(Primitives, RegisteredWithIdsAndArities) {
     int min, max;
   };
   const Expect table[] = {
-      {"+", NativeId::Add, 0, -1},        {"-", NativeId::Sub, 1, -1},          {"*", NativeId::Mul, 0, -1},
-      {"/", NativeId::Div, 1, -1},        {"expt", NativeId::Expt, 2, 2},       {"sqrt", NativeId::Sqrt, 1, 1},
-      {"log", NativeId::Log, 1, 2},       {"atan", NativeId::Atan, 1, 2},       {"min", NativeId::Min, 1, -1},
-      {"round", NativeId::Round, 1, 1},   {"=", NativeId::NumEq, 1, -1},        {">=", NativeId::Ge, 1, -1},
-      {"nan?", NativeId::NanP, 1, 1},     {"cons", NativeId::Cons, 2, 2},       {"cdddr", NativeId::Cdddr, 1, 1},
-      {"list", NativeId::List, 0, -1},    {"append", NativeId::Append, 0, -1},  {"list-tail", NativeId::ListTail, 2, 2},
-      {"equal?", NativeId::EqualP, 2, 2}, {"iota", NativeId::Iota, 1, 3},       {"display", NativeId::Display, 1, 1},
-      {"newline", NativeId::Newline, 0, 0}, {"error", NativeId::Error, 1, -1}, {"assert", NativeId::Assert, 1, 2},
-      {"number->string", NativeId::NumberToString, 1, 2}, {"string-append", NativeId::StringAppend, 0, -1},
-      {"eqv?", NativeId::EqvP, 2, 2},     {"list?", NativeId::ListP, 1, 1},
+      {"+", NativeId::Add, 0, -1},
+      {"-", NativeId::Sub, 1, -1},
+      {"*", NativeId::Mul, 0, -1},
+      {"/", NativeId::Div, 1, -1},
+      {"expt", NativeId::Expt, 2, 2},
+      {"sqrt", NativeId::Sqrt, 1, 1},
+      {"log", NativeId::Log, 1, 2},
+      {"atan", NativeId::Atan, 1, 2},
+      {"min", NativeId::Min, 1, -1},
+      {"round", NativeId::Round, 1, 1},
+      {"=", NativeId::NumEq, 1, -1},
+      {">=", NativeId::Ge, 1, -1},
+      {"nan?", NativeId::NanP, 1, 1},
+      {"cons", NativeId::Cons, 2, 2},
+      {"cdddr", NativeId::Cdddr, 1, 1},
+      {"list", NativeId::List, 0, -1},
+      {"append", NativeId::Append, 0, -1},
+      {"list-tail", NativeId::ListTail, 2, 2},
+      {"equal?", NativeId::EqualP, 2, 2},
+      {"iota", NativeId::Iota, 1, 3},
+      {"display", NativeId::Display, 1, 1},
+      {"newline", NativeId::Newline, 0, 0},
+      {"error", NativeId::Error, 1, -1},
+      {"assert", NativeId::Assert, 1, 2},
+      {"number->string", NativeId::NumberToString, 1, 2},
+      {"string-append", NativeId::StringAppend, 0, -1},
+      {"eqv?", NativeId::EqvP, 2, 2},
+      {"list?", NativeId::ListP, 1, 1},
   };
   for (const Expect& e : table) {
     dlam::Native* nat = native(e.name);
@@ -98,15 +120,17 @@ TEST_F(Primitives, RegisteredWithIdsAndArities) {
     EXPECT_EQ(nat->minArgs, e.min) << e.name;
     EXPECT_EQ(nat->maxArgs, e.max) << e.name;
   }
-  for (const char* name : {"exp", "log1p", "expm1", "sin", "cos", "tan", "asin", "acos", "sinh", "cosh", "tanh", "abs",
-                           "max", "floor", "ceiling", "truncate", "<", ">", "<=", "zero?", "positive?", "negative?",
-                           "car", "cdr", "caar", "cadr", "cdar", "cddr", "caddr", "length", "reverse", "list-ref",
-                           "null?", "pair?", "number?", "boolean?", "procedure?", "string?", "symbol?", "not", "eq?",
-                           "write", "print", "disasm", "gc-stats"})
+  for (const char* name :
+       {"exp",   "log1p", "expm1",   "sin",      "cos",        "tan",       "asin",    "acos",
+        "sinh",  "cosh",  "tanh",    "abs",      "max",        "floor",     "ceiling", "truncate",
+        "<",     ">",     "<=",      "zero?",    "positive?",  "negative?", "car",     "cdr",
+        "caar",  "cadr",  "cdar",    "cddr",     "caddr",      "length",    "reverse", "list-ref",
+        "null?", "pair?", "number?", "boolean?", "procedure?", "string?",   "symbol?", "not",
+        "eq?",   "write", "print",   "disasm",   "gc-stats"})
     EXPECT_NE(native(name), nullptr) << name;
   // Written in the prelude or registered by the interpreter, not here.
-  for (const char* name : {"map", "for-each", "fold-left", "fold-right", "filter", "memv", "assoc", "reduce",
-                           "remainder", "exact?"})
+  for (const char* name : {"map", "for-each", "fold-left", "fold-right", "filter", "memv", "assoc",
+                           "reduce", "remainder", "exact?"})
     EXPECT_TRUE(vm.global(name).isUndefined()) << name;
 }
 
@@ -168,7 +192,8 @@ TEST_F(Primitives, MinMax) {
   EXPECT_EQ(number("max", {n(4)}), 4);
   EXPECT_EQ(show("max", {n(1), Value::numberChecked(NAN), n(2)}), "+nan.0");
   EXPECT_EQ(show("min", {Value::numberChecked(NAN), n(2)}), "+nan.0");
-  EXPECT_EQ(errorOf("max", {n(1), Value::numberChecked(NAN), s("x")}), "max: expected number as argument 3, got \"x\"");
+  EXPECT_EQ(errorOf("max", {n(1), Value::numberChecked(NAN), s("x")}),
+            "max: expected number as argument 3, got \"x\"");
 }
 
 TEST_F(Primitives, Comparisons) {
@@ -199,7 +224,8 @@ TEST_F(Primitives, NumericPredicates) {
 TEST_F(Primitives, NumericTypeErrors) {
   EXPECT_EQ(errorOf("+", {n(1), s("a")}), "+: expected number as argument 2, got \"a\"");
   EXPECT_EQ(errorOf("sin", {Value::nil()}), "sin: expected number as argument 1, got ()");
-  EXPECT_EQ(errorOf("log", {n(1), Value::boolean(true)}), "log: expected number as argument 2, got #t");
+  EXPECT_EQ(errorOf("log", {n(1), Value::boolean(true)}),
+            "log: expected number as argument 2, got #t");
   EXPECT_EQ(errorOf("zero?", {sym("x")}), "zero?: expected number as argument 1, got x");
 }
 
@@ -238,8 +264,10 @@ TEST_F(Primitives, PairsAndAccessors) {
 TEST_F(Primitives, AccessorErrorsNameTheFunction) {
   EXPECT_EQ(errorOf("car", {n(5)}), "car: expected pair as argument 1, got 5");
   EXPECT_EQ(errorOf("cdr", {Value::nil()}), "cdr: expected pair as argument 1, got ()");
-  EXPECT_EQ(errorOf("cadr", {list({n(1)})}), "cadr: expected list of at least 2 elements as argument 1, got (1)");
-  EXPECT_EQ(errorOf("caar", {list({n(1)})}), "caar: expected pair whose car is a pair as argument 1, got (1)");
+  EXPECT_EQ(errorOf("cadr", {list({n(1)})}),
+            "cadr: expected list of at least 2 elements as argument 1, got (1)");
+  EXPECT_EQ(errorOf("caar", {list({n(1)})}),
+            "caar: expected pair whose car is a pair as argument 1, got (1)");
   EXPECT_EQ(errorOf("caddr", {list({n(1), n(2)})}),
             "caddr: expected list of at least 3 elements as argument 1, got (1 2)");
 }
@@ -249,7 +277,8 @@ TEST_F(Primitives, ListAndLength) {
   EXPECT_EQ(show("list", {n(1), s("a"), sym("b")}), "(1 \"a\" b)");
   EXPECT_EQ(number("length", {Value::nil()}), 0);
   EXPECT_EQ(number("length", {list({n(1), n(2), n(3)})}), 3);
-  EXPECT_EQ(errorOf("length", {vm.cons(n(1), n(2))}), "length: expected list as argument 1, got (1 . 2)");
+  EXPECT_EQ(errorOf("length", {vm.cons(n(1), n(2))}),
+            "length: expected list as argument 1, got (1 . 2)");
   EXPECT_EQ(errorOf("length", {n(3)}), "length: expected list as argument 1, got 3");
 }
 
@@ -269,7 +298,8 @@ TEST_F(Primitives, Append) {
 TEST_F(Primitives, Reverse) {
   EXPECT_EQ(show("reverse", {Value::nil()}), "()");
   EXPECT_EQ(show("reverse", {list({n(1), n(2), n(3)})}), "(3 2 1)");
-  EXPECT_EQ(errorOf("reverse", {vm.cons(n(1), n(2))}), "reverse: expected list as argument 1, got (1 . 2)");
+  EXPECT_EQ(errorOf("reverse", {vm.cons(n(1), n(2))}),
+            "reverse: expected list as argument 1, got (1 . 2)");
 }
 
 TEST_F(Primitives, ListRefAndListTail) {
@@ -279,10 +309,14 @@ TEST_F(Primitives, ListRefAndListTail) {
   EXPECT_EQ(show("list-tail", {l, n(1)}), "(11 12)");
   EXPECT_EQ(show("list-tail", {l, n(3)}), "()");
   EXPECT_EQ(show("list-tail", {n(5), n(0)}), "5");
-  EXPECT_EQ(errorOf("list-ref", {l, n(3)}), "list-ref: index 3 out of range for a list of length 3");
-  EXPECT_EQ(errorOf("list-tail", {l, n(4)}), "list-tail: index 4 out of range for a list of length 3");
-  EXPECT_EQ(errorOf("list-ref", {l, n(-1)}), "list-ref: expected non-negative integer as argument 2, got -1");
-  EXPECT_EQ(errorOf("list-ref", {l, n(1.5)}), "list-ref: expected non-negative integer as argument 2, got 1.5");
+  EXPECT_EQ(errorOf("list-ref", {l, n(3)}),
+            "list-ref: index 3 out of range for a list of length 3");
+  EXPECT_EQ(errorOf("list-tail", {l, n(4)}),
+            "list-tail: index 4 out of range for a list of length 3");
+  EXPECT_EQ(errorOf("list-ref", {l, n(-1)}),
+            "list-ref: expected non-negative integer as argument 2, got -1");
+  EXPECT_EQ(errorOf("list-ref", {l, n(1.5)}),
+            "list-ref: expected non-negative integer as argument 2, got 1.5");
   EXPECT_EQ(errorOf("list-ref", {l, s("x")}), "list-ref: expected number as argument 2, got \"x\"");
   EXPECT_EQ(errorOf("list-ref", {vm.cons(n(1), n(2)), n(1)}),
             "list-ref: expected list as argument 1, got (1 . 2)");
@@ -390,16 +424,19 @@ TEST_F(Primitives, NumberToString) {
   EXPECT_EQ(vm.show(call("number->string", {n(-5), n(2)}), false), "-101");
   EXPECT_EQ(vm.show(call("number->string", {n(1.5), n(10)}), false), "1.5");
   EXPECT_TRUE(dlam::isString(call("number->string", {n(1)})));
-  EXPECT_EQ(errorOf("number->string", {s("1")}), "number->string: expected number as argument 1, got \"1\"");
+  EXPECT_EQ(errorOf("number->string", {s("1")}),
+            "number->string: expected number as argument 1, got \"1\"");
   EXPECT_EQ(errorOf("number->string", {n(1), n(37)}),
             "number->string: expected radix between 2 and 36 as argument 2, got 37");
-  EXPECT_EQ(errorOf("number->string", {n(1.5), n(2)}), "number->string: only integers can be written in radix 2, got 1.5");
+  EXPECT_EQ(errorOf("number->string", {n(1.5), n(2)}),
+            "number->string: only integers can be written in radix 2, got 1.5");
 }
 
 TEST_F(Primitives, StringAppend) {
   EXPECT_EQ(vm.show(call("string-append", {}), true), "\"\"");
   EXPECT_EQ(vm.show(call("string-append", {s("ab"), s(""), s("c")}), false), "abc");
-  EXPECT_EQ(errorOf("string-append", {s("a"), n(1)}), "string-append: expected string as argument 2, got 1");
+  EXPECT_EQ(errorOf("string-append", {s("a"), n(1)}),
+            "string-append: expected string as argument 2, got 1");
 }
 
 TEST_F(Primitives, Iota) {
@@ -409,7 +446,8 @@ TEST_F(Primitives, Iota) {
   EXPECT_EQ(show("iota", {n(3), n(0), n(0.1)}), "(0 0.1 0.2)");
   EXPECT_EQ(show("iota", {n(3), n(5), n(-2)}), "(5 3 1)");
   EXPECT_EQ(errorOf("iota", {n(-1)}), "iota: expected non-negative integer as argument 1, got -1");
-  EXPECT_EQ(errorOf("iota", {n(2.5)}), "iota: expected non-negative integer as argument 1, got 2.5");
+  EXPECT_EQ(errorOf("iota", {n(2.5)}),
+            "iota: expected non-negative integer as argument 1, got 2.5");
 }
 
 // ---- output and errors ----------------------------------------------------------------
@@ -440,7 +478,8 @@ TEST_F(Primitives, Assert) {
   EXPECT_TRUE(call("assert", {n(0)}).isVoid());
   EXPECT_TRUE(call("assert", {Value::nil(), s("never")}).isVoid());
   EXPECT_EQ(errorOf("assert", {Value::boolean(false)}), "assertion failed");
-  EXPECT_EQ(errorOf("assert", {Value::boolean(false), s("x must be positive")}), "assertion failed: x must be positive");
+  EXPECT_EQ(errorOf("assert", {Value::boolean(false), s("x must be positive")}),
+            "assertion failed: x must be positive");
 }
 
 TEST_F(Primitives, DisasmAndGcStats) {

@@ -74,7 +74,8 @@ TEST(Printer, Lists) {
   Value xs[] = {Value::number(1), Value::number(2), Value::number(3)};
   EXPECT_EQ(vm.show(vm.list(xs, 3)), "(1 2 3)");
   EXPECT_EQ(vm.show(vm.cons(Value::number(1), Value::number(2))), "(1 . 2)");
-  EXPECT_EQ(vm.show(vm.cons(Value::number(1), vm.cons(Value::number(2), Value::number(3)))), "(1 2 . 3)");
+  EXPECT_EQ(vm.show(vm.cons(Value::number(1), vm.cons(Value::number(2), Value::number(3)))),
+            "(1 2 . 3)");
   EXPECT_EQ(vm.show(vm.cons(Value::nil(), Value::nil())), "(())");
   Value inner = vm.list(xs + 1, 2);
   Value nested[] = {vm.list(xs, 1), inner, Value::nil()};
@@ -128,7 +129,8 @@ TEST(Printer, ReverseTaggedAndAttached) {
   EXPECT_EQ(vm.show(Value::object(vm.makeRev(r))), "#<rev #<rev 3>>");
   Value xs[] = {r, Value::number(1.5)};
   EXPECT_EQ(vm.show(vm.list(xs, 2)), "(#<rev 3> 1.5)");
-  Value a = Value::object(vm.makeAttached(vm.cons(Value::number(1), Value::nil()), Value::number(9)));
+  Value a =
+      Value::object(vm.makeAttached(vm.cons(Value::number(1), Value::nil()), Value::number(9)));
   EXPECT_EQ(vm.show(a), "(1)");
 }
 

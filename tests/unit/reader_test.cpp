@@ -226,7 +226,8 @@ TEST(Reader, BarSymbols) {
   EXPECT_SYNTAX_ERROR("x |abc", "unterminated |symbol|", 1u, 3u, true);
   EXPECT_SYNTAX_ERROR("|a\\qb|", "bad escape '\\q' in |symbol|", 1u, 3u, false);
   // Control characters, raw or escaped (the expander's own names hold them).
-  EXPECT_SYNTAX_ERROR("|a\\x1;b|", "a |symbol| may not hold control characters (here 0x01)", 1u, 1u, false);
+  EXPECT_SYNTAX_ERROR("|a\\x1;b|", "a |symbol| may not hold control characters (here 0x01)", 1u, 1u,
+                      false);
   EXPECT_SYNTAX_ERROR("|a\tb|", "may not hold control characters (here 0x09)", 1u, 1u, false);
 }
 
@@ -300,7 +301,7 @@ TEST(Reader, Comments) {
   EXPECT_EQ(showAll("#| block |# x"), "x");
   EXPECT_EQ(showAll("#| outer #| inner |# still comment |# y"), "y");
   EXPECT_EQ(showAll("(a #| in list |# b)"), "(a b)");
-  EXPECT_EQ(showAll("a#b#"), "a#b#");  // `#` inside a symbol is a plain character
+  EXPECT_EQ(showAll("a#b#"), "a#b#");          // `#` inside a symbol is a plain character
   EXPECT_EQ(showAll("a#|b|c"), "a# | b | c");  // `|` is a delimiter (R7RS): `a#`, |b|, c
   EXPECT_EQ(showAll("#|\n(\n|#\nz"), "z");
   EXPECT_EQ(showAll("x ;no newline at end"), "x");

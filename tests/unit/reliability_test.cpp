@@ -83,14 +83,20 @@ std::string eval(VM& vm, const std::string& src) {
 // The VM works after a failure: plain evaluation, the prelude's gradient, a collection.
 void expectUsable(VM& vm, const std::string& what, uint64_t n) {
   try {
-    EXPECT_EQ(eval(vm, "(let loop ((i 0) (acc '())) (if (= i 100) (length acc) (loop (+ i 1) (cons i acc))))"),
-              "100")
+    EXPECT_EQ(
+        eval(
+            vm,
+            "(let loop ((i 0) (acc '())) (if (= i 100) (length acc) (loop (+ i 1) (cons i acc))))"),
+        "100")
         << what << ", allocation " << n;
-    EXPECT_EQ(eval(vm, "((gradient (lambda (x) (* x x x))) 2)"), "12") << what << ", allocation " << n;
+    EXPECT_EQ(eval(vm, "((gradient (lambda (x) (* x x x))) 2)"), "12")
+        << what << ", allocation " << n;
     vm.collectGarbage();
-    EXPECT_EQ(eval(vm, "(map (lambda (x) (* x x)) '(1 2 3))"), "(1 4 9)") << what << ", allocation " << n;
+    EXPECT_EQ(eval(vm, "(map (lambda (x) (* x x)) '(1 2 3))"), "(1 4 9)")
+        << what << ", allocation " << n;
   } catch (const Error& e) {
-    ADD_FAILURE() << what << ", allocation " << n << ": the VM is not usable after the failure: " << e.format();
+    ADD_FAILURE() << what << ", allocation " << n
+                  << ": the VM is not usable after the failure: " << e.format();
   }
 }
 
@@ -199,7 +205,8 @@ const Scenario kScenarios[] = {
     {"nested and custom derivatives",
      "(define (cube x) (* x x x))\n"
      "(define f* (custom-vjp (lambda (x) (/ x (+ 1 (sqrt x))))\n"
-     "  (lambda (x) (let ((z (+ 1 (sqrt x)))) (cons (/ x z) (lambda (wbar) (* wbar (/ (+ 1 z) (* 2 z z)))))))))\n"
+     "  (lambda (x) (let ((z (+ 1 (sqrt x)))) (cons (/ x z) (lambda (wbar) (* wbar (/ (+ 1 z) (* 2 "
+     "z z)))))))))\n"
      "(list ((derivative (derivative (derivative sin))) 0) ((gradient f*) 0)\n"
      "      ((gradient (lambda (x) (* x ((gradient (lambda (y) (+ x y))) 1)))) 2)\n"
      "      ((gradient log1pexp) 0) ((gradient cube) 2))",
@@ -214,7 +221,8 @@ const Scenario kScenarios[] = {
      nullptr},
     {"compiler and printer",
      "(define (h . args) (let* ((a (length args)) (b (list a a)))\n"
-     "  (letrec ((ev? (lambda (n) (if (= n 0) #t (od? (- n 1))))) (od? (lambda (n) (if (= n 0) #f (ev? (- n 1))))))\n"
+     "  (letrec ((ev? (lambda (n) (if (= n 0) #t (od? (- n 1))))) (od? (lambda (n) (if (= n 0) #f "
+     "(ev? (- n 1))))))\n"
      "    (cond ((ev? a) (string-append \"even \" (number->string a))) (else b)))))\n"
      "(list (h 1 2) (h 1 2 3) (apply h '(1 2 3 4)) 'sym \"str\" 1.5 (reverse '(1 2 3)))",
      "(\"even 2\" (3 3) \"even 4\" sym \"str\" 1.5 (3 2 1))"},
@@ -336,10 +344,11 @@ struct LimitCase {
 const LimitCase kLimitCases[] = {
     {"heap", "(let loop ((acc '())) (loop (cons 1 acc)))", "heap limit"},
     {"heap in a primitive", "(length (iota 1e9))", "heap limit"},
-    {"heap in a gradient", "((gradient (lambda (x) (let loop ((l (list x))) (loop (append l l))))) 1)",
-     "heap limit"},
+    {"heap in a gradient",
+     "((gradient (lambda (x) (let loop ((l (list x))) (loop (append l l))))) 1)", "heap limit"},
     {"heap in a pullback",
-     "((gradient (custom-vjp (lambda (x) x) (lambda (x) (cons x (lambda (b) (let loop ((a '())) (loop (cons b a)))))))) 1)",
+     "((gradient (custom-vjp (lambda (x) x) (lambda (x) (cons x (lambda (b) (let loop ((a '())) "
+     "(loop (cons b a)))))))) 1)",
      "heap limit"},
     {"stack", "(define (down n) (+ 1 (down n))) (down 0)", "stack overflow"},
     {"stack in a backward pass",
@@ -348,7 +357,8 @@ const LimitCase kLimitCases[] = {
      "stack overflow"},
     {"instructions", "(let loop ((i 0)) (loop (+ i 1)))", "instruction limit"},
     {"instructions in a pullback",
-     "((gradient (custom-vjp (lambda (x) x) (lambda (x) (cons x (lambda (b) (let loop () (loop))))))) 1)",
+     "((gradient (custom-vjp (lambda (x) x) (lambda (x) (cons x (lambda (b) (let loop () "
+     "(loop))))))) 1)",
      "instruction limit"},
 };
 
@@ -420,8 +430,9 @@ TEST(Limits, AMacroExpansionTooLargeUnderTheHeapLimit) {
   std::string zeros, ones;
   for (int i = 0; i < 1000; ++i) zeros += " 0";
   for (int i = 0; i < 400; ++i) ones += " 1";
-  std::string grow = "(define-syntax grow (syntax-rules () ((_ ()) 0) ((_ (x . rest)) (begin (list" + zeros +
-                     ") (grow rest)))))\n";
+  std::string grow =
+      "(define-syntax grow (syntax-rules () ((_ ()) 0) ((_ (x . rest)) (begin (list" + zeros +
+      ") (grow rest)))))\n";
   try {
     std::string got = eval(vm, grow + "(grow (" + ones + "))");
     ADD_FAILURE() << "no error, got " << got;
@@ -541,8 +552,9 @@ TEST(Limits, ThroughVmCall) {
 // Runs `source` in a child with `addressSpaceMb` of address space and `seconds` of time.
 // Returns "" when it ended in a dlam::Error (its message in *message), else what happened.
 // (Unused where DLAM_TEST_NO_RLIMIT is defined.)
-[[maybe_unused]] std::string runConfined(const char* source, uint64_t heapLimitMb, uint64_t addressSpaceMb, unsigned seconds,
-                        std::string* message) {
+[[maybe_unused]] std::string runConfined(const char* source, uint64_t heapLimitMb,
+                                         uint64_t addressSpaceMb, unsigned seconds,
+                                         std::string* message) {
   int fds[2];
   if (pipe(fds) != 0) return "pipe failed";
   pid_t pid = fork();
@@ -607,7 +619,8 @@ TEST(Limits, RecursionThroughGradientStopsCleanly) {
   std::string failure =
       runConfined("(define (f x) (+ 1 ((gradient f) x))) (f 1)", 256, 3072, 120, &message);
   EXPECT_EQ(failure, "") << message;
-  EXPECT_TRUE(message.find("heap limit") != std::string::npos || message.find("stack overflow") != std::string::npos ||
+  EXPECT_TRUE(message.find("heap limit") != std::string::npos ||
+              message.find("stack overflow") != std::string::npos ||
               message.find("out of memory") != std::string::npos ||
               message.find("derivatives nested more than") != std::string::npos)
       << message;
@@ -623,8 +636,8 @@ TEST(Limits, PrintingAHugeSharedTreeStopsCleanly) {
 #else
   std::string message;
   std::string failure = runConfined(
-      "(define t (let loop ((i 0) (x 1)) (if (= i 40) x (loop (+ i 1) (cons x x))))) (display t)", 256, 2048, 120,
-      &message);
+      "(define t (let loop ((i 0) (x 1)) (if (= i 40) x (loop (+ i 1) (cons x x))))) (display t)",
+      256, 2048, 120, &message);
   EXPECT_EQ(failure, "") << message;
 #endif
 }
@@ -640,8 +653,9 @@ TEST(Limits, NestedGradientsUnderAnAddressSpaceLimit) {
 #else
   std::string message;
   std::string failure = runConfined(
-      "(define (f x n) (if (= n 0) (* x x) (* x ((gradient (lambda (y) (f y (- n 1)))) x)))) (f 1.5 10)", 256, 1536,
-      300, &message);
+      "(define (f x n) (if (= n 0) (* x x) (* x ((gradient (lambda (y) (f y (- n 1)))) x)))) (f "
+      "1.5 10)",
+      256, 1536, 300, &message);
   if (failure.rfind("completed", 0) == 0) return;  // enough memory after all
   EXPECT_EQ(failure, "") << message;
 #endif

@@ -22,11 +22,16 @@ namespace {
 
 Value* memoSlot(Obj* o) {
   switch (o->type) {
-    case ObjType::Pair: return &static_cast<Pair*>(o)->memo;
-    case ObjType::Closure: return &static_cast<Closure*>(o)->memo;
-    case ObjType::Native: return &static_cast<Native*>(o)->memo;
-    case ObjType::Vector: return &static_cast<Vector*>(o)->memo;
-    default: return nullptr;
+    case ObjType::Pair:
+      return &static_cast<Pair*>(o)->memo;
+    case ObjType::Closure:
+      return &static_cast<Closure*>(o)->memo;
+    case ObjType::Native:
+      return &static_cast<Native*>(o)->memo;
+    case ObjType::Vector:
+      return &static_cast<Vector*>(o)->memo;
+    default:
+      return nullptr;
   }
 }
 
@@ -104,7 +109,9 @@ void VM::forceClosureSlow(Closure* c) {
   try {
     mapped.reserve(c->aux);
     for (uint32_t i = 0; i < c->aux; ++i)
-      mapped.push_back(keepsPrimal(kept, i) ? c->upvals[i] : inverse ? starJInverse(c->upvals[i]) : starJ(c->upvals[i]));
+      mapped.push_back(keepsPrimal(kept, i) ? c->upvals[i]
+                       : inverse            ? starJInverse(c->upvals[i])
+                                            : starJ(c->upvals[i]));
   } catch (...) {
     c->flags |= lazy;
     throw;
@@ -139,14 +146,15 @@ Native* VM::repNative(Native* base, uint16_t level) {
 Closure* VM::repClosure(Native* rep, int nargs) {
   Native* base = asNative(rep->data);
   if (nargs < base->minArgs || (base->maxArgs >= 0 && nargs > base->maxArgs))
-    runtimeError(std::string(base->name) + ": wrong number of arguments (" + std::to_string(nargs) + ")");
+    runtimeError(std::string(base->name) + ": wrong number of arguments (" + std::to_string(nargs) +
+                 ")");
   if (nargs > 32 && base->maxArgs < 0) {
     // Many arguments: differentiate a fold written in the prelude (%nary-NAME)
     // rather than an eta expansion with one parameter per argument.
     Value folded = intern(std::string("%nary-") + base->name)->global;
     if (!isClosure(folded))
-      runtimeError(std::string(base->name) + ": cannot differentiate a call with " + std::to_string(nargs) +
-                   " arguments");
+      runtimeError(std::string(base->name) + ": cannot differentiate a call with " +
+                   std::to_string(nargs) + " arguments");
     Value v = folded;
     for (uint16_t i = 0; i < rep->level; ++i) v = starJ(v);
     return asClosure(v);
@@ -172,14 +180,17 @@ Value VM::liftedCall(Native* lifted, Value* args, int nargs) {
     // %call-vjp itself being differentiated: the host function's vjp is first order only.
     if (nargs > 0 && isNative(args[0]) && (asNative(args[0])->flags & kHasVjp))
       runtimeError(std::string(asNative(args[0])->name) +
-                   ": nested derivatives through this host function are not supported (its vjp is first order)");
+                   ": nested derivatives through this host function are not supported (its vjp is "
+                   "first order)");
     runtimeError(std::string(base->name) +
-                 ": has no derivative, so it cannot be used in differentiated code (attach one with custom-vjp, "
+                 ": has no derivative, so it cannot be used in differentiated code (attach one "
+                 "with custom-vjp, "
                  "or register the host function with a vjp)");
   }
   if ((base->flags & kHasVjp) && lifted->level > 1)
     runtimeError(std::string(base->name) +
-                 ": nested derivatives through this host function are not supported (its vjp is first order)");
+                 ": nested derivatives through this host function are not supported (its vjp is "
+                 "first order)");
   Scratch<Value> stripped(static_cast<size_t>(nargs));
   for (int i = 0; i < nargs; ++i) stripped[i] = args[i];
   for (int i = 0; i < nargs; ++i) {
@@ -190,8 +201,9 @@ Value VM::liftedCall(Native* lifted, Value* args, int nargs) {
     }
     for (uint16_t i = 0; i < lifted->level; ++i) {
       if (a.isNumber())
-        runtimeError(std::string(base->name) + ": got the plain number " + show(a, true) +
-                     " where a reverse-tagged value was expected (a derivative level was mixed up)");
+        runtimeError(
+            std::string(base->name) + ": got the plain number " + show(a, true) +
+            " where a reverse-tagged value was expected (a derivative level was mixed up)");
       a = starJInverse(a);
     }
   }
@@ -204,20 +216,31 @@ Value VM::liftedCall(Native* lifted, Value* args, int nargs) {
 Value VM::liftedBinary(NativeId id, uint32_t level, Value* args) {
   if (level == 1 && isObj(args[0], ObjType::Rev) && isObj(args[1], ObjType::Rev)) {
     // First-order derivatives: both operands tag numbers.
-    Value x = static_cast<Rev*>(args[0].asObject())->primal, y = static_cast<Rev*>(args[1].asObject())->primal;
+    Value x = static_cast<Rev*>(args[0].asObject())->primal,
+          y = static_cast<Rev*>(args[1].asObject())->primal;
     if (x.isNumber() && y.isNumber()) {
       double a = x.asNumber(), b = y.asNumber();
       switch (id) {
-        case NativeId::Add: return Value::object(makeRev(Value::number(a + b)));
-        case NativeId::Sub: return Value::object(makeRev(Value::number(a - b)));
-        case NativeId::Mul: return Value::object(makeRev(Value::number(a * b)));
-        case NativeId::Div: return Value::object(makeRev(Value::number(a / b)));
-        case NativeId::Lt: return Value::boolean(a < b);
-        case NativeId::Le: return Value::boolean(a <= b);
-        case NativeId::Gt: return Value::boolean(a > b);
-        case NativeId::Ge: return Value::boolean(a >= b);
-        case NativeId::NumEq: return Value::boolean(a == b);
-        default: break;
+        case NativeId::Add:
+          return Value::object(makeRev(Value::number(a + b)));
+        case NativeId::Sub:
+          return Value::object(makeRev(Value::number(a - b)));
+        case NativeId::Mul:
+          return Value::object(makeRev(Value::number(a * b)));
+        case NativeId::Div:
+          return Value::object(makeRev(Value::number(a / b)));
+        case NativeId::Lt:
+          return Value::boolean(a < b);
+        case NativeId::Le:
+          return Value::boolean(a <= b);
+        case NativeId::Gt:
+          return Value::boolean(a > b);
+        case NativeId::Ge:
+          return Value::boolean(a >= b);
+        case NativeId::NumEq:
+          return Value::boolean(a == b);
+        default:
+          break;
       }
     }
   }
@@ -229,8 +252,9 @@ Value VM::liftedBinary(NativeId id, uint32_t level, Value* args) {
       if (isObj(a, ObjType::Rev)) {
         a = static_cast<Rev*>(a.asObject())->primal;
       } else if (a.isNumber()) {
-        runtimeError(std::string(base->name) + ": got the plain number " + show(a, true) +
-                     " where a reverse-tagged value was expected (a derivative level was mixed up)");
+        runtimeError(
+            std::string(base->name) + ": got the plain number " + show(a, true) +
+            " where a reverse-tagged value was expected (a derivative level was mixed up)");
       } else if (!a.isZero()) {
         break;  // not a number at all: the primitive reports the type error
       }
@@ -248,8 +272,10 @@ Value VM::jLeaf(Value v) {
   Obj* o = v.asObject();
   switch (o->type) {
     case ObjType::String:
-    case ObjType::Symbol: return v;
-    case ObjType::Rev: return Value::object(makeRev(v));
+    case ObjType::Symbol:
+      return v;
+    case ObjType::Rev:
+      return Value::object(makeRev(v));
     case ObjType::Closure: {
       Value m = getMemo(o, false);
       if (!m.isUndefined()) return m;
@@ -269,15 +295,21 @@ Value VM::jLeaf(Value v) {
       auto* n = static_cast<Native*>(o);
       Native* r;
       switch (static_cast<NativeKind>(n->kind)) {
-        case NativeKind::Plain: r = repNative(n, 1); break;
-        case NativeKind::Rep: r = repNative(asNative(n->data), static_cast<uint16_t>(n->level + 1)); break;
-        default: runtimeError("*j: cannot differentiate the internal procedure " + std::string(n->name));
+        case NativeKind::Plain:
+          r = repNative(n, 1);
+          break;
+        case NativeKind::Rep:
+          r = repNative(asNative(n->data), static_cast<uint16_t>(n->level + 1));
+          break;
+        default:
+          runtimeError("*j: cannot differentiate the internal procedure " + std::string(n->name));
       }
       setMemo(*this, o, false, Value::object(r));
       setMemo(*this, r, true, v);
       return Value::object(r);
     }
-    case ObjType::Attached: return static_cast<Attached*>(o)->rep;
+    case ObjType::Attached:
+      return static_cast<Attached*>(o)->rep;
     case ObjType::Foreign:
       runtimeError("*j: the foreign function " + std::string(static_cast<Native*>(o)->name) +
                    " has no derivative; attach one with custom-vjp");
@@ -296,7 +328,8 @@ Value VM::jLeaf(Value v) {
       return r;
     }
     case ObjType::Proto:
-    case ObjType::Pair: break;
+    case ObjType::Pair:
+      break;
   }
   runtimeError("*j: unexpected value " + show(v, true));
 }
@@ -309,8 +342,10 @@ Value VM::jInvLeaf(Value v) {
   Obj* o = v.asObject();
   switch (o->type) {
     case ObjType::String:
-    case ObjType::Symbol: return v;
-    case ObjType::Rev: return static_cast<Rev*>(o)->primal;
+    case ObjType::Symbol:
+      return v;
+    case ObjType::Rev:
+      return static_cast<Rev*>(o)->primal;
     case ObjType::Closure: {
       Value m = getMemo(o, true);
       if (!m.isUndefined()) return m;
@@ -331,7 +366,8 @@ Value VM::jInvLeaf(Value v) {
       auto* n = static_cast<Native*>(o);
       if (static_cast<NativeKind>(n->kind) == NativeKind::Rep) {
         Native* base = asNative(n->data);
-        Value r = n->level > 1 ? Value::object(repNative(base, static_cast<uint16_t>(n->level - 1))) : Value::object(base);
+        Value r = n->level > 1 ? Value::object(repNative(base, static_cast<uint16_t>(n->level - 1)))
+                               : Value::object(base);
         setMemo(*this, o, true, r);
         return r;
       }
@@ -343,7 +379,8 @@ Value VM::jInvLeaf(Value v) {
       Value p = starJInverse(a->primal);
       return Value::object(makeAttached(p, v));
     }
-    default: break;
+    default:
+      break;
   }
   runtimeError("*j-inverse: " + show(v, true) + " is not a reverse-tagged value");
 }
@@ -447,14 +484,16 @@ Value plusVectors(VM& vm, Value a, Value b) {
   auto *u = static_cast<Vector*>(a.asObject()), *v = static_cast<Vector*>(b.asObject());
   uint32_t n = vectorLength(u);
   if (n != vectorLength(v))
-    vm.runtimeError("plus: sensitivities of vectors of different lengths (" + std::to_string(n) + " and " +
-                    std::to_string(vectorLength(v)) + ")");
+    vm.runtimeError("plus: sensitivities of vectors of different lengths (" + std::to_string(n) +
+                    " and " + std::to_string(vectorLength(v)) + ")");
   // v is to go in front of u: the purely sparse one, the shorter if both are.
   if (!isPurelySparse(v) || (isPurelySparse(u) && sparseCount(u) < sparseCount(v))) std::swap(u, v);
   // No collection runs inside plus: the chains stay put while nodes are made.
-  if (isPurelySparse(v) && sparseCount(v) < n && sparseChainFits(uint64_t(sparseCount(u)) + sparseCount(v), n)) {
+  if (isPurelySparse(v) && sparseCount(v) < n &&
+      sparseChainFits(uint64_t(sparseCount(u)) + sparseCount(v), n)) {
     Value head = Value::object(u);
-    forEachSparse(v, [&](uint32_t i, double x) { head = Value::object(vm.makeSparse(n, i, x, head)); });
+    forEachSparse(
+        v, [&](uint32_t i, double x) { head = Value::object(vm.makeSparse(n, i, x, head)); });
     return head;
   }
   Vector* r = vm.makeVector(n);
@@ -495,8 +534,8 @@ Value plusTree(VM& vm, Value a, Value b) {
     }
     if (isObj(x, ObjType::Rev) && isObj(y, ObjType::Rev)) {
       // Rev nesting is bounded by the number of nested derivatives.
-      results.push_back(Value::object(vm.makeRev(
-          vm.plus(static_cast<Rev*>(x.asObject())->primal, static_cast<Rev*>(y.asObject())->primal))));
+      results.push_back(Value::object(vm.makeRev(vm.plus(
+          static_cast<Rev*>(x.asObject())->primal, static_cast<Rev*>(y.asObject())->primal))));
       continue;
     }
     if (x.isNil() && y.isNil()) {
@@ -519,8 +558,10 @@ Value plusTree(VM& vm, Value a, Value b) {
 // reverse-tagged values, two ends of lists (no walk), two vectors, or the general
 // case (shapes that do not match: its error).
 Value plusEnd(VM& vm, Value a, Value b) {
-  if (isObj(a, ObjType::Rev) && isObj(b, ObjType::Rev))  // (nested derivatives: bounded by the level)
-    return Value::object(vm.makeRev(vm.plus(static_cast<Rev*>(a.asObject())->primal, static_cast<Rev*>(b.asObject())->primal)));
+  if (isObj(a, ObjType::Rev) &&
+      isObj(b, ObjType::Rev))  // (nested derivatives: bounded by the level)
+    return Value::object(vm.makeRev(
+        vm.plus(static_cast<Rev*>(a.asObject())->primal, static_cast<Rev*>(b.asObject())->primal)));
   if (a.isNil() && b.isNil()) return a;
   if (Value r = plusVectors(vm, a, b); !r.isUndefined()) return r;  // without plusTree's stacks
   return plusTree(vm, a, b);
@@ -586,7 +627,8 @@ Value VM::plus(Value a, Value b) {
   // One element added to a list ((cons g 0), the sensitivity of a car): one new pair.
   if (pa->cdr.isZero() || pb->cdr.isZero()) {
     Value car = plusShallow(pa->car, pb->car);
-    if (!car.isUndefined()) return Value::object(newPair(car, pa->cdr.isZero() ? pb->cdr : pa->cdr));
+    if (!car.isUndefined())
+      return Value::object(newPair(car, pa->cdr.isZero() ? pb->cdr : pa->cdr));
   }
   // Two lists (the sensitivities of a list of weights, of a pair of a mostly zero
   // (cons g 0) and a rest): one loop along the spines, building the sum front to

@@ -400,7 +400,8 @@ void Arena::unmarkAll() {
       char* s = reinterpret_cast<char*>(p) + kPageHeader;
       for (uint32_t i = 0; i < p->carved; ++i, s += p->slotSize) s[offsetof(Obj, marked)] = 0;
     }
-  for (Large* l = large_; l; l = l->next) (reinterpret_cast<char*>(l) + kLargeHeader)[offsetof(Obj, marked)] = 0;
+  for (Large* l = large_; l; l = l->next)
+    (reinterpret_cast<char*>(l) + kLargeHeader)[offsetof(Obj, marked)] = 0;
 }
 
 }  // namespace dlam

@@ -36,8 +36,8 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
     todo.erase(todo.begin());
     char line[256];
     snprintf(line, sizeof line, "function %s (%s:%u:%u) params=%u%s regs=%u constants=%zu\n",
-             f->name.empty() ? "<anonymous>" : f->name.c_str(), f->file.c_str(), f->loc.line, f->loc.col,
-             f->nparams, f->hasRest ? "+rest" : "", f->nregs, f->constants.size());
+             f->name.empty() ? "<anonymous>" : f->name.c_str(), f->file.c_str(), f->loc.line,
+             f->loc.col, f->nparams, f->hasRest ? "+rest" : "", f->nregs, f->constants.size());
     out += line;
     if (!f->freeVars.empty()) {
       out += "  captures:";
@@ -58,34 +58,52 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
       auto head = [&] { return ins & instr::kHeadK ? k(a) : "r" + std::to_string(a); };
       auto tail = [&] { return ins & instr::kTailK ? k(c) : "r" + std::to_string(c); };
       // Their listed registers (0 past the end of the code)
-      auto listed = [&](uint32_t j) { return i + 1 + j / 4 < f->code.size() ? instr::listedReg(&f->code[i + 1], j) : 0; };
+      auto listed = [&](uint32_t j) {
+        return i + 1 + j / 4 < f->code.size() ? instr::listedReg(&f->code[i + 1], j) : 0;
+      };
       switch (opFormat(op)) {
-        case Fmt::A: operands = "r" + std::to_string(a); break;
-        case Fmt::AB: operands = "r" + std::to_string(a) + " r" + std::to_string(b); break;
+        case Fmt::A:
+          operands = "r" + std::to_string(a);
+          break;
+        case Fmt::AB:
+          operands = "r" + std::to_string(a) + " r" + std::to_string(b);
+          break;
         case Fmt::ABC:
           operands = "r" + std::to_string(a) + " r" + std::to_string(b) + " r" + std::to_string(c);
           break;
-        case Fmt::ABK: operands = "r" + std::to_string(a) + " r" + std::to_string(b) + " " + k(c); break;
-        case Fmt::ABx: operands = "r" + std::to_string(a) + " " + k(instr::bx(ins)); break;
+        case Fmt::ABK:
+          operands = "r" + std::to_string(a) + " r" + std::to_string(b) + " " + k(c);
+          break;
+        case Fmt::ABx:
+          operands = "r" + std::to_string(a) + " " + k(instr::bx(ins));
+          break;
         case Fmt::AP: {
           uint32_t idx = instr::bx(ins);
           operands = "r" + std::to_string(a) + " <function " +
-                     (idx < f->protos.size() && !f->protos[idx]->name.empty() ? f->protos[idx]->name : "#" + std::to_string(idx)) + ">";
+                     (idx < f->protos.size() && !f->protos[idx]->name.empty()
+                          ? f->protos[idx]->name
+                          : "#" + std::to_string(idx)) +
+                     ">";
           break;
         }
-        case Fmt::sBx: operands = "-> " + std::to_string(static_cast<int64_t>(i) + 1 + instr::sBx(ins)); break;
+        case Fmt::sBx:
+          operands = "-> " + std::to_string(static_cast<int64_t>(i) + 1 + instr::sBx(ins));
+          break;
         case Fmt::AsBx:
-          operands = "r" + std::to_string(a) + " -> " + std::to_string(static_cast<int64_t>(i) + 1 + instr::sBx(ins));
+          operands = "r" + std::to_string(a) + " -> " +
+                     std::to_string(static_cast<int64_t>(i) + 1 + instr::sBx(ins));
           break;
         case Fmt::ABsC:
           operands = "r" + std::to_string(a) + " r" + std::to_string(b) + " -> " +
                      std::to_string(static_cast<int64_t>(i) + 1 + instr::sC(ins));
           break;
         case Fmt::AKsC:
-          operands = "r" + std::to_string(a) + " " + k(b) + " -> " + std::to_string(static_cast<int64_t>(i) + 1 + instr::sC(ins));
+          operands = "r" + std::to_string(a) + " " + k(b) + " -> " +
+                     std::to_string(static_cast<int64_t>(i) + 1 + instr::sC(ins));
           break;
         case Fmt::ABN:
-          operands = "r" + std::to_string(a) + " " + std::to_string(b) + (op == Op::CALLP ? " parts" : " args");
+          operands = "r" + std::to_string(a) + " " + std::to_string(b) +
+                     (op == Op::CALLP ? " parts" : " args");
           if (c) operands += ", split " + splitName(static_cast<uint8_t>(c));
           if (uint32_t raw = instr::rawArgs(ins)) {  // "untagged 1 3": arguments passed for *j
             operands += ", untagged";
@@ -116,12 +134,13 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
           if (c) operands += " (" + std::to_string(c + 1) + " levels)";
           break;
         case Fmt::ABU:  // one value, or a run: "r1..r3 [0..2]"
-          operands = c ? "r" + std::to_string(a) + "..r" + std::to_string(a + c) + " [" + std::to_string(b) + ".." +
-                             std::to_string(b + c) + "]"
+          operands = c ? "r" + std::to_string(a) + "..r" + std::to_string(a + c) + " [" +
+                             std::to_string(b) + ".." + std::to_string(b + c) + "]"
                        : "r" + std::to_string(a) + " [" + std::to_string(b) + "]";
           break;
       }
-      snprintf(line, sizeof line, "  %4zu  [%u:%u]  %-10s %s\n", i, loc.line, loc.col, opName(op), operands.c_str());
+      snprintf(line, sizeof line, "  %4zu  [%u:%u]  %-10s %s\n", i, loc.line, loc.col, opName(op),
+               operands.c_str());
       out += line;
       i += extra;
     }

@@ -45,29 +45,41 @@ constexpr uint64_t kMinMajorGrowth = 1u << 18;
 // The sizes of the objects whose size varies, as allocated by the make* functions below
 // and counted again, from the marks, by objectFootprint (closureSize: object.h).
 size_t stringSize(size_t length) { return offsetof(String, chars) + length + 1; }
-size_t vectorSize(uint32_t n) { return offsetof(Vector, items) + sizeof(double) * std::max<uint32_t>(n, 1); }
+size_t vectorSize(uint32_t n) {
+  return offsetof(Vector, items) + sizeof(double) * std::max<uint32_t>(n, 1);
+}
 
 // The footprint allocate() charged for an object.
 uint64_t objectFootprint(const Obj* o) {
   switch (o->type) {
-    case ObjType::String: return Arena::footprint(stringSize(o->aux));
-    case ObjType::Symbol: return Arena::footprint(sizeof(Symbol));
-    case ObjType::Pair: return Arena::footprint(sizeof(Pair));
-    case ObjType::Closure: return Arena::footprint(closureSize(o->aux));
-    case ObjType::Proto: return Arena::footprint(sizeof(Proto));
+    case ObjType::String:
+      return Arena::footprint(stringSize(o->aux));
+    case ObjType::Symbol:
+      return Arena::footprint(sizeof(Symbol));
+    case ObjType::Pair:
+      return Arena::footprint(sizeof(Pair));
+    case ObjType::Closure:
+      return Arena::footprint(closureSize(o->aux));
+    case ObjType::Proto:
+      return Arena::footprint(sizeof(Proto));
     case ObjType::Native:
-    case ObjType::Foreign: return Arena::footprint(sizeof(Native));
-    case ObjType::Rev: return Arena::footprint(sizeof(Rev));
-    case ObjType::Attached: return Arena::footprint(sizeof(Attached));
-    case ObjType::Vector: return Arena::footprint(vectorSize(o->aux));
+    case ObjType::Foreign:
+      return Arena::footprint(sizeof(Native));
+    case ObjType::Rev:
+      return Arena::footprint(sizeof(Rev));
+    case ObjType::Attached:
+      return Arena::footprint(sizeof(Attached));
+    case ObjType::Vector:
+      return Arena::footprint(vectorSize(o->aux));
   }
   return 0;
 }
 
 // The C++ memory a Proto owns beyond its slot, with its part of the IR it keeps.
 uint64_t protoBytes(const Proto& p) {
-  uint64_t n = heapBytesOf(p.code) + heapBytesOf(p.constants) + heapBytesOf(p.protos) + heapBytesOf(p.captures) +
-               heapBytesOf(p.locs) + heapBytesOf(p.freeVars) + heapBytesOf(p.name) + heapBytesOf(p.file) + p.irBytes;
+  uint64_t n = heapBytesOf(p.code) + heapBytesOf(p.constants) + heapBytesOf(p.protos) +
+               heapBytesOf(p.captures) + heapBytesOf(p.locs) + heapBytesOf(p.freeVars) +
+               heapBytesOf(p.name) + heapBytesOf(p.file) + p.irBytes;
   for (const auto& c : p.captures) n += heapBytesOf(c);
   for (const auto& v : p.freeVars) n += heapBytesOf(v);
   return n;
@@ -79,7 +91,8 @@ VM::VM(const Config& config) : config_(config) {
   frames_.reserve(64);
   nursery_ = kMinNursery;
   nextGc_ = gcThreshold_ = kMinNursery;
-  if (uint64_t limit = config_.heapLimitMb << 20; limit && nextGc_ > limit / 2) nextGc_ = gcThreshold_ = limit / 2;
+  if (uint64_t limit = config_.heapLimitMb << 20; limit && nextGc_ > limit / 2)
+    nextGc_ = gcThreshold_ = limit / 2;
 #ifdef DLAM_GC_STRESS
   nextGc_ = 0;
 #endif
@@ -89,11 +102,18 @@ VM::VM(const Config& config) : config_(config) {
 namespace {
 void finalize(Obj* o) {
   switch (o->type) {
-    case ObjType::Proto: static_cast<Proto*>(o)->~Proto(); break;
-    case ObjType::Symbol: static_cast<Symbol*>(o)->~Symbol(); break;
+    case ObjType::Proto:
+      static_cast<Proto*>(o)->~Proto();
+      break;
+    case ObjType::Symbol:
+      static_cast<Symbol*>(o)->~Symbol();
+      break;
     case ObjType::Native:
-    case ObjType::Foreign: static_cast<Native*>(o)->~Native(); break;
-    default: break;
+    case ObjType::Foreign:
+      static_cast<Native*>(o)->~Native();
+      break;
+    default:
+      break;
   }
 }
 
@@ -210,7 +230,8 @@ Native* VM::makeNative(const char* name, NativeFn fn, int minArgs, int maxArgs, 
   n->id = id;
   n->data = Value::nil();
   n->memo = Value::nil();
-  if (id != 0 && id < static_cast<uint16_t>(NativeId::Count)) builtins_[id] = n;  // the latest registration wins
+  if (id != 0 && id < static_cast<uint16_t>(NativeId::Count))
+    builtins_[id] = n;  // the latest registration wins
   return n;
 }
 
@@ -323,15 +344,20 @@ void VM::markRoots(std::vector<Obj*>& work) {
       markValue(static_cast<Native*>(o)->data, work);
       markValue(static_cast<Native*>(o)->memo, work);
       break;
-    case ObjType::Rev: markValue(static_cast<Rev*>(o)->primal, work); break;
+    case ObjType::Rev:
+      markValue(static_cast<Rev*>(o)->primal, work);
+      break;
     case ObjType::Attached: {
       auto* a = static_cast<Attached*>(o);
       markValue(a->primal, work);
       markValue(a->rep, work);
       break;
     }
-    case ObjType::Vector: markValue(static_cast<Vector*>(o)->memo, work); break;
-    case ObjType::String: break;
+    case ObjType::Vector:
+      markValue(static_cast<Vector*>(o)->memo, work);
+      break;
+    case ObjType::String:
+      break;
   }
 }
 
@@ -365,7 +391,8 @@ void VM::checkRememberedSet() {
     traceChildren(o, children);
     for (Obj* child : children) {
       if (arena_.isMarked(child)) continue;
-      fprintf(stderr, "dlam: GC check failed: an old object of type %d points at a young one of type %d "
+      fprintf(stderr,
+              "dlam: GC check failed: an old object of type %d points at a young one of type %d "
               "and is not in the remembered set (a missing write barrier)\n",
               static_cast<int>(o->type), static_cast<int>(child->type));
       abort();
@@ -527,7 +554,9 @@ void VM::setGcThreshold() {
   uint64_t limit = config_.heapLimitMb << 20;
   uint64_t next = afterGc_ + std::max(liveAfterMajor_, nursery_);
   // Near the limit: collect again halfway to it (at the next allocation when past it).
-  if (limit && next > limit) next = std::max<uint64_t>(bytesAllocated_ + (limit - std::min(limit, bytesAllocated_)) / 2, bytesAllocated_ + 1);
+  if (limit && next > limit)
+    next = std::max<uint64_t>(bytesAllocated_ + (limit - std::min(limit, bytesAllocated_)) / 2,
+                              bytesAllocated_ + 1);
   gcThreshold_ = next;
   nextGc_ = failAllocationAt ? 0 : next;
 #ifdef DLAM_GC_STRESS
@@ -537,13 +566,15 @@ void VM::setGcThreshold() {
 
 void VM::gradientBoundary(bool end) {
   // A gradient taken in code being differentiated belongs to the outer one's tape.
-  if (!frames_.empty() && frames_.back().closure && frames_.back().closure->proto->adLevel > 0) return;
+  if (!frames_.empty() && frames_.back().closure && frames_.back().closure->proto->adLevel > 0)
+    return;
   uint64_t total = bytesAllocated_ + bytesFreed_;
   if (!end) {
     tapeStart_ = total;
     return;
   }
-  if (tapeStart_ > total) return;  // (its start was inside differentiated code, or an error ended one)
+  if (tapeStart_ > total)
+    return;  // (its start was inside differentiated code, or an error ended one)
   uint64_t used = total - tapeStart_;
   tapeStart_ = UINT64_MAX;
   nursery_ = std::clamp(2 * used, kMinNursery, kMaxNursery);

@@ -22,7 +22,8 @@ const char* opName(Op op) {
       DLAM_OPCODES(DLAM_OP_NAME)
 #undef DLAM_OP_NAME
   };
-  return static_cast<size_t>(op) < static_cast<size_t>(Op::Count) ? kNames[static_cast<size_t>(op)] : "?";
+  return static_cast<size_t>(op) < static_cast<size_t>(Op::Count) ? kNames[static_cast<size_t>(op)]
+                                                                  : "?";
 }
 
 namespace {
@@ -85,7 +86,8 @@ void VM::buildTrace(Error& e) {
     // (the prelude, eta-expanded primitives) stay in the trace only.
     if (!located && p->file != "<prelude>" && p->file != "<primitive>") located = &f;
     std::vector<Run>& runs = outer.empty() ? inner : outer;
-    if (!runs.empty() && runs.back().proto == p && runs.back().loc.line == loc.line && runs.back().loc.col == loc.col) {
+    if (!runs.empty() && runs.back().proto == p && runs.back().loc.line == loc.line &&
+        runs.back().loc.col == loc.col) {
       ++runs.back().frames;
     } else if (&runs == &inner && inner.size() < kTraceInner) {
       inner.push_back({p, loc, 1});
@@ -98,7 +100,8 @@ void VM::buildTrace(Error& e) {
     }
   }
   auto entry = [](const Run& r) {
-    return TraceEntry{r.proto->name.empty() ? "#<procedure>" : r.proto->name, r.proto->file, r.loc, r.frames};
+    return TraceEntry{r.proto->name.empty() ? "#<procedure>" : r.proto->name, r.proto->file, r.loc,
+                      r.frames};
   };
   for (const Run& r : inner) e.trace.push_back(entry(r));
   for (size_t k = 0; k < outer.size(); ++k) {
@@ -126,12 +129,14 @@ void VM::runtimeError(const std::string& message) { raise(ErrorKind::Runtime, me
 void VM::limitError(const std::string& message) { raise(ErrorKind::Limit, message); }
 
 void VM::stackOverflow(const Proto* callee) {
-  std::string message = "stack overflow (more than " + std::to_string(config_.stackLimit) + " frames)";
+  std::string message =
+      "stack overflow (more than " + std::to_string(config_.stackLimit) + " frames)";
   // A transformed function's calls, tail calls too, keep their frames until the
   // backward pass: a loop under a derivative needs a frame per iteration.
   if (callee && callee->adLevel > 0)
-    message += " in differentiated code, where a loop keeps one frame per iteration until the "
-               "backward pass: raise stack_limit for longer loops";
+    message +=
+        " in differentiated code, where a loop keeps one frame per iteration until the "
+        "backward pass: raise stack_limit for longer loops";
   limitError(message);
 }
 
@@ -140,15 +145,14 @@ void VM::typeError(const char* who, int argIndex, const char* expected, Value go
   // error of the user's program (say (car x) with x a number being differentiated):
   // show the number. Where a number was expected, it means a level mix-up.
   bool numeric = std::string_view(expected) == "number";
-  if (!numeric)
-    got = untagged(got);
+  if (!numeric) got = untagged(got);
   std::string shown = show(got, true);
   if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
   if (isObj(got, ObjType::Rev))
     runtimeError(std::string(who) + ": got a reverse-tagged value " + shown +
                  " (a derivative level was mixed up)");
-  runtimeError(std::string(who) + ": expected " + expected + " as argument " + std::to_string(argIndex + 1) +
-               ", got " + shown);
+  runtimeError(std::string(who) + ": expected " + expected + " as argument " +
+               std::to_string(argIndex + 1) + ", got " + shown);
 }
 
 double VM::checkNumber(const char* who, Value* args, int i) {
@@ -177,7 +181,8 @@ Value VM::call(Value fn, const Value* args, int nargs) {
     explicit Depth(int& x) : d(x) { ++d; }
     ~Depth() { --d; }
   } depth(callDepth_);
-  if (callDepth_ > 2000) limitError("stack overflow (procedures calling back into dlam nested too deeply)");
+  if (callDepth_ > 2000)
+    limitError("stack overflow (procedures calling back into dlam nested too deeply)");
   size_t entryDepth = frames_.size();
   uint32_t savedTop = stackTop_;
   uint32_t slot = stackTop_;
@@ -217,9 +222,11 @@ Value VM::call(Value fn, const Value* args, int nargs) {
         result = call(Value::object(c), argv.data(), nargs);
       } else {
         if (nargs < n->minArgs || (n->maxArgs >= 0 && nargs > n->maxArgs))
-          runtimeError(std::string(n->name) + ": wrong number of arguments (" + std::to_string(nargs) + ")");
+          runtimeError(std::string(n->name) + ": wrong number of arguments (" +
+                       std::to_string(nargs) + ")");
         callingNative = n;
-        result = n->kind ? liftedCall(n, &stack_[slot + 1], nargs) : n->fn(*this, &stack_[slot + 1], nargs);
+        result = n->kind ? liftedCall(n, &stack_[slot + 1], nargs)
+                         : n->fn(*this, &stack_[slot + 1], nargs);
         if (result.isTailCall()) {
           std::vector<Value> pending;
           pending.swap(pendingCall_);
@@ -275,12 +282,15 @@ static inline Value returnTail(Instr ins, const Value* R, const Value* K) {
 // caller takes every element (split = 2 + k) and there are at most four, whose register
 // numbers fit in the word after the instruction. A parallel move of k + 2 values into
 // R[-1] ..., all read into locals before any is written.
-[[gnu::noinline]] static void returnSplit(Instr ins, const Instr* words, Value* R, const Value* K, uint32_t k) {
+[[gnu::noinline]] static void returnSplit(Instr ins, const Instr* words, Value* R, const Value* K,
+                                          uint32_t k) {
   Value* dst = R - 1;
   uint64_t w = k ? words[0] : 0;
   Value f = returnHead(ins, R, K), t = returnTail(ins, R, K);
   switch (k) {
-    case 0: dst[0] = f, dst[1] = t; break;
+    case 0:
+      dst[0] = f, dst[1] = t;
+      break;
     case 1: {
       Value x1 = R[w & 0xffff];
       dst[0] = f, dst[1] = x1, dst[2] = t;
@@ -297,7 +307,8 @@ static inline Value returnTail(Instr ins, const Value* R, const Value* K) {
       break;
     }
     default: {
-      Value x1 = R[w & 0xffff], x2 = R[(w >> 16) & 0xffff], x3 = R[(w >> 32) & 0xffff], x4 = R[w >> 48];
+      Value x1 = R[w & 0xffff], x2 = R[(w >> 16) & 0xffff], x3 = R[(w >> 32) & 0xffff],
+            x4 = R[w >> 48];
       dst[0] = f, dst[1] = x1, dst[2] = x2, dst[3] = x3, dst[4] = x4, dst[5] = t;
       break;
     }
@@ -325,7 +336,8 @@ void VM::arrangeArguments(const Proto* p, Value* R, uint32_t nargs, uint32_t par
 // of a list of at most three elements (or of a rep); false for anything else. A
 // parallel move, as in returnSplit; bp is the register in the low 16 bits of the
 // word after the instruction, then x1 ... xk.
-[[gnu::noinline]] static bool returnRepSplit(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split) {
+[[gnu::noinline]] static bool returnRepSplit(Instr ins, const Instr* words, Value* R,
+                                             const Value* K, uint8_t split) {
   uint32_t k = instr::b(ins) - 1;
   uint64_t w = words[0];
   Value bp = R[w & 0xffff];
@@ -339,7 +351,9 @@ void VM::arrangeArguments(const Proto* p, Value* R, uint32_t nargs, uint32_t par
   }
   if (split != kSplitRepOf + 2 + k) return false;
   switch (k) {
-    case 0: dst[0] = f, dst[1] = t, dst[2] = bp; return true;
+    case 0:
+      dst[0] = f, dst[1] = t, dst[2] = bp;
+      return true;
     case 1: {
       Value x1 = R[(w >> 16) & 0xffff];
       dst[0] = f, dst[1] = x1, dst[2] = t, dst[3] = bp;
@@ -355,7 +369,8 @@ void VM::arrangeArguments(const Proto* p, Value* R, uint32_t nargs, uint32_t par
       dst[0] = f, dst[1] = x1, dst[2] = x2, dst[3] = x3, dst[4] = t, dst[5] = bp;
       return true;
     }
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -380,7 +395,8 @@ static void readListed(const Instr* words, const Value* R, uint32_t j, uint32_t 
 // in its registers R[-1] ..., with pairs made only for what it does not take apart;
 // any other caller gets the whole value in R[-1]. Returns the whole value if it does
 // not have the shape the caller splits (the caller's error), undefined otherwise.
-[[gnu::noinline]] Value VM::returnList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split) {
+[[gnu::noinline]] Value VM::returnList(Instr ins, const Instr* words, Value* R, const Value* K,
+                                       uint8_t split) {
   uint32_t k = instr::b(ins);
   Value* dst = R - 1;
   Parts buf;
@@ -398,7 +414,8 @@ static void readListed(const Instr* words, const Value* R, uint32_t j, uint32_t 
   }
   Value list = vals[k + 1];
   for (uint32_t i = k; i > 0; --i) list = cons(vals[i], list);
-  if (split >= 2 && split < kSplitRepOf && splitList(vals[0], list, split - 2u, dst)) return Value::undefined();
+  if (split >= 2 && split < kSplitRepOf && splitList(vals[0], list, split - 2u, dst))
+    return Value::undefined();
   Value result = cons(vals[0], list);
   if (!split) {
     dst[0] = result;
@@ -416,7 +433,8 @@ static void readListed(const Instr* words, const Value* R, uint32_t j, uint32_t 
 // take apart; a caller that splits it as a rep gets the list and bp; any other caller
 // the whole value. Returns the whole value if it does not have the shape the caller
 // splits (the caller's error), undefined otherwise.
-[[gnu::noinline]] Value VM::returnRepList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split) {
+[[gnu::noinline]] Value VM::returnRepList(Instr ins, const Instr* words, Value* R, const Value* K,
+                                          uint8_t split) {
   uint32_t k = instr::b(ins) - 1;
   Value* dst = R - 1;
   Parts buf;
@@ -474,12 +492,13 @@ Value VM::execute() {
   const Value* K;
   Instr ins;
   int64_t budget = kPollInterval;
-  Value badSplit = Value::undefined();  // (result . callee) of a return whose caller cannot split it
+  Value badSplit =
+      Value::undefined();  // (result . callee) of a return whose caller cannot split it
   // The call being made: the callee's register, its argument count (or parts), and
   // what it passes (Proto::callKey: the count, or kCallParts | parts for CALLP).
   uint32_t callA = 0, callN = 0, callKey = 0;
-  uint32_t callRaw = 0;  // the arguments it passes untagged (instr::rawArgs)
-  NativeId arithId = NativeId::None;    // the primitive and the operands of an ARITH for arith_slow
+  uint32_t callRaw = 0;               // the arguments it passes untagged (instr::rawArgs)
+  NativeId arithId = NativeId::None;  // the primitive and the operands of an ARITH for arith_slow
   Value arithArgs[2];
   uint64_t limit = config_.instructionLimit;
   const uint64_t frameCap = this->frameCap();
@@ -493,8 +512,8 @@ Value VM::execute() {
     Proto* p = c->proto;
     if (p->hasRest ? nargs >= p->nparams : nargs == p->nparams) return;
     runtimeError(procedureName(Value::object(c)) + ": expected " + (p->hasRest ? "at least " : "") +
-                 std::to_string(p->nparams) + " argument" + (p->nparams == 1 ? "" : "s") + ", got " +
-                 std::to_string(nargs));
+                 std::to_string(p->nparams) + " argument" + (p->nparams == 1 ? "" : "s") +
+                 ", got " + std::to_string(nargs));
   };
 
   // Enters the function of the newest frame: gathers rest arguments, grows the
@@ -607,14 +626,14 @@ op_LOADK:
 op_MOVE:
   RA = RB;
   DISPATCH();
-op_GETUPVAL: {
+op_GETUPVAL : {
   // One captured value, or a run of them (a function's entry loads them all at once).
   const Value* up = closure->upvals + instr::b(ins);
   RA = up[0];
   for (uint32_t i = 1, n = instr::c(ins); i <= n; ++i) (&RA)[i] = up[i];
   DISPATCH();
 }
-op_GETGLOBAL: {
+op_GETGLOBAL : {
   Symbol* s = asSymbol(K[instr::bx(ins)]);
   if (s->global.isUndefined()) {
     SAVE_PC();
@@ -626,7 +645,7 @@ op_GETGLOBAL: {
 op_SETGLOBAL:
   setGlobal(asSymbol(K[instr::bx(ins)]), RA);
   DISPATCH();
-op_CLOSURE: {
+op_CLOSURE : {
   SAVE_PC();
   if (gcRequested_) collectDue();
   Proto* p = closure->proto;
@@ -639,7 +658,7 @@ op_CLOSURE: {
   RA = Value::object(c);
   DISPATCH();
 }
-op_SETUPVAL: {
+op_SETUPVAL : {
   // letrec patching a closure made before its group's later closures: a collection
   // at their CLOSURE may have made it old.
   Closure* c = asClosure(RA);
@@ -663,7 +682,7 @@ op_CALLP:
   callN = instr::b(ins);
   callKey = kCallParts | callN;
   callRaw = 0;
-call: {
+call : {
   uint32_t a = callA;
   uint32_t nargs = callN;
   SAVE_PC();
@@ -683,17 +702,20 @@ call_again:
     if (frames_.size() >= frameCap) [[unlikely]]
       stackOverflow(p);
     uint32_t base = frame->base + a + 1;
-    if (callKey != p->callKey || (c->flags & (kLazyJ | kLazyJInv)) || base + p->nregs >= stack_.size()) [[unlikely]] {
+    if (callKey != p->callKey || (c->flags & (kLazyJ | kLazyJInv)) ||
+        base + p->nregs >= stack_.size()) [[unlikely]] {
       uint32_t parts = callKey & kCallParts ? nargs : 0;
       checkArity(c, parts ? 1 : nargs);
-      frames_.push_back(CallFrame{c, nullptr, base, false, static_cast<uint8_t>(instr::c(ins)), static_cast<uint8_t>(callRaw)});
+      frames_.push_back(CallFrame{c, nullptr, base, false, static_cast<uint8_t>(instr::c(ins)),
+                                  static_cast<uint8_t>(callRaw)});
       enter(parts ? 1 : nargs, parts);
       DISPATCH();
     }
     // The common case, inline: the arguments as the function takes them (its arity,
     // or the parts of its one argument), no rest list, environment ready, room on the
     // stack.
-    frames_.push_back(CallFrame{c, nullptr, base, false, static_cast<uint8_t>(instr::c(ins)), static_cast<uint8_t>(callRaw)});
+    frames_.push_back(CallFrame{c, nullptr, base, false, static_cast<uint8_t>(instr::c(ins)),
+                                static_cast<uint8_t>(callRaw)});
     frame = &frames_.back();
     closure = c;
     uint32_t top = base + p->nregs;
@@ -722,8 +744,10 @@ call_again:
       R = stack_.data() + frame->base;
       goto call_again;
     }
-    if (static_cast<int>(nargs) < n->minArgs || (n->maxArgs >= 0 && static_cast<int>(nargs) > n->maxArgs))
-      runtimeError(std::string(n->name) + ": wrong number of arguments (" + std::to_string(nargs) + ")");
+    if (static_cast<int>(nargs) < n->minArgs ||
+        (n->maxArgs >= 0 && static_cast<int>(nargs) > n->maxArgs))
+      runtimeError(std::string(n->name) + ": wrong number of arguments (" + std::to_string(nargs) +
+                   ")");
     uint32_t base = frame->base;
     uint32_t savedTop = stackTop_;
     if (stackTop_ < base + a + 1 + nargs) stackTop_ = base + a + 1 + nargs;
@@ -760,7 +784,7 @@ call_again:
   runtimeError(show(fn, true) + " is not a procedure");
 }
 
-op_TAILCALL: {
+op_TAILCALL : {
   // Codegen always follows TAILCALL A B with RETURN A, so a callee that is not a
   // closure (a native) is simply called as by CALL and the RETURN does the rest.
   uint32_t a = instr::a(ins);
@@ -811,7 +835,7 @@ op_TAILCALL: {
   goto call;
 }
 
-op_RETURN: {
+op_RETURN : {
   Value result = RA;
   if (uint8_t split = frame->split) {
     if (!splitInto(result, split, R - 1)) [[unlikely]] {
@@ -823,13 +847,13 @@ op_RETURN: {
   }
   goto leave_frame;
 }
-op_RETURN2: {
+op_RETURN2 : {
   // (cons R[A] R[B]) in tail position: the pair is made only if the caller takes it whole.
   Value x = RA, y = RB;
   if (uint8_t split = frame->split) {
-    bool ok = split == 1                ? isProcedure(unwrapAttached(y))
+    bool ok = split == 1            ? isProcedure(unwrapAttached(y))
               : split < kSplitRepOf ? splitList(x, y, split - 2u, R - 1)
-                                        : splitRepOf(x, y, split, R - 1);
+                                    : splitRepOf(x, y, split, R - 1);
     if (!ok) [[unlikely]] {
       SAVE_PC();
       badSplit = cons(cons(x, y), Value::object(closure));
@@ -845,7 +869,7 @@ op_RETURN2: {
   }
   goto leave_frame;
 }
-op_RETURNN: {
+op_RETURNN : {
   // (cons R[A] (cons x1 ... (cons xk R[C]))) in tail position: see returnSplit and
   // returnList.
   if (uint32_t k = instr::b(ins); frame->split == 2 + k && k <= 4) [[likely]] {
@@ -858,7 +882,7 @@ op_RETURNN: {
     badSplit = cons(bad, Value::object(closure));
   goto leave_frame;
 }
-op_RETURNR: {
+op_RETURNR : {
   // (cons (cons R[A] (x1 ... xk . R[C])) bp) in tail position: see returnRepSplit and
   // returnRepList.
   if (returnRepSplit(ins, pc, R, K, frame->split)) [[likely]]
@@ -869,7 +893,7 @@ op_RETURNR: {
     badSplit = cons(bad, Value::object(closure));
   goto leave_frame;
 }
-leave_frame: {
+leave_frame : {
   Value result = R[-1];
   bool boundary = frame->boundary;
   frames_.pop_back();
@@ -886,7 +910,8 @@ leave_frame: {
     // caller's, at its call (the check of %rep-result or %bp-result gives it).
     Value bad = badSplit;
     badSplit = Value::undefined();
-    splitResult(asPair(bad)->car, static_cast<uint8_t>(instr::c(pc[-1])), asPair(bad)->cdr, &R[instr::a(pc[-1])]);
+    splitResult(asPair(bad)->car, static_cast<uint8_t>(instr::c(pc[-1])), asPair(bad)->cdr,
+                &R[instr::a(pc[-1])]);
   }
   DISPATCH();
 }
@@ -894,7 +919,7 @@ leave_frame: {
 op_JMP:
   pc += instr::sBx(ins);
   DISPATCH();
-op_JMPIFNOT: {
+op_JMPIFNOT : {
   Value c = RA;
   if (c.isFalse()) {
     pc += instr::sBx(ins);
@@ -907,17 +932,17 @@ op_JMPIFNOT: {
 // Plain numbers are computed in place; reverse-tagged ones (the forward sweep of a
 // gradient) go through liftedBinary, out of line (one block for all) so the plain
 // paths stay tight.
-#define ARITH(NAME, OPER, ID, LHS, RHS)                                \
-  op_##NAME : {                                                        \
-    Value x = LHS, y = RHS;                                            \
-    if (x.isNumber() && y.isNumber() && !(ins & kLevelBits)) {         \
-      RA = Value::number(x.asNumber() OPER y.asNumber());              \
-      DISPATCH();                                                      \
-    }                                                                  \
-    arithId = NativeId::ID;                                            \
-    arithArgs[0] = x;                                                  \
-    arithArgs[1] = y;                                                  \
-    goto arith_slow;                                                   \
+#define ARITH(NAME, OPER, ID, LHS, RHS)                        \
+  op_##NAME : {                                                \
+    Value x = LHS, y = RHS;                                    \
+    if (x.isNumber() && y.isNumber() && !(ins & kLevelBits)) { \
+      RA = Value::number(x.asNumber() OPER y.asNumber());      \
+      DISPATCH();                                              \
+    }                                                          \
+    arithId = NativeId::ID;                                    \
+    arithArgs[0] = x;                                          \
+    arithArgs[1] = y;                                          \
+    goto arith_slow;                                           \
   }
   ARITH(ADD, +, Add, RB, RC)
   ARITH(SUB, -, Sub, RB, RC)
@@ -930,7 +955,7 @@ op_JMPIFNOT: {
   ARITH(RSUBK, -, Sub, KC, RB)
   ARITH(RDIVK, /, Div, KC, RB)
 #undef ARITH
-arith_slow: {
+arith_slow : {
   if (ins >> 63) std::swap(arithArgs[0], arithArgs[1]);
   if (!(ins & kLevelBits) && (arithArgs[0].isNumber() || arithArgs[0].isZero()) &&
       (arithArgs[1].isNumber() || arithArgs[1].isZero())) {
@@ -941,7 +966,10 @@ arith_slow: {
     }
     double x = arithArgs[0].isZero() ? 0.0 : arithArgs[0].asNumber();
     double y = arithArgs[1].isZero() ? 0.0 : arithArgs[1].asNumber();
-    double r = arithId == NativeId::Add ? x + y : arithId == NativeId::Sub ? x - y : arithId == NativeId::Mul ? x * y : x / y;
+    double r = arithId == NativeId::Add   ? x + y
+               : arithId == NativeId::Sub ? x - y
+               : arithId == NativeId::Mul ? x * y
+                                          : x / y;
     RA = Value::number(r);
     DISPATCH();
   }
@@ -953,17 +981,17 @@ arith_slow: {
   DISPATCH();
 }
 
-#define COMPARE(NAME, OPER, ID, RHS)                                   \
-  op_##NAME : {                                                        \
-    Value x = RB, y = RHS;                                             \
-    if (x.isNumber() && y.isNumber() && !(ins & kLevelBits)) {         \
-      RA = Value::boolean(x.asNumber() OPER y.asNumber());             \
-      DISPATCH();                                                      \
-    }                                                                  \
-    SAVE_PC();                                                         \
-    Value args[2] = {x, y};                                            \
-    RA = liftedBinary(NativeId::ID, instr::level(ins), args);          \
-    DISPATCH();                                                        \
+#define COMPARE(NAME, OPER, ID, RHS)                           \
+  op_##NAME : {                                                \
+    Value x = RB, y = RHS;                                     \
+    if (x.isNumber() && y.isNumber() && !(ins & kLevelBits)) { \
+      RA = Value::boolean(x.asNumber() OPER y.asNumber());     \
+      DISPATCH();                                              \
+    }                                                          \
+    SAVE_PC();                                                 \
+    Value args[2] = {x, y};                                    \
+    RA = liftedBinary(NativeId::ID, instr::level(ins), args);  \
+    DISPATCH();                                                \
   }
   COMPARE(LT, <, Lt, RC)
   COMPARE(LE, <=, Le, RC)
@@ -977,19 +1005,19 @@ arith_slow: {
   COMPARE(NUMEQK, ==, NumEq, KC)
 #undef COMPARE
 
-#define CMPJUMP(NAME, OPER, ID, RHS)                                   \
-  op_##NAME : {                                                        \
-    Value x = RA, y = RHS;                                             \
-    bool holds;                                                        \
-    if (x.isNumber() && y.isNumber()) {                                \
-      holds = x.asNumber() OPER y.asNumber();                          \
-    } else {                                                           \
-      SAVE_PC();                                                       \
-      Value args[2] = {x, y};                                          \
-      holds = builtin(NativeId::ID)->fn(*this, args, 2).isTruthy();    \
-    }                                                                  \
-    if (!holds) pc += instr::sC(ins);                                  \
-    DISPATCH();                                                        \
+#define CMPJUMP(NAME, OPER, ID, RHS)                                \
+  op_##NAME : {                                                     \
+    Value x = RA, y = RHS;                                          \
+    bool holds;                                                     \
+    if (x.isNumber() && y.isNumber()) {                             \
+      holds = x.asNumber() OPER y.asNumber();                       \
+    } else {                                                        \
+      SAVE_PC();                                                    \
+      Value args[2] = {x, y};                                       \
+      holds = builtin(NativeId::ID)->fn(*this, args, 2).isTruthy(); \
+    }                                                               \
+    if (!holds) pc += instr::sC(ins);                               \
+    DISPATCH();                                                     \
   }
   CMPJUMP(JNLT, <, Lt, RB)
   CMPJUMP(JNLE, <=, Le, RB)
@@ -1003,13 +1031,13 @@ arith_slow: {
   CMPJUMP(JNNUMEQK, ==, NumEq, KB)
 #undef CMPJUMP
 
-op_CONS: {
+op_CONS : {
   SAVE_PC();
   Value x = RB, y = RC;
   RA = Value::object(newPair(x, y));
   DISPATCH();
 }
-op_CAR: {
+op_CAR : {
   Value x = RB;
   if (!isPair(x)) {
     x = unwrapAttached(x);
@@ -1021,7 +1049,7 @@ op_CAR: {
   RA = asPair(x)->car;
   DISPATCH();
 }
-op_CDR: {
+op_CDR : {
   Value x = RB;
   if (!isPair(x)) {
     x = unwrapAttached(x);
@@ -1042,7 +1070,7 @@ op_NULLP:
 op_PAIRP:
   RA = Value::boolean(isPair(unwrapAttached(RB)));
   DISPATCH();
-op_EQP: {
+op_EQP : {
   Value x = RB, y = RC;
   if (x.isNumber() && y.isNumber()) {
     RA = Value::boolean(sameNumber(x.asNumber(), y.asNumber()));
@@ -1058,7 +1086,7 @@ op_EQP: {
   DISPATCH();
 }
 
-op_PLUS: {
+op_PLUS : {
   Value x = RB, y = RC;
   if (x.isNumber() && y.isNumber()) {
     RA = Value::number(x.asNumber() + y.asNumber());
@@ -1076,7 +1104,8 @@ op_PLUS: {
   SAVE_PC();
   if (isObj(x, ObjType::Rev) && isObj(y, ObjType::Rev)) {
     // Sensitivities of a nested derivative: tagged numbers, added under their tag.
-    Value px = static_cast<Rev*>(x.asObject())->primal, py = static_cast<Rev*>(y.asObject())->primal;
+    Value px = static_cast<Rev*>(x.asObject())->primal,
+          py = static_cast<Rev*>(y.asObject())->primal;
     if (px.isNumber() && py.isNumber()) {
       RA = Value::object(makeRev(Value::number(px.asNumber() + py.asNumber())));
       DISPATCH();
@@ -1086,26 +1115,26 @@ op_PLUS: {
   DISPATCH();
 }
 // car/cdr of a sensitivity: the symbolic zero stands for a pair of zeros.
-#define SENS_PART(NAME, FIELD, WHO)                 \
-  op_##NAME : {                                     \
-    Value x = RB;                                   \
-    if (isPair(x)) {                                \
-      RA = asPair(x)->FIELD;                        \
-      DISPATCH();                                   \
-    }                                               \
-    if (x.isZero()) {                               \
-      RA = x;                                       \
-      DISPATCH();                                   \
-    }                                               \
-    SAVE_PC();                                      \
-    typeError(WHO, 0, "pair sensitivity", x);       \
+#define SENS_PART(NAME, FIELD, WHO)           \
+  op_##NAME : {                               \
+    Value x = RB;                             \
+    if (isPair(x)) {                          \
+      RA = asPair(x)->FIELD;                  \
+      DISPATCH();                             \
+    }                                         \
+    if (x.isZero()) {                         \
+      RA = x;                                 \
+      DISPATCH();                             \
+    }                                         \
+    SAVE_PC();                                \
+    typeError(WHO, 0, "pair sensitivity", x); \
   }
   SENS_PART(SCAR, car, "%scar")
   SENS_PART(SCDR, cdr, "%scdr")
 #undef SENS_PART
 // JINV and STARJ apply their operation C + 1 times (a chain the compiler joined); each
 // level's result is in R[A] while the next is taken.
-op_JINV: {
+op_JINV : {
   Value x = RB;
   for (uint32_t more = instr::c(ins);; --more) {
     if (isObj(x, ObjType::Rev)) [[likely]] {
@@ -1127,7 +1156,7 @@ op_ARGJINV:
     DISPATCH();
   }
   goto op_JINV;
-op_STARJ: {
+op_STARJ : {
   Value x = RB;
   for (uint32_t more = instr::c(ins);; --more) {
     if (isClosure(x) && (asClosure(x)->flags & kMemoFwd)) {
@@ -1143,7 +1172,7 @@ op_STARJ: {
   }
   DISPATCH();
 }
-op_NEG: {
+op_NEG : {
   Value x = RB;
   if (x.isNumber()) {
     RA = Value::number(-x.asNumber());
@@ -1157,29 +1186,30 @@ op_NEG: {
 }
 // The results of a callee's *j and of a backpropagator in transformed code, checked
 // (the error names the procedure): inline when well formed.
-#define CHECKED_RESULT(NAME, MODE, ID)           \
-  op_##NAME : {                                   \
-    Value x = RB;                                 \
-    if (splitsAs(x, MODE)) {                      \
-      RA = x;                                     \
-      DISPATCH();                                 \
-    }                                             \
-    SAVE_PC();                                    \
-    Value args[2] = {x, RC};                      \
+#define CHECKED_RESULT(NAME, MODE, ID)              \
+  op_##NAME : {                                     \
+    Value x = RB;                                   \
+    if (splitsAs(x, MODE)) {                        \
+      RA = x;                                       \
+      DISPATCH();                                   \
+    }                                               \
+    SAVE_PC();                                      \
+    Value args[2] = {x, RC};                        \
     RA = builtin(NativeId::ID)->fn(*this, args, 2); \
-    DISPATCH();                                   \
+    DISPATCH();                                     \
   }
   CHECKED_RESULT(REPRES, 1, RepResult)
   CHECKED_RESULT(BPRES, 2, BpResult)
 #undef CHECKED_RESULT
-op_VREF: {
+op_VREF : {
   Value x = RB, k = RC;
   if (isObj(x, ObjType::Vector) && k.isNumber()) {
     // An integer index in range of a dense vector (a sparse sensitivity's aux is its
     // storage), and an element that is not a NaN (whose payload the native canonicalises).
     auto* v = static_cast<Vector*>(x.asObject());
     double i = k.asNumber();
-    if (!isSparse(v) && i >= 0 && i < v->aux && i == static_cast<double>(static_cast<uint32_t>(i))) {
+    if (!isSparse(v) && i >= 0 && i < v->aux &&
+        i == static_cast<double>(static_cast<uint32_t>(i))) {
       double d = v->items[static_cast<uint32_t>(i)];
       if (d == d) {
         RA = Value::number(d);
@@ -1194,7 +1224,7 @@ op_VREF: {
   RA = r;
   DISPATCH();
 }
-op_ATTACH: {
+op_ATTACH : {
   SAVE_PC();
   Value x = RB, y = RC;
   RA = Value::object(makeAttached(x, y));

@@ -24,9 +24,18 @@ namespace {
 // SPEC §2: integer-valued doubles print without a point, everything else as the
 // shortest text that reads back to the same double.
 void appendNumber(std::string& out, double x) {
-  if (std::isnan(x)) { out += "+nan.0"; return; }
-  if (std::isinf(x)) { out += x > 0 ? "+inf.0" : "-inf.0"; return; }
-  if (x == 0) { out += std::signbit(x) ? "-0" : "0"; return; }
+  if (std::isnan(x)) {
+    out += "+nan.0";
+    return;
+  }
+  if (std::isinf(x)) {
+    out += x > 0 ? "+inf.0" : "-inf.0";
+    return;
+  }
+  if (x == 0) {
+    out += std::signbit(x) ? "-0" : "0";
+    return;
+  }
   char buf[64];
   std::to_chars_result r;
   if (std::fabs(x) < 1e21 && x == std::trunc(x)) {
@@ -39,7 +48,9 @@ void appendNumber(std::string& out, double x) {
   out.append(buf, r.ptr);
 }
 
-bool isHexDigit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool isHexDigit(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
 
 // \xHH for byte u; with the semicolon, R7RS's \x<hex>; (a code point), else C's byte.
 void appendHexEscape(std::string& out, unsigned char u, bool semicolon) {
@@ -84,13 +95,23 @@ void appendEscaped(std::string& out, std::string_view s, char quote) {
         if (c == quote) out += '\\';
         out += c;
         break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
-        if (u < 0x20 || u == 0x7f) appendHexEscape(out, u, true);
-        else out += c;
+        if (u < 0x20 || u == 0x7f)
+          appendHexEscape(out, u, true);
+        else
+          out += c;
     }
   }
   out += quote;
@@ -137,12 +158,17 @@ std::string VM::show(Value root, bool write) {
   while (!todo.empty()) {
     // A shared structure can unfold into text exponentially larger than itself.
     if (out.size() > kMaxPrintedBytes) [[unlikely]]
-      limitError("printed text too large (more than " + std::to_string(kMaxPrintedBytes >> 20) + " MB)");
+      limitError("printed text too large (more than " + std::to_string(kMaxPrintedBytes >> 20) +
+                 " MB)");
     Task t = todo.back();
     todo.pop_back();
     switch (t.kind) {
-      case Task::CloseParen: out += ')'; continue;
-      case Task::CloseAngle: out += '>'; continue;
+      case Task::CloseParen:
+        out += ')';
+        continue;
+      case Task::CloseAngle:
+        out += '>';
+        continue;
       case Task::ListRest:
         if (t.v.isNil()) {
           out += ')';
@@ -156,30 +182,44 @@ std::string VM::show(Value root, bool write) {
           todo.push_back({Task::Show, t.v});
         }
         continue;
-      case Task::Show: break;
+      case Task::Show:
+        break;
     }
 
     Value v = t.v;
-    if (v.isNumber()) { appendNumber(out, v.asNumber()); continue; }
+    if (v.isNumber()) {
+      appendNumber(out, v.asNumber());
+      continue;
+    }
     if (!v.isObject()) {
-      if (v.isNil()) out += "()";
-      else if (v.isBool()) out += v.isTruthy() ? "#t" : "#f";
-      else if (v.isVoid()) out += "#<void>";
-      else if (v.isUndefined()) out += "#<undefined>";
-      else if (v.isZero()) out += '0';  // the symbolic zero sensitivity
-      else out += "#<unknown>";
+      if (v.isNil())
+        out += "()";
+      else if (v.isBool())
+        out += v.isTruthy() ? "#t" : "#f";
+      else if (v.isVoid())
+        out += "#<void>";
+      else if (v.isUndefined())
+        out += "#<undefined>";
+      else if (v.isZero())
+        out += '0';  // the symbolic zero sensitivity
+      else
+        out += "#<unknown>";
       continue;
     }
     Obj* o = v.asObject();
     switch (o->type) {
       case ObjType::String:
-        if (write) appendWrittenString(out, static_cast<String*>(o)->view());
-        else out += static_cast<String*>(o)->view();
+        if (write)
+          appendWrittenString(out, static_cast<String*>(o)->view());
+        else
+          out += static_cast<String*>(o)->view();
         break;
       case ObjType::Symbol: {
         const std::string& name = static_cast<Symbol*>(o)->name;
-        if (write && needsBars(name)) appendEscaped(out, name, '|');
-        else out += name;
+        if (write && needsBars(name))
+          appendEscaped(out, name, '|');
+        else
+          out += name;
         break;
       }
       case ObjType::Pair:
@@ -187,8 +227,12 @@ std::string VM::show(Value root, bool write) {
         todo.push_back({Task::ListRest, static_cast<Pair*>(o)->cdr});
         todo.push_back({Task::Show, static_cast<Pair*>(o)->car});
         break;
-      case ObjType::Closure: appendProcedure(out, static_cast<Closure*>(o)->proto->name); break;
-      case ObjType::Native: appendProcedure(out, nativeName(static_cast<Native*>(o))); break;
+      case ObjType::Closure:
+        appendProcedure(out, static_cast<Closure*>(o)->proto->name);
+        break;
+      case ObjType::Native:
+        appendProcedure(out, nativeName(static_cast<Native*>(o)));
+        break;
       case ObjType::Proto:
         out += "#<proto ";
         out += static_cast<Proto*>(o)->name;

@@ -147,10 +147,11 @@ class Arena {
           if (static_cast<ObjType>(static_cast<uint8_t>(s[offsetof(Obj, type)])) != kFreeType)
             f(reinterpret_cast<Obj*>(s));
       }
-    for (Large* l = large_; l; l = l->next) f(reinterpret_cast<Obj*>(reinterpret_cast<char*>(l) + kLargeHeader));
+    for (Large* l = large_; l; l = l->next)
+      f(reinterpret_cast<Obj*>(reinterpret_cast<char*>(l) + kLargeHeader));
   }
 
-  uint64_t pages() const { return pageCount_; }         // small-object pages held
+  uint64_t pages() const { return pageCount_; }          // small-object pages held
   uint64_t largeObjects() const { return largeCount_; }  // large blocks held
   // The memory held from mimalloc: every page and every large block.
   uint64_t heldBytes() const { return pageCount_ * kPageBytes + largeBytes_; }
@@ -165,7 +166,7 @@ class Arena {
     // the page's free slots (a run on the free list, in address order).
     uint32_t sweptCarved;
     uint32_t marks;  // its objects marked with the epoch now (by mark()): 0 if all are dead
-    bool settled;  // swept, and unmarkAll has not run since
+    bool settled;    // swept, and unmarkAll has not run since
     char* firstFree;
     char* lastFree;
     Page* nextEmpty;  // on empties_
@@ -195,11 +196,12 @@ class Arena {
   void empty(Page* p, size_t c);
   static bool unchanged(const Page* p);
 
-  char* free_[kClasses] = {};   // per class: the first free slot (its next at offset 8)
-  Page* pages_[kClasses] = {};  // per class: every page, newest first
+  char* free_[kClasses] = {};     // per class: the first free slot (its next at offset 8)
+  Page* pages_[kClasses] = {};    // per class: every page, newest first
   Page* unswept_[kClasses] = {};  // per class: the next page to sweep lazily (a suffix of pages_)
   Page* carving_[kClasses] = {};  // per class: the page whose never-used slots refill hands out
-  Page* empties_[kClasses] = {};  // per class: pages emptied by a sweep, to carve next (via nextEmpty)
+  Page* empties_[kClasses] =
+      {};  // per class: pages emptied by a sweep, to carve next (via nextEmpty)
   // Per class: the carved slots of the carving page not handed out yet, [bump_, bumpEnd_).
   char* bump_[kClasses] = {};
   char* bumpEnd_[kClasses] = {};

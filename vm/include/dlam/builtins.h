@@ -13,24 +13,103 @@ namespace dlam {
 enum class NativeId : uint16_t {
   None = 0,
   // arithmetic
-  Add, Sub, Mul, Div, Expt, Sqrt, Exp, Log, Log1p, Expm1, Sin, Cos, Tan, Asin, Acos, Atan,
-  Sinh, Cosh, Tanh, Abs, Min, Max, Floor, Ceiling, Round, Truncate,
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Expt,
+  Sqrt,
+  Exp,
+  Log,
+  Log1p,
+  Expm1,
+  Sin,
+  Cos,
+  Tan,
+  Asin,
+  Acos,
+  Atan,
+  Sinh,
+  Cosh,
+  Tanh,
+  Abs,
+  Min,
+  Max,
+  Floor,
+  Ceiling,
+  Round,
+  Truncate,
   // comparisons and numeric predicates
-  NumEq, Lt, Gt, Le, Ge, ZeroP, PositiveP, NegativeP, NanP,
+  NumEq,
+  Lt,
+  Gt,
+  Le,
+  Ge,
+  ZeroP,
+  PositiveP,
+  NegativeP,
+  NanP,
   // data
-  Cons, Car, Cdr, Caar, Cadr, Cdar, Cddr, Caddr, Cdddr, List, Length, Append, Reverse, ListRef,
-  ListTail, NullP, PairP, NumberP, BooleanP, ProcedureP, StringP, SymbolP, Not, EqP, EqualP,
-  EqvP, ListP, NumberToString, StringAppend, Iota,
+  Cons,
+  Car,
+  Cdr,
+  Caar,
+  Cadr,
+  Cdar,
+  Cddr,
+  Caddr,
+  Cdddr,
+  List,
+  Length,
+  Append,
+  Reverse,
+  ListRef,
+  ListTail,
+  NullP,
+  PairP,
+  NumberP,
+  BooleanP,
+  ProcedureP,
+  StringP,
+  SymbolP,
+  Not,
+  EqP,
+  EqualP,
+  EqvP,
+  ListP,
+  NumberToString,
+  StringAppend,
+  Iota,
   // vectors (the rest have custom derivatives in the prelude)
-  VectorRef, VectorLength, VectorOnehot,
+  VectorRef,
+  VectorLength,
+  VectorOnehot,
   // control
   Apply,
   // output and errors
-  Display, Write, Newline, Print, Error, Assert,
+  Display,
+  Write,
+  Newline,
+  Print,
+  Error,
+  Assert,
   // AD (issue 3 onwards)
-  StarJ, StarJInverse, Zero, Plus, AttachStarJ,
+  StarJ,
+  StarJInverse,
+  Zero,
+  Plus,
+  AttachStarJ,
   // internal helpers of transformed code (names start with %)
-  SZeroP, SCar, SCdr, Sign, Step, ZeroIfZero, Materialize, RepResult, BpResult, CheckXbar,
+  SZeroP,
+  SCar,
+  SCdr,
+  Sign,
+  Step,
+  ZeroIfZero,
+  Materialize,
+  RepResult,
+  BpResult,
+  CheckXbar,
   Count
 };
 
@@ -38,15 +117,24 @@ enum class NativeId : uint16_t {
 // of the cdr, the innermost step last); nullptr for any other primitive.
 constexpr const char* cxrPath(NativeId id) {
   switch (id) {
-    case NativeId::Car: return "a";
-    case NativeId::Cdr: return "d";
-    case NativeId::Caar: return "aa";
-    case NativeId::Cadr: return "ad";
-    case NativeId::Cdar: return "da";
-    case NativeId::Cddr: return "dd";
-    case NativeId::Caddr: return "add";
-    case NativeId::Cdddr: return "ddd";
-    default: return nullptr;
+    case NativeId::Car:
+      return "a";
+    case NativeId::Cdr:
+      return "d";
+    case NativeId::Caar:
+      return "aa";
+    case NativeId::Cadr:
+      return "ad";
+    case NativeId::Cdar:
+      return "da";
+    case NativeId::Cddr:
+      return "dd";
+    case NativeId::Caddr:
+      return "add";
+    case NativeId::Cdddr:
+      return "ddd";
+    default:
+      return nullptr;
   }
 }
 
@@ -67,8 +155,10 @@ inline Value arithWithZero(NativeId id, const Value* a, int n) {
   for (int i = 0; i < n; ++i) zeros += a[i].isZero();
   if (zeros == 0) return Value::undefined();
   switch (id) {
-    case NativeId::Mul: return Value::zero();
-    case NativeId::Div: return a[0].isZero() ? Value::zero() : Value::undefined();
+    case NativeId::Mul:
+      return Value::zero();
+    case NativeId::Div:
+      return a[0].isZero() ? Value::zero() : Value::undefined();
     case NativeId::Add:
       // x + 0 is x itself (-0.0 stays -0.0), as plus gives it: the reverse transform sums
       // numeric sensitivities with + (ad_transform.cpp, numericPair).
@@ -80,7 +170,8 @@ inline Value arithWithZero(NativeId id, const Value* a, int n) {
       // x - 0 is x, 0 - x is -x (what x + (-0) and (-x) + 0 give)
       if (n == 2 && zeros == 1) return a[1].isZero() ? a[0] : Value::number(-a[1].asNumber());
       return zeros == n ? Value::zero() : Value::undefined();
-    default: return Value::undefined();
+    default:
+      return Value::undefined();
   }
 }
 

@@ -8,13 +8,13 @@
 namespace dlam {
 
 struct Config {
-  uint64_t heapLimitMb = 1024;        // heap_limit_mb
-  uint64_t stackLimit = 1000000;      // stack_limit: dlam frames
-  uint64_t instructionLimit = 0;      // instruction_limit: 0 = none
+  uint64_t heapLimitMb = 1024;    // heap_limit_mb
+  uint64_t stackLimit = 1000000;  // stack_limit: dlam frames
+  uint64_t instructionLimit = 0;  // instruction_limit: 0 = none
   std::vector<std::string> includePath{"."};
-  bool ffiEnabled = false;            // ffi.enabled
+  bool ffiEnabled = false;                               // ffi.enabled
   std::optional<std::vector<std::string>> ffiLibraries;  // ffi.libraries: nullopt = any
-  bool sandbox = false;               // --sandbox: no foreign calls, no include
+  bool sandbox = false;                                  // --sandbox: no foreign calls, no include
 };
 
 }  // namespace dlam

@@ -49,12 +49,14 @@ class Error : public std::exception {
     }
     s += "error: " + message;
     for (const auto& t : trace) {
-      if (t.skipped) s += "\n  ... " + std::to_string(t.skipped) + (t.skipped == 1 ? " frame" : " frames");
+      if (t.skipped)
+        s += "\n  ... " + std::to_string(t.skipped) + (t.skipped == 1 ? " frame" : " frames");
       s += "\n  at " + t.function + " (" + t.file;
       if (t.loc.known()) s += ":" + std::to_string(t.loc.line) + ":" + std::to_string(t.loc.col);
       s += ")";
       if (t.repeat > 1)
-        s += "\n  ... repeated " + std::to_string(t.repeat - 1) + (t.repeat == 2 ? " more time" : " more times");
+        s += "\n  ... repeated " + std::to_string(t.repeat - 1) +
+             (t.repeat == 2 ? " more time" : " more times");
     }
     return s;
   }

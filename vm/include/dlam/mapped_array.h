@@ -70,8 +70,9 @@ class MappedArray {
     if (want > SIZE_MAX / sizeof(T) - page) throw std::bad_alloc();
     size_t bytes = (want * sizeof(T) + page - 1) / page * page;
 #ifdef __linux__
-    void* p = data_ ? mremap(data_, capacity_ * sizeof(T), bytes, MREMAP_MAYMOVE)
-                    : mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* p =
+        data_ ? mremap(data_, capacity_ * sizeof(T), bytes, MREMAP_MAYMOVE)
+              : mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 #else
     void* p = remapByCopy(data_, capacity_ * sizeof(T), size_ * sizeof(T), bytes);
 #endif

@@ -39,15 +39,15 @@ enum class ObjType : uint8_t {
 
 // Obj::flags bits.
 enum ObjFlag : uint16_t {
-  kMemoFwd = 1 << 0,     // memo holds (*j this)
-  kMemoInv = 1 << 1,     // memo holds (*j-inverse this)
-  kMemoBoth = 1 << 2,    // memo holds a Pair record ((*j this) . (*j-inverse this))
-  kLazyJ = 1 << 3,       // closure: upvals still need *j applied (lazy environment)
-  kLazyJInv = 1 << 4,    // closure: upvals still need *j-inverse applied
-  kNoDerivative = 1 << 5,  // native: using it in differentiated code is an error naming it
-  kHasVjp = 1 << 6,        // native: differentiable (first order only) through Native::vjp
-  kRemembered = 1 << 7,    // old, and in the VM's remembered set (it may point at young objects)
-  kSparse = 1 << 8,        // vector: a node of a sparse sensitivity (see Vector)
+  kMemoFwd = 1 << 0,          // memo holds (*j this)
+  kMemoInv = 1 << 1,          // memo holds (*j-inverse this)
+  kMemoBoth = 1 << 2,         // memo holds a Pair record ((*j this) . (*j-inverse this))
+  kLazyJ = 1 << 3,            // closure: upvals still need *j applied (lazy environment)
+  kLazyJInv = 1 << 4,         // closure: upvals still need *j-inverse applied
+  kNoDerivative = 1 << 5,     // native: using it in differentiated code is an error naming it
+  kHasVjp = 1 << 6,           // native: differentiable (first order only) through Native::vjp
+  kRemembered = 1 << 7,       // old, and in the VM's remembered set (it may point at young objects)
+  kSparse = 1 << 8,           // vector: a node of a sparse sensitivity (see Vector)
   kSparseOverDense = 1 << 9,  // sparse node: the chain ends in a dense vector
 };
 
@@ -84,8 +84,8 @@ struct String : Obj {
 };
 
 struct Symbol : Obj {
-  Value global;       // the top-level binding, Value::undefined() if none
-  Value macro;        // a syntax-rules macro of this name (compiler/src/macros.h), else undefined
+  Value global;  // the top-level binding, Value::undefined() if none
+  Value macro;   // a syntax-rules macro of this name (compiler/src/macros.h), else undefined
   std::string name;
 };
 
@@ -121,11 +121,12 @@ constexpr uint32_t kCallParts = 0x80000000u;
 struct Proto : Obj {
   std::vector<Instr> code;
   std::vector<Value> constants;
-  std::vector<Proto*> protos;               // lambdas created by this function
-  std::vector<std::vector<uint16_t>> captures;  // per child proto: registers of this frame it captures
-  std::vector<SrcLoc> locs;                 // per instruction
-  std::vector<std::string> freeVars;        // captured variables, first-occurrence order
-  std::string name;                         // "" for anonymous lambdas
+  std::vector<Proto*> protos;  // lambdas created by this function
+  std::vector<std::vector<uint16_t>>
+      captures;                       // per child proto: registers of this frame it captures
+  std::vector<SrcLoc> locs;           // per instruction
+  std::vector<std::string> freeVars;  // captured variables, first-occurrence order
+  std::string name;                   // "" for anonymous lambdas
   std::string file;
   SrcLoc loc;
   uint16_t nparams = 0;
@@ -144,10 +145,10 @@ struct Proto : Obj {
   // value this function would only take apart again.
   uint8_t rawParams = 0;
   uint16_t nregs = 0;
-  std::shared_ptr<const void> ir;           // compiler-owned IR (anf::Lambda)
-  Proto* transformed = nullptr;             // memoised reverse transform
-  Proto* primal = nullptr;                  // for a transformed proto: the proto it came from
-  uint16_t adLevel = 0;                     // how many reverse transforms made this proto
+  std::shared_ptr<const void> ir;  // compiler-owned IR (anf::Lambda)
+  Proto* transformed = nullptr;    // memoised reverse transform
+  Proto* primal = nullptr;         // for a transformed proto: the proto it came from
+  uint16_t adLevel = 0;            // how many reverse transforms made this proto
   // A transformed proto: bit i set when its closures hold upvals[i] as the primal
   // value (what *j-inverse of the image gives), not as its image; *j and *j-inverse
   // of closures copy those as they are (VM::forceClosure).
@@ -156,7 +157,7 @@ struct Proto : Obj {
   // body, not those of the lambdas nested in it, which their protos count). Set by the
   // compiler; counted with the rest in ownedBytes.
   uint64_t irBytes = 0;
-  uint64_t ownedBytes = 0;                  // the C++ memory above, as counted by VM::noteProtoBytes
+  uint64_t ownedBytes = 0;  // the C++ memory above, as counted by VM::noteProtoBytes
 };
 
 // Whether a primalUpvals-style mask keeps captured value i as its primal value (the
@@ -169,10 +170,10 @@ struct Native : Obj {
   NativeFn fn;
   const char* name;  // static storage, or owned by `ownedName`
   int16_t minArgs;
-  int16_t maxArgs;   // -1: variadic
-  uint16_t id;       // builtin identifier (NativeId) for the compiler and AD rules
-  Value data;        // per-native payload (host callbacks; the base native of a lifted one)
-  Value memo;        // (*j this) once made
+  int16_t maxArgs;     // -1: variadic
+  uint16_t id;         // builtin identifier (NativeId) for the compiler and AD rules
+  Value data;          // per-native payload (host callbacks; the base native of a lifted one)
+  Value memo;          // (*j this) once made
   uint16_t level = 0;  // lifted/rep natives: how many *j levels they work at
   uint16_t kind = 0;   // NativeKind
   std::string ownedName;
@@ -223,10 +224,16 @@ inline bool isSparse(const Vector* v) { return v->flags & kSparse; }
 inline double* sparseItems(Vector* v) { return v->items; }
 inline const double* sparseItems(const Vector* v) { return v->items; }
 // A chain ending in (): only its nodes are not zero.
-inline bool isPurelySparse(const Vector* v) { return (v->flags & (kSparse | kSparseOverDense)) == kSparse; }
+inline bool isPurelySparse(const Vector* v) {
+  return (v->flags & (kSparse | kSparseOverDense)) == kSparse;
+}
 // The number of elements: n for a sparse node, the length for a dense vector.
-inline uint32_t vectorLength(const Vector* v) { return isSparse(v) ? static_cast<uint32_t>(sparseItems(v)[0]) : v->aux; }
-inline uint32_t sparseCount(const Vector* v) { return isSparse(v) ? static_cast<uint32_t>(sparseItems(v)[3]) : 0; }
+inline uint32_t vectorLength(const Vector* v) {
+  return isSparse(v) ? static_cast<uint32_t>(sparseItems(v)[0]) : v->aux;
+}
+inline uint32_t sparseCount(const Vector* v) {
+  return isSparse(v) ? static_cast<uint32_t>(sparseItems(v)[3]) : 0;
+}
 // Whether a chain of `count` nodes is kept for a vector of n elements; a longer one is
 // summed into a dense vector (O(n + count), once every n or so nodes added: O(1) a
 // node), so a sensitivity's memory stays O(n) however many vector-refs reach it.
@@ -294,8 +301,7 @@ inline bool isNative(Value v) { return isObj(v, ObjType::Native); }
 inline Native* asNative(Value v) { return static_cast<Native*>(v.asObject()); }
 // An attached value behaves like its primal everywhere but under *j.
 inline Value unwrapAttached(Value v) {
-  while (isObj(v, ObjType::Attached)) [[unlikely]]
-    v = static_cast<Attached*>(v.asObject())->primal;
+  while (isObj(v, ObjType::Attached)) [[unlikely]] v = static_cast<Attached*>(v.asObject())->primal;
   return v;
 }
 inline bool isProcedure(Value v) {

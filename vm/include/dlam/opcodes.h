@@ -34,70 +34,80 @@ namespace dlam {
 //   ABL    A register, B count, C register, then B registers in ceil(B / 4) more words
 //          (16 bits each, lowest first), which the instruction owns
 //   ABR    as ABL, the first of the B registers apart (RETURNR's backpropagator)
-#define DLAM_OPCODES(X)                                                               \
-  X(LOADK, ABx, "R[A] = K[Bx]")                                                       \
-  X(MOVE, AB, "R[A] = R[B]")                                                          \
-  X(GETUPVAL, ABU, "R[A] .. R[A+C] = captured values B .. B+C of the running closure") \
-  X(GETGLOBAL, ABx, "R[A] = global K[Bx] (error if undefined)")                       \
-  X(SETGLOBAL, ABx, "global K[Bx] = R[A]")                                            \
-  X(CLOSURE, AP, "R[A] = new closure of child proto Bx, capturing its listed registers") \
-  X(SETUPVAL, ABCu, "captured value B of closure R[A] = R[C] (letrec patching)")      \
+#define DLAM_OPCODES(X)                                                                          \
+  X(LOADK, ABx, "R[A] = K[Bx]")                                                                  \
+  X(MOVE, AB, "R[A] = R[B]")                                                                     \
+  X(GETUPVAL, ABU, "R[A] .. R[A+C] = captured values B .. B+C of the running closure")           \
+  X(GETGLOBAL, ABx, "R[A] = global K[Bx] (error if undefined)")                                  \
+  X(SETGLOBAL, ABx, "global K[Bx] = R[A]")                                                       \
+  X(CLOSURE, AP, "R[A] = new closure of child proto Bx, capturing its listed registers")         \
+  X(SETUPVAL, ABCu, "captured value B of closure R[A] = R[C] (letrec patching)")                 \
   X(CALL, ABN, "R[A] = R[A](R[A+1] .. R[A+B]); C > 0: its parts in R[A] ... (CallFrame::split)") \
-  X(CALLP, ABN, "as CALL, R[A+1] .. R[A+B] the parts of its one argument: B - 1 elements of a list and the rest") \
-  X(TAILCALL, ABN, "return R[A](R[A+1] .. R[A+B]), reusing this frame")               \
-  X(RETURN, A, "return R[A]")                                                         \
-  X(RETURN2, AB, "return (cons R[A] R[B]), as two values to a caller that splits it")  \
-  X(RETURNN, ABL, "return (cons R[A] (x1 ... xB . R[C])), the B registers x in the next words; parts to a splitting caller (A, C: K[A], K[C] when marked)") \
-  X(RETURNR, ABR, "return (cons (cons R[A] (x1 ... xk . R[C])) bp), bp and the k = B - 1 registers x in the next words; parts to a splitting caller (A, C as RETURNN's)") \
-  X(JMP, sBx, "pc += sBx")                                                            \
-  X(JMPIFNOT, AsBx, "if R[A] is #f then pc += sBx")                                   \
-  X(ADD, ABC, "R[A] = R[B] + R[C]")                                                   \
-  X(SUB, ABC, "R[A] = R[B] - R[C]")                                                   \
-  X(MUL, ABC, "R[A] = R[B] * R[C]")                                                   \
-  X(DIV, ABC, "R[A] = R[B] / R[C]")                                                   \
-  X(ADDK, ABK, "R[A] = R[B] + K[C]")                                                  \
-  X(SUBK, ABK, "R[A] = R[B] - K[C]")                                                  \
-  X(MULK, ABK, "R[A] = R[B] * K[C]")                                                  \
-  X(DIVK, ABK, "R[A] = R[B] / K[C]")                                                  \
-  X(RSUBK, ABK, "R[A] = K[C] - R[B]")                                                 \
-  X(RDIVK, ABK, "R[A] = K[C] / R[B]")                                                 \
-  X(LT, ABC, "R[A] = R[B] < R[C]")                                                    \
-  X(LE, ABC, "R[A] = R[B] <= R[C]")                                                   \
-  X(GT, ABC, "R[A] = R[B] > R[C]")                                                    \
-  X(GE, ABC, "R[A] = R[B] >= R[C]")                                                   \
-  X(NUMEQ, ABC, "R[A] = R[B] = R[C]")                                                 \
-  X(LTK, ABK, "R[A] = R[B] < K[C]")                                                   \
-  X(LEK, ABK, "R[A] = R[B] <= K[C]")                                                  \
-  X(GTK, ABK, "R[A] = R[B] > K[C]")                                                   \
-  X(GEK, ABK, "R[A] = R[B] >= K[C]")                                                  \
-  X(NUMEQK, ABK, "R[A] = R[B] = K[C]")                                                \
-  X(JNLT, ABsC, "if not R[A] < R[B] then pc += sC")                                   \
-  X(JNLE, ABsC, "if not R[A] <= R[B] then pc += sC")                                  \
-  X(JNGT, ABsC, "if not R[A] > R[B] then pc += sC")                                   \
-  X(JNGE, ABsC, "if not R[A] >= R[B] then pc += sC")                                  \
-  X(JNNUMEQ, ABsC, "if not R[A] = R[B] then pc += sC")                                \
-  X(JNLTK, AKsC, "if not R[A] < K[B] then pc += sC")                                  \
-  X(JNLEK, AKsC, "if not R[A] <= K[B] then pc += sC")                                 \
-  X(JNGTK, AKsC, "if not R[A] > K[B] then pc += sC")                                  \
-  X(JNGEK, AKsC, "if not R[A] >= K[B] then pc += sC")                                 \
-  X(JNNUMEQK, AKsC, "if not R[A] = K[B] then pc += sC")                               \
-  X(CONS, ABC, "R[A] = (cons R[B] R[C])")                                             \
-  X(CAR, AB, "R[A] = (car R[B])")                                                     \
-  X(CDR, AB, "R[A] = (cdr R[B])")                                                     \
-  X(NOT, AB, "R[A] = (not R[B])")                                                     \
-  X(NULLP, AB, "R[A] = (null? R[B])")                                                 \
-  X(PAIRP, AB, "R[A] = (pair? R[B])")                                                 \
-  X(EQP, ABC, "R[A] = (eq? R[B] R[C])")                                             \
-  X(ATTACH, ABC, "R[A] = (attach-*j R[B] R[C]): R[B] whose *j is R[C]")              \
-  X(PLUS, ABC, "R[A] = (plus R[B] R[C]): sensitivities added")                       \
-  X(SCAR, AB, "R[A] = (%scar R[B]): car of a sensitivity (zero stays zero)")         \
-  X(SCDR, AB, "R[A] = (%scdr R[B]): cdr of a sensitivity (zero stays zero)")         \
-  X(JINV, ABn, "R[A] = (*j-inverse R[B]), taken C + 1 times")                        \
-  X(STARJ, ABn, "R[A] = (*j R[B]), taken C + 1 times")                               \
-  X(ARGJINV, AB, "R[A] = (*j-inverse R[B]) for parameter B, or R[B] as it is if passed untagged (CallFrame::raw)") \
-  X(NEG, AB, "R[A] = (- R[B])")                                                      \
-  X(REPRES, ABC, "R[A] = (%rep-result R[B] R[C]): R[B] checked to be (cons value backprop) from *j R[C]") \
-  X(BPRES, ABC, "R[A] = (%bp-result R[B] R[C]): R[B] checked to be (cons fbar xbar) from backprop R[C]") \
+  X(CALLP, ABN,                                                                                  \
+    "as CALL, R[A+1] .. R[A+B] the parts of its one argument: B - 1 elements of a list and the " \
+    "rest")                                                                                      \
+  X(TAILCALL, ABN, "return R[A](R[A+1] .. R[A+B]), reusing this frame")                          \
+  X(RETURN, A, "return R[A]")                                                                    \
+  X(RETURN2, AB, "return (cons R[A] R[B]), as two values to a caller that splits it")            \
+  X(RETURNN, ABL,                                                                                \
+    "return (cons R[A] (x1 ... xB . R[C])), the B registers x in the next words; parts to a "    \
+    "splitting caller (A, C: K[A], K[C] when marked)")                                           \
+  X(RETURNR, ABR,                                                                                \
+    "return (cons (cons R[A] (x1 ... xk . R[C])) bp), bp and the k = B - 1 registers x in the "  \
+    "next words; parts to a splitting caller (A, C as RETURNN's)")                               \
+  X(JMP, sBx, "pc += sBx")                                                                       \
+  X(JMPIFNOT, AsBx, "if R[A] is #f then pc += sBx")                                              \
+  X(ADD, ABC, "R[A] = R[B] + R[C]")                                                              \
+  X(SUB, ABC, "R[A] = R[B] - R[C]")                                                              \
+  X(MUL, ABC, "R[A] = R[B] * R[C]")                                                              \
+  X(DIV, ABC, "R[A] = R[B] / R[C]")                                                              \
+  X(ADDK, ABK, "R[A] = R[B] + K[C]")                                                             \
+  X(SUBK, ABK, "R[A] = R[B] - K[C]")                                                             \
+  X(MULK, ABK, "R[A] = R[B] * K[C]")                                                             \
+  X(DIVK, ABK, "R[A] = R[B] / K[C]")                                                             \
+  X(RSUBK, ABK, "R[A] = K[C] - R[B]")                                                            \
+  X(RDIVK, ABK, "R[A] = K[C] / R[B]")                                                            \
+  X(LT, ABC, "R[A] = R[B] < R[C]")                                                               \
+  X(LE, ABC, "R[A] = R[B] <= R[C]")                                                              \
+  X(GT, ABC, "R[A] = R[B] > R[C]")                                                               \
+  X(GE, ABC, "R[A] = R[B] >= R[C]")                                                              \
+  X(NUMEQ, ABC, "R[A] = R[B] = R[C]")                                                            \
+  X(LTK, ABK, "R[A] = R[B] < K[C]")                                                              \
+  X(LEK, ABK, "R[A] = R[B] <= K[C]")                                                             \
+  X(GTK, ABK, "R[A] = R[B] > K[C]")                                                              \
+  X(GEK, ABK, "R[A] = R[B] >= K[C]")                                                             \
+  X(NUMEQK, ABK, "R[A] = R[B] = K[C]")                                                           \
+  X(JNLT, ABsC, "if not R[A] < R[B] then pc += sC")                                              \
+  X(JNLE, ABsC, "if not R[A] <= R[B] then pc += sC")                                             \
+  X(JNGT, ABsC, "if not R[A] > R[B] then pc += sC")                                              \
+  X(JNGE, ABsC, "if not R[A] >= R[B] then pc += sC")                                             \
+  X(JNNUMEQ, ABsC, "if not R[A] = R[B] then pc += sC")                                           \
+  X(JNLTK, AKsC, "if not R[A] < K[B] then pc += sC")                                             \
+  X(JNLEK, AKsC, "if not R[A] <= K[B] then pc += sC")                                            \
+  X(JNGTK, AKsC, "if not R[A] > K[B] then pc += sC")                                             \
+  X(JNGEK, AKsC, "if not R[A] >= K[B] then pc += sC")                                            \
+  X(JNNUMEQK, AKsC, "if not R[A] = K[B] then pc += sC")                                          \
+  X(CONS, ABC, "R[A] = (cons R[B] R[C])")                                                        \
+  X(CAR, AB, "R[A] = (car R[B])")                                                                \
+  X(CDR, AB, "R[A] = (cdr R[B])")                                                                \
+  X(NOT, AB, "R[A] = (not R[B])")                                                                \
+  X(NULLP, AB, "R[A] = (null? R[B])")                                                            \
+  X(PAIRP, AB, "R[A] = (pair? R[B])")                                                            \
+  X(EQP, ABC, "R[A] = (eq? R[B] R[C])")                                                          \
+  X(ATTACH, ABC, "R[A] = (attach-*j R[B] R[C]): R[B] whose *j is R[C]")                          \
+  X(PLUS, ABC, "R[A] = (plus R[B] R[C]): sensitivities added")                                   \
+  X(SCAR, AB, "R[A] = (%scar R[B]): car of a sensitivity (zero stays zero)")                     \
+  X(SCDR, AB, "R[A] = (%scdr R[B]): cdr of a sensitivity (zero stays zero)")                     \
+  X(JINV, ABn, "R[A] = (*j-inverse R[B]), taken C + 1 times")                                    \
+  X(STARJ, ABn, "R[A] = (*j R[B]), taken C + 1 times")                                           \
+  X(ARGJINV, AB,                                                                                 \
+    "R[A] = (*j-inverse R[B]) for parameter B, or R[B] as it is if passed untagged "             \
+    "(CallFrame::raw)")                                                                          \
+  X(NEG, AB, "R[A] = (- R[B])")                                                                  \
+  X(REPRES, ABC,                                                                                 \
+    "R[A] = (%rep-result R[B] R[C]): R[B] checked to be (cons value backprop) from *j R[C]")     \
+  X(BPRES, ABC,                                                                                  \
+    "R[A] = (%bp-result R[B] R[C]): R[B] checked to be (cons fbar xbar) from backprop R[C]")     \
   X(VREF, ABC, "R[A] = (vector-ref R[B] R[C])")
 
 enum class Op : uint8_t {
@@ -115,7 +125,8 @@ constexpr Instr make(Op op, uint32_t a, uint32_t b = 0, uint32_t c = 0) {
          (static_cast<Instr>(b & 0xffff) << 24) | (static_cast<Instr>(c & 0xffff) << 40);
 }
 constexpr Instr makeBx(Op op, uint32_t a, uint32_t bx) {
-  return static_cast<Instr>(op) | (static_cast<Instr>(a & 0xffff) << 8) | (static_cast<Instr>(bx) << 24);
+  return static_cast<Instr>(op) | (static_cast<Instr>(a & 0xffff) << 8) |
+         (static_cast<Instr>(bx) << 24);
 }
 constexpr Instr kSwapped = 1ull << 63;
 // RETURNN and RETURNR: A (the head) or C (the tail) is a constant's index, not a
@@ -126,7 +137,8 @@ constexpr Instr kTailK = 1ull << 57;
 // any other instruction): the code walks past them to the next instruction.
 constexpr uint32_t listWords(Instr i) {
   Op o = static_cast<Op>(i & 0xff);
-  return o == Op::RETURNN || o == Op::RETURNR ? (static_cast<uint32_t>((i >> 24) & 0xffff) + 3) / 4 : 0;
+  return o == Op::RETURNN || o == Op::RETURNR ? (static_cast<uint32_t>((i >> 24) & 0xffff) + 3) / 4
+                                              : 0;
 }
 // Register j of those listed in the words after a RETURNN or RETURNR (words: the first
 // of them): 16 bits each, lowest first.
@@ -136,9 +148,13 @@ constexpr uint32_t listedReg(const Instr* words, uint32_t j) {
 // CALL and TAILCALL: bits 56-63 flag arguments 0 .. 7 passed untagged (computed for
 // *j, which the call applies only if the callee does not take them so: CallFrame::raw).
 constexpr uint32_t rawArgs(Instr i) { return static_cast<uint32_t>(i >> 56); }
-constexpr Instr withRawArgs(Instr i, uint32_t mask) { return i | (static_cast<Instr>(mask & 0xff) << 56); }
+constexpr Instr withRawArgs(Instr i, uint32_t mask) {
+  return i | (static_cast<Instr>(mask & 0xff) << 56);
+}
 constexpr uint32_t level(Instr i) { return static_cast<uint32_t>((i >> 56) & 0x7f); }
-constexpr Instr withLevel(Instr i, uint32_t level) { return i | (static_cast<Instr>(level & 0x7f) << 56); }
+constexpr Instr withLevel(Instr i, uint32_t level) {
+  return i | (static_cast<Instr>(level & 0x7f) << 56);
+}
 constexpr Op op(Instr i) { return static_cast<Op>(i & 0xff); }
 constexpr uint32_t a(Instr i) { return static_cast<uint32_t>((i >> 8) & 0xffff); }
 constexpr uint32_t b(Instr i) { return static_cast<uint32_t>((i >> 24) & 0xffff); }

@@ -18,18 +18,33 @@ class Value {
   static constexpr uint64_t kSignBit = 0x8000000000000000ull;
   static constexpr uint64_t kCanonicalNaN = 0x7ff8000000000000ull;
   enum Tag : uint64_t {
-    kTagNil = 1, kTagFalse = 2, kTagTrue = 3, kTagVoid = 4, kTagUndefined = 5, kTagZero = 6,
+    kTagNil = 1,
+    kTagFalse = 2,
+    kTagTrue = 3,
+    kTagVoid = 4,
+    kTagUndefined = 5,
+    kTagZero = 6,
     kTagTailCall = 7,  // returned by a native that asked the VM to call something in its place
   };
 
   constexpr Value() : bits_(kQNaN | kTagNil) {}
-  static constexpr Value fromBits(uint64_t b) { Value v; v.bits_ = b; return v; }
+  static constexpr Value fromBits(uint64_t b) {
+    Value v;
+    v.bits_ = b;
+    return v;
+  }
 
-  static Value number(double d) { Value v; std::memcpy(&v.bits_, &d, 8); return v; }
+  static Value number(double d) {
+    Value v;
+    std::memcpy(&v.bits_, &d, 8);
+    return v;
+  }
   // Canonicalises NaN payloads coming from outside (reader, host, foreign calls) so
   // they can never be mistaken for a boxed value.
   static Value numberChecked(double d) { return d != d ? fromBits(kCanonicalNaN) : number(d); }
-  static Value object(const Obj* o) { return fromBits(kSignBit | kQNaN | reinterpret_cast<uint64_t>(o)); }
+  static Value object(const Obj* o) {
+    return fromBits(kSignBit | kQNaN | reinterpret_cast<uint64_t>(o));
+  }
   static constexpr Value nil() { return fromBits(kQNaN | kTagNil); }
   static constexpr Value boolean(bool b) { return fromBits(kQNaN | (b ? kTagTrue : kTagFalse)); }
   static constexpr Value voidValue() { return fromBits(kQNaN | kTagVoid); }
@@ -49,7 +64,11 @@ class Value {
   bool isZero() const { return bits_ == zero().bits_; }
   bool isTailCall() const { return bits_ == tailCall().bits_; }
 
-  double asNumber() const { double d; std::memcpy(&d, &bits_, 8); return d; }
+  double asNumber() const {
+    double d;
+    std::memcpy(&d, &bits_, 8);
+    return d;
+  }
   Obj* asObject() const { return reinterpret_cast<Obj*>(bits_ & ~(kSignBit | kQNaN)); }
   uint64_t bits() const { return bits_; }
 

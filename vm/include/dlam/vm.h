@@ -32,10 +32,10 @@
 namespace dlam {
 
 struct CallFrame {
-  Closure* closure;     // nullptr for a native frame marker
-  const Instr* pc;      // saved pc (next instruction) while a callee runs
-  uint32_t base;        // index of register 0; the result goes to stack_[base - 1]
-  bool boundary;        // this frame was entered from C++ (vm.call): return leaves the loop
+  Closure* closure;  // nullptr for a native frame marker
+  const Instr* pc;   // saved pc (next instruction) while a callee runs
+  uint32_t base;     // index of register 0; the result goes to stack_[base - 1]
+  bool boundary;     // this frame was entered from C++ (vm.call): return leaves the loop
   // What the caller takes: 0, the result; 1, a rep result (cons value backprop),
   // checked, as its car and cdr in stack_[base - 1] and stack_[base]; 2 + k (k <=
   // kMaxSplitElements), a backpropagator's (cons fbar (x1 ... xk . tail)), zero
@@ -121,14 +121,14 @@ struct GcStats {
   // minor one they also count the old objects that died since the last full one.
   uint64_t liveObjects = 0;
   uint64_t liveBytes = 0;
-  uint64_t collections = 0;       // all collections, minor and full
-  uint64_t minorCollections = 0;  // of those, the minor ones
-  uint64_t markedLast = 0;        // objects the last collection marked (traced)
+  uint64_t collections = 0;          // all collections, minor and full
+  uint64_t minorCollections = 0;     // of those, the minor ones
+  uint64_t markedLast = 0;           // objects the last collection marked (traced)
   uint64_t totalAllocatedBytes = 0;  // every byte counted since the VM was made (live + freed)
-  uint64_t peakBytes = 0;  // the most bytes live at once (since the last resetPeak)
-  uint64_t pages = 0;         // small-object pages the arena holds
-  uint64_t largeObjects = 0;  // objects too large for a page, each in its own block
-  uint64_t heldBytes = 0;     // the memory the arena holds from mimalloc (pages, large blocks)
+  uint64_t peakBytes = 0;            // the most bytes live at once (since the last resetPeak)
+  uint64_t pages = 0;                // small-object pages the arena holds
+  uint64_t largeObjects = 0;         // objects too large for a page, each in its own block
+  uint64_t heldBytes = 0;  // the memory the arena holds from mimalloc (pages, large blocks)
 };
 
 class VM {
@@ -306,7 +306,9 @@ class VM {
   // the symbolic zero (met once per element in nested derivatives) are their own
   // image; the rest goes to starJ (STARJ's slow path, a call's untagged arguments).
   Value starJValue(Value x) {
-    return x.isNumber() || isObj(x, ObjType::Rev) ? Value::object(makeRev(x)) : x.isObject() ? starJ(x) : x;
+    return x.isNumber() || isObj(x, ObjType::Rev) ? Value::object(makeRev(x))
+           : x.isObject()                         ? starJ(x)
+                                                  : x;
   }
   Value starJInverse(Value v);
   Value zeroOf(Value v);
@@ -350,10 +352,14 @@ class VM {
   // Temporary root for natives that call back into dlam while holding Values.
   class Root {
    public:
-    Root(VM& vm, Value v) : vm_(vm) { vm_.tempRoots_.push_back(v); idx_ = vm_.tempRoots_.size() - 1; }
+    Root(VM& vm, Value v) : vm_(vm) {
+      vm_.tempRoots_.push_back(v);
+      idx_ = vm_.tempRoots_.size() - 1;
+    }
     ~Root() { vm_.tempRoots_.pop_back(); }
     Value get() const { return vm_.tempRoots_[idx_]; }
     void set(Value v) { vm_.tempRoots_[idx_] = v; }
+
    private:
     VM& vm_;
     size_t idx_;
@@ -422,31 +428,31 @@ class VM {
   uint64_t gcThreshold_ = 1 << 20;  // nextGc_ without the test hooks
   uint64_t liveObjects_ = 0;
   uint64_t allocationCount_ = 0;
-  size_t stackHigh_ = 0;            // registers above stackTop_ possibly written since the last GC
-  std::vector<Obj*> finalizable_;   // protos, symbols, natives: objects owning C++ members
+  size_t stackHigh_ = 0;           // registers above stackTop_ possibly written since the last GC
+  std::vector<Obj*> finalizable_;  // protos, symbols, natives: objects owning C++ members
   [[noreturn]] void outOfMemory(uint64_t bytes);
   void allocationThreshold(uint64_t bytes);
   void pastThreshold(uint64_t undo);
 
   GcStats stats_;
   bool gcRequested_ = false;
-  bool majorRequested_ = false;        // the next collection is full
-  std::vector<Obj*> remembered_;       // old objects that may point at young ones (kRemembered)
-  uint64_t oldBytes_ = 0;              // the bytes that survived the last collection (all old)
-  uint64_t oldObjects_ = 0;            // and the objects
-  uint64_t liveAfterMajor_ = 0;        // the bytes that survived the last full collection
-  uint64_t afterGc_ = 0;               // bytesAllocated_ just after the last collection
-  uint64_t tapeOld_ = 0;               // bytes made old by collections during top-level gradients
-  uint64_t nursery_ = 0;               // the bytes allocated between collections, at least
-  uint64_t tapeStart_ = UINT64_MAX;    // the total allocated when a top-level gradient started
+  bool majorRequested_ = false;      // the next collection is full
+  std::vector<Obj*> remembered_;     // old objects that may point at young ones (kRemembered)
+  uint64_t oldBytes_ = 0;            // the bytes that survived the last collection (all old)
+  uint64_t oldObjects_ = 0;          // and the objects
+  uint64_t liveAfterMajor_ = 0;      // the bytes that survived the last full collection
+  uint64_t afterGc_ = 0;             // bytesAllocated_ just after the last collection
+  uint64_t tapeOld_ = 0;             // bytes made old by collections during top-level gradients
+  uint64_t nursery_ = 0;             // the bytes allocated between collections, at least
+  uint64_t tapeStart_ = UINT64_MAX;  // the total allocated when a top-level gradient started
   void setGcThreshold();
-  uint64_t majorAt_ = 0;               // a full collection is due when oldBytes_ reaches this
-  uint64_t externalBytes_ = 0;         // counted in bytesAllocated_ too (countExternal)
+  uint64_t majorAt_ = 0;        // a full collection is due when oldBytes_ reaches this
+  uint64_t externalBytes_ = 0;  // counted in bytesAllocated_ too (countExternal)
   std::unordered_map<std::string, Symbol*> symbols_;
   uint32_t macroMarks_ = 0;
   std::vector<Value> tempRoots_;
 
-  MappedArray<Value> stack_;       // registers (mapped_array.h: grows without copying)
+  MappedArray<Value> stack_;  // registers (mapped_array.h: grows without copying)
   MappedArray<CallFrame> frames_;
   uint32_t stackTop_ = 0;  // first free slot above the innermost frame's registers
   uint64_t instructionCount_ = 0;
