@@ -13,6 +13,7 @@ packages=(
   libedit-dev                        # the REPL's line editing
   lua5.4 luajit                      # benchmark peers
   python3                            # the benchmark runner and tools/adfuzz.py (a test)
+  clang-format                       # tools/format.sh --check (CI)
 )
 
 # One dpkg-query for all of them; a package it does not know is simply absent from its output.
