@@ -45,5 +45,6 @@ void openIoPrimitives(VM& vm);
 void openAdPrimitives(VM& vm);
 void openHofPrimitives(VM& vm);
 void openVectorPrimitives(VM& vm);
+void openRandomPrimitives(VM& vm);
 
 }  // namespace dlam::prim

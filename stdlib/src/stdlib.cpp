@@ -34,6 +34,7 @@ void openPrimitives(VM& vm) {
   prim::openAdPrimitives(vm);
   prim::openHofPrimitives(vm);
   prim::openVectorPrimitives(vm);
+  prim::openRandomPrimitives(vm);
 }
 
 void openStdlib(VM& vm) {

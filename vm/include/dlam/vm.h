@@ -27,6 +27,7 @@
 #include "dlam/error.h"
 #include "dlam/mapped_array.h"
 #include "dlam/object.h"
+#include "dlam/random.h"
 #include "dlam/value.h"
 
 namespace dlam {
@@ -139,6 +140,8 @@ class VM {
   VM& operator=(const VM&) = delete;
 
   const Config& config() const { return config_; }
+  // The VM's generator of random numbers (random.h).
+  Random& random() { return random_; }
   Config& mutableConfig() { return config_; }
 
   // ---- allocation -------------------------------------------------------------
@@ -422,6 +425,7 @@ class VM {
   void forgetRemembered();  // empties the remembered set
 
   Config config_;
+  Random random_ = Random::fromClock(this);
   uint64_t bytesAllocated_ = 0;
   uint64_t bytesFreed_ = 0;  // uncounted by every collection so far (GcStats::totalAllocatedBytes)
   uint64_t nextGc_ = 1 << 20;
