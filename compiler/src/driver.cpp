@@ -79,6 +79,26 @@ class Toplevel {
     return x->kind == Sx::List && !x->items.empty() && x->items[0]->isSymbol(kw);
   }
 
+  // The standard library being loaded: every global its code names (called, read or
+  // defined) becomes the library's twin of that symbol (VM::libraryTwin), in the IR
+  // that codegen compiles and that *j transforms later.
+  void bindToLibrary(anf::Lambda* top) {
+    auto twin = [&](anf::Atom& a) {
+      if (a.kind == anf::Atom::Global) a.sym = vm_.libraryTwin(a.sym);
+    };
+    anf::forEachBlock(
+        top->body,
+        [&](anf::Block* b) {
+          for (anf::Bind& bd : b->binds) {
+            twin(bd.atom);
+            for (anf::Atom& a : bd.args) twin(a);
+            if (bd.kind == anf::Bind::DefGlobal) bd.sym = vm_.libraryTwin(bd.sym);
+          }
+          twin(b->result);
+        },
+        /*intoLambdas=*/true);
+  }
+
   void form(Sx* f, const ExpandOptions& opts) {
     try {
       formBody(f, opts);
@@ -120,6 +140,7 @@ class Toplevel {
     Proto* proto;
     try {
       anf::Lambda* lam = expandToplevel(vm_, *mod, f, arena_, opts);
+      if (vm_.loadingLibrary()) bindToLibrary(lam);
       countSyntax();
       proto = compileLambda(vm_, mod, lam);
     } catch (Error& e) {

@@ -39,6 +39,13 @@ void openPrimitives(VM& vm) {
 
 void openStdlib(VM& vm) {
   openPrimitives(vm);
+  // The prelude's code keeps calling its own definitions whatever a program defines
+  // later (vm/src/library.cpp); sealed also when loading fails, as a retry starts over.
+  struct Seal {
+    VM& vm;
+    ~Seal() { vm.sealLibrary(); }
+  } seal{vm};
+  vm.beginLibrary();
   evalSource(vm, kPrelude, "<prelude>");
 }
 

@@ -296,6 +296,7 @@ void VM::markRoots(std::vector<Obj*>& work) {
   for (const CallFrame& f : frames_)
     if (f.closure) markValue(Value::object(f.closure), work);
   for (auto& [name, sym] : symbols_) markValue(Value::object(sym), work);
+  for (auto& [pub, twin] : libraryTwins_) markValue(Value::object(twin), work);
   for (Value v : tempRoots_) markValue(v, work);
   for (Value v : pendingCall_) markValue(v, work);
   for (Native* n : builtins_)

@@ -228,6 +228,15 @@ class VM {
     writeBarrier(s, v);
   }
   Value global(std::string_view name) { return intern(name)->global; }
+  // The standard library's own globals (library.cpp): while it loads, the compiler
+  // binds the globals its code names to twins of the symbols (libraryTwin), and
+  // sealLibrary publishes the twins' values, so user definitions cannot change what
+  // the library calls.
+  void beginLibrary();
+  void sealLibrary();
+  bool loadingLibrary() const { return loadingLibrary_; }
+  Symbol* libraryTwin(Symbol* s);
+  const std::unordered_map<Symbol*, Symbol*>& libraryTwins() const { return libraryTwins_; }
   // The macro bound to a symbol (compiler/src/macros.h): undefined for none.
   void setMacro(Symbol* s, Value m) {
     s->macro = m;
@@ -453,6 +462,8 @@ class VM {
   uint64_t majorAt_ = 0;        // a full collection is due when oldBytes_ reaches this
   uint64_t externalBytes_ = 0;  // counted in bytesAllocated_ too (countExternal)
   std::unordered_map<std::string, Symbol*> symbols_;
+  std::unordered_map<Symbol*, Symbol*> libraryTwins_;  // public symbol -> the library's
+  bool loadingLibrary_ = false;
   uint32_t macroMarks_ = 0;
   std::vector<Value> tempRoots_;
 

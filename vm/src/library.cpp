@@ -1,0 +1,41 @@
+// library.cpp — the standard library's own bindings, immune to user redefinitions.
+//
+// While the prelude loads (beginLibrary .. sealLibrary), the compiler binds every global
+// the prelude's code names — what it calls and what it defines — to a twin of that
+// symbol: an uninterned symbol of the same name, which no program can name. sealLibrary
+// then gives each public symbol the value its twin holds. A program that later defines
+// its own `map` or `reverse` rebinds only the public symbol; the library's code, and
+// the code *j derives from it (the IR keeps the twins), go on calling the library's.
+#include "dlam/vm.h"
+
+namespace dlam {
+
+// A second load (after a failed one, or again) starts from fresh twins: its code must
+// see the primitives openPrimitives has just defined, not those of the first load.
+void VM::beginLibrary() {
+  libraryTwins_.clear();
+  loadingLibrary_ = true;
+}
+
+Symbol* VM::libraryTwin(Symbol* s) {
+  auto it = libraryTwins_.find(s);
+  if (it != libraryTwins_.end()) return it->second;
+  auto* twin = static_cast<Symbol*>(allocate(ObjType::Symbol, sizeof(Symbol)));
+  new (&twin->name) std::string();  // owns nothing until tracked (each step may fail)
+  twin->global = Value::undefined();
+  twin->macro = Value::undefined();
+  track(twin);
+  twin->name = s->name;
+  libraryTwins_.emplace(s, twin);
+  // A primitive defined before the prelude: the twin starts with its value.
+  setGlobal(twin, s->global);
+  return twin;
+}
+
+void VM::sealLibrary() {
+  loadingLibrary_ = false;
+  for (auto& [pub, twin] : libraryTwins_)
+    if (!twin->global.isUndefined()) setGlobal(pub, twin->global);
+}
+
+}  // namespace dlam
