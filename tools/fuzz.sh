@@ -12,7 +12,7 @@
 #                           saving every crashing input, instead of stopping at the first
 #   DLAM_FUZZ_MASK_KNOWN=1  work around bugs already reported, to find new ones; today there
 #                           is none to mask (it still runs with a 64 MB stack: the compiler's
-#                           passes now stop at a measured stack budget, tests/lang/errors/deep_*)
+#                           passes now stop at a measured stack budget, tests/lang/errors/limits/deep_*)
 #   DLAM_FUZZ_PERSISTENT=1  fuzz_vm reuses one VM for many inputs (faster; leak detection
 #                           off, since LSan cannot see into mimalloc's heap)
 #   DLAM_FUZZ_ARGS="..."    extra libFuzzer flags (e.g. "-max_len=2048 -only_ascii=1")
