@@ -488,9 +488,9 @@ class Planner {
 
 }  // namespace
 
-CallPlan planCalls(const VM& vm, const Lambda* lam) {
-  CallPlan plan;
-  Planner(vm, lam, plan).run();
+std::unique_ptr<const CallPlan> planCalls(const VM& vm, const Lambda* lam) {
+  auto plan = std::make_unique<CallPlan>();
+  Planner(vm, lam, *plan).run();
   return plan;
 }
 

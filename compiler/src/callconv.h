@@ -13,6 +13,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -99,7 +100,9 @@ struct CallPlan {
   }
 };
 
-// Analyses lam's own IR (not the lambdas made in it).
-CallPlan planCalls(const VM& vm, const anf::Lambda* lam);
+// Analyses lam's own IR (not the lambdas made in it). The plan is on the heap: the
+// code generator, which keeps it, recurses through nested lambdas and conditionals
+// under a stack budget (StackGuard), so its frames stay small.
+std::unique_ptr<const CallPlan> planCalls(const VM& vm, const anf::Lambda* lam);
 
 }  // namespace dlam

@@ -78,13 +78,13 @@ class FnCompiler {
     if (lam_->rest) reg_[lam_->rest] = allocReg();
     proto_->callKey = lam_->rest ? 0xffffffffu : proto_->nparams;
     plan_ = planCalls(vm_, lam_);
-    if (plan_.paramSplit) {
+    if (plan_->paramSplit) {
       // The parameter taken in parts: the takes name registers 0 .. n - 1 (register 0
       // is the parameter's).
-      auto n = static_cast<uint32_t>(plan_.paramSplit->parts.size());
+      auto n = static_cast<uint32_t>(plan_->paramSplit->parts.size());
       for (uint32_t j = 1; j < n; ++j) allocReg();
       for (uint32_t j = 0; j < n; ++j)
-        for (const Bind* take : plan_.paramSplit->parts[j]) reg_[take->dst] = j;
+        for (const Bind* take : plan_->paramSplit->parts[j]) reg_[take->dst] = j;
       proto_->paramSplit = static_cast<uint8_t>(n);
       proto_->callKey = kCallParts | n;
     }
@@ -102,8 +102,8 @@ class FnCompiler {
     for (size_t i = 0; i < lam_->freeVars.size(); ++i) {
       Var* v = lam_->freeVars[i];
       proto_->freeVars.push_back(v->name);
-      if (auto it = plan_.vars.find(v);
-          it != plan_.vars.end() && it->second.count == 1 && it->second.argUses == 1) {
+      if (auto it = plan_->vars.find(v);
+          it != plan_->vars.end() && it->second.count == 1 && it->second.argUses == 1) {
         lazyUpval_[v] = static_cast<uint32_t>(i);
         loadRun();
         continue;
@@ -400,8 +400,8 @@ class FnCompiler {
     std::vector<size_t> last(n, 0), across(n, 0), open;
     for (size_t k = 0; k < n; ++k) {
       const Bind& bd = b->binds[k];
-      if (bd.dst) last[k] = plan_.lastUse(bd.dst);
-      for (Var* v : bd.recVars) last[k] = std::max(last[k], plan_.lastUse(v));
+      if (bd.dst) last[k] = plan_->lastUse(bd.dst);
+      for (Var* v : bd.recVars) last[k] = std::max(last[k], plan_->lastUse(v));
     }
     // `open`: bindings whose variables are still to be used, latest on top (one that
     // is used up is dropped when it comes to the top).
@@ -420,7 +420,7 @@ class FnCompiler {
   // many bindings in between to look at.
   bool placeBelow(const Block* b, size_t i, size_t j) {
     if (j - i > kMaxPlacedScan) return false;
-    auto outlives = [&](const Var* v) { return plan_.lastUse(v) > j; };
+    auto outlives = [&](const Var* v) { return plan_->lastUse(v) > j; };
     std::unordered_map<const Var*, size_t> between;  // the bindings seen, by variable
     std::vector<Var*> below;
     for (size_t k = i + 1; k < j; ++k) {
@@ -445,7 +445,7 @@ class FnCompiler {
           (m->kind == Bind::Copy && m->atom.kind == Atom::Local && !m->dst->rec))
         continue;
       // (A value with a slot in a later window would lose it: a move for a move.)
-      if (plan_.splitParts.count(m) || (m->kind == Bind::Call && usesWindow(vm_, *m)) ||
+      if (plan_->splitParts.count(m) || (m->kind == Bind::Call && usesWindow(vm_, *m)) ||
           slotOf(b, at))
         return false;
       if (std::find(below.begin(), below.end(), m->dst) == below.end()) below.push_back(m->dst);
@@ -480,20 +480,20 @@ class FnCompiler {
     }
     size_t j = i;
     for (;;) {
-      auto u = plan_.vars.find(v);
-      if (u == plan_.vars.end() || u->second.count != 1 || u->second.last <= j ||
+      auto u = plan_->vars.find(v);
+      if (u == plan_->vars.end() || u->second.count != 1 || u->second.last <= j ||
           u->second.last >= b->binds.size())
         return std::nullopt;
       j = u->second.last;
       const Bind& copy = b->binds[j];
-      bool untag = copy.dst &&
-                   plan_.untagged.count(copy.dst);  // (*j v), passed untagged: v goes to the window
+      bool untag = copy.dst && plan_->untagged.count(
+                                   copy.dst);  // (*j v), passed untagged: v goes to the window
       if (!untag && (copy.kind != Bind::Copy || copy.atom.kind != Atom::Local || copy.dst->rec))
         break;
       v = copy.dst;
     }
     const Bind& call = b->binds[j];
-    if (!usesWindow(vm_, call) || reg_.count(bd.dst) || plan_.partsCalls.count(&call))
+    if (!usesWindow(vm_, call) || reg_.count(bd.dst) || plan_->partsCalls.count(&call))
       return std::nullopt;
     for (size_t slot = 0; slot < call.args.size(); ++slot)
       if (call.args[slot].kind == Atom::Local && call.args[slot].var == v)
@@ -545,7 +545,7 @@ class FnCompiler {
     bool delivered = false;
     // A list returned in parts (callconv.h): its conses compile at the outermost one.
     const ReturnedList* returned = nullptr;
-    if (auto r = plan_.returned.find(b); r != plan_.returned.end()) returned = &r->second;
+    if (auto r = plan_->returned.find(b); r != plan_->returned.end()) returned = &r->second;
     std::vector<size_t> across;  // liveAcross(b), when a window is first reserved
     for (size_t i = 0; i < n; ++i) {
       const Bind& bd = b->binds[i];
@@ -553,7 +553,7 @@ class FnCompiler {
       reserveSlot(b, i, across);
       bool last = i + 1 == n && b->result.kind == Atom::Local && b->result.var == bd.dst &&
                   (bd.kind == Bind::Call || bd.kind == Bind::If);
-      if (plan_.ahead.count(&bd)) {
+      if (plan_->ahead.count(&bd)) {
         if (returned && &bd == returned->chain[0]) {
           emitReturnList(returned->chain, returned->rep);
           delivered = true;
@@ -577,7 +577,7 @@ class FnCompiler {
         const Bind& next = b->binds[i + 1];
         NativeId id = builtinOf(vm_, bd.args[0]);
         if (next.kind == Bind::If && next.atom.kind == Atom::Local && next.atom.var == bd.dst &&
-            isCompare(id) && bd.level == 0 && bd.args.size() == 3 && plan_.uses(bd.dst) == 1) {
+            isCompare(id) && bd.level == 0 && bd.args.size() == 3 && plan_->uses(bd.dst) == 1) {
           bool nextLast = i + 2 == n && b->result.kind == Atom::Local && b->result.var == next.dst;
           reserveSlot(b, i + 1, across);
           if (nextLast && chain)
@@ -605,8 +605,8 @@ class FnCompiler {
   // its argument for a parts call (CallPlan::partsCalls). Returns the B operand of its CALL
   // and makes *op CALLP for a parts call.
   uint32_t loadCall(const Bind& call, uint32_t base, const Atom& callee, Op* op) {
-    auto parts = plan_.partsCalls.find(&call);
-    if (parts == plan_.partsCalls.end()) {
+    auto parts = plan_->partsCalls.find(&call);
+    if (parts == plan_->partsCalls.end()) {
       for (size_t j = 0; j < call.args.size(); ++j)
         loadAtom(j == 0 ? callee : call.args[j], base + static_cast<uint32_t>(j));
       return static_cast<uint32_t>(call.args.size() - 1);
@@ -623,9 +623,9 @@ class FnCompiler {
   // the split mode, its parts in the window's registers. Returns how many bindings it
   // compiled, 0 if binding i is no split call.
   size_t compileSplitCall(const Block* b, size_t i) {
-    if (plan_.splits.empty()) return 0;
-    auto found = plan_.splits.find(&b->binds[i]);
-    if (found == plan_.splits.end()) return 0;
+    if (plan_->splits.empty()) return 0;
+    auto found = plan_->splits.find(&b->binds[i]);
+    if (found == plan_->splits.end()) return 0;
     const Bind& call = b->binds[i];
     const SplitPlan& plan = found->second;
     auto count = static_cast<uint32_t>(plan.parts.size());
@@ -700,7 +700,7 @@ class FnCompiler {
     std::optional<Op> op = levelOp(builtinOf(vm_, bd.args[0]));
     const Atom& v = bd.args.back();
     if (!op || bd.args.size() != 2 || v.kind != Atom::Local || v.var != levelChain_.var ||
-        plan_.uses(v.var) != 1 || levelChain_.at + 1 != proto_->code.size())
+        plan_->uses(v.var) != 1 || levelChain_.at + 1 != proto_->code.size())
       return false;
     Instr& last = proto_->code[levelChain_.at];
     SrcLoc at = proto_->locs[levelChain_.at];
@@ -713,11 +713,11 @@ class FnCompiler {
 
   // The mask of a call's untagged arguments (CallPlan::untagged).
   uint32_t untagArguments(const Bind& call, uint32_t nargs, Op op) const {
-    if (plan_.untagged.empty() || op != Op::CALL || nargs + 1 != call.args.size()) return 0;
+    if (plan_->untagged.empty() || op != Op::CALL || nargs + 1 != call.args.size()) return 0;
     uint32_t raw = 0;
     for (uint32_t j = 0; j < nargs && j < 8; ++j) {
       const Atom& x = call.args[j + 1];
-      if (x.kind == Atom::Local && plan_.untagged.count(x.var)) raw |= 1u << j;
+      if (x.kind == Atom::Local && plan_->untagged.count(x.var)) raw |= 1u << j;
     }
     return raw;
   }
@@ -809,7 +809,7 @@ class FnCompiler {
           emit(instr::withLevel(instr::make(op, dst, a, b), bd.level));
         });
       } else {
-        if (!t && plan_.untagged.count(bd.dst)) {
+        if (!t && plan_->untagged.count(bd.dst)) {
           // Passed untagged by its call: the name of v's register.
           reg_[bd.dst] = regOf(bd.args[1].var);
           levelChain_ = {};
@@ -817,7 +817,7 @@ class FnCompiler {
         }
         emitInto(bd, t, [&](uint32_t dst) {
           if (extendLevels(bd, dst)) return;
-          if (auto i = plan_.untaggedParams.find(&bd); i != plan_.untaggedParams.end()) {
+          if (auto i = plan_->untaggedParams.find(&bd); i != plan_->untaggedParams.end()) {
             emit(instr::make(Op::ARGJINV, dst, atomReg(bd.args[1])));
             proto_->rawParams = static_cast<uint8_t>(proto_->rawParams | 1u << i->second);
             return;
@@ -1054,7 +1054,7 @@ class FnCompiler {
   const Lambda* lam_;
   Proto* proto_ = nullptr;
   std::unordered_map<const Var*, uint32_t> reg_;
-  CallPlan plan_;  // the analyses of lam_ (callconv.h)
+  std::unique_ptr<const CallPlan> plan_;  // the analyses of lam_ (callconv.h)
   std::unordered_map<const Var*, uint32_t>
       lazyUpval_;  // captured values loaded at their use: their index
   std::unordered_map<uint64_t, uint32_t> constIndex_;
