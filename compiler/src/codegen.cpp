@@ -17,14 +17,17 @@
 // (code transformed twice), and a function ending in (cons a b), in a chain of
 // conses, or in (cons chain closure) returns with RETURN2, RETURNN or RETURNR, which
 // make the pairs only for a caller that takes the value whole. A function that only
-// takes its one parameter apart along a list takes it in parts (planParamSplit), and
-// a call whose argument is a list made for it passes the parts (CALLP,
-// planPartsCalls): a backpropagator's sensitivity list is made only for a callee
-// that takes it whole.
+// takes its one parameter apart along a list takes it in parts (Proto::paramSplit),
+// and a call whose argument is a list made for it passes the parts (CALLP): a
+// backpropagator's sensitivity list is made only for a callee that takes it whole.
+// Where these apply is found before the code is generated, by callconv.h's
+// planCalls, with the uses of the variables; this file reads its plan and allocates
+// the registers it calls for.
 #include "codegen.h"
 
+#include "callconv.h"
+
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
@@ -50,11 +53,6 @@ struct Target {
       false;  // reg names no variable the code computing it can read (not a letrec variable's)
 };
 
-bool isCompare(NativeId id) {
-  return id == NativeId::Lt || id == NativeId::Le || id == NativeId::Gt || id == NativeId::Ge ||
-         id == NativeId::NumEq;
-}
-
 class FnCompiler {
  public:
   FnCompiler(VM& vm, const std::shared_ptr<Module>& mod, const Lambda* lam, FnCompiler* parent)
@@ -79,9 +77,17 @@ class FnCompiler {
     for (Var* p : lam_->params) reg_[p] = allocReg();
     if (lam_->rest) reg_[lam_->rest] = allocReg();
     proto_->callKey = lam_->rest ? 0xffffffffu : proto_->nparams;
-    analyseUses(lam_->body);
-    planParamSplit();
-    planSplits(lam_->body);
+    plan_ = planCalls(vm_, lam_);
+    if (plan_->paramSplit) {
+      // The parameter taken in parts: the takes name registers 0 .. n - 1 (register 0
+      // is the parameter's).
+      auto n = static_cast<uint32_t>(plan_->paramSplit->parts.size());
+      for (uint32_t j = 1; j < n; ++j) allocReg();
+      for (uint32_t j = 0; j < n; ++j)
+        for (const Bind* take : plan_->paramSplit->parts[j]) reg_[take->dst] = j;
+      proto_->paramSplit = static_cast<uint8_t>(n);
+      proto_->callKey = kCallParts | n;
+    }
     // Captured values are loaded at entry, each run of them (consecutive captured
     // values, into the consecutive registers allocated here) by one GETUPVAL, except
     // one used once, as an argument (or the callee) of a call through a window: it is
@@ -96,8 +102,8 @@ class FnCompiler {
     for (size_t i = 0; i < lam_->freeVars.size(); ++i) {
       Var* v = lam_->freeVars[i];
       proto_->freeVars.push_back(v->name);
-      if (auto it = vars_.find(v);
-          it != vars_.end() && it->second.count == 1 && it->second.argUses == 1) {
+      if (auto it = plan_->vars.find(v);
+          it != plan_->vars.end() && it->second.count == 1 && it->second.argUses == 1) {
         lazyUpval_[v] = static_cast<uint32_t>(i);
         loadRun();
         continue;
@@ -153,73 +159,6 @@ class FnCompiler {
     return idx;
   }
 
-  // Counts the uses of every variable (a closure uses what it captures) and finds,
-  // for each variable bound in a block, the last binding of that block that uses it
-  // (a use inside a branch counts at its `if`; the block's size stands for its
-  // result). Iterative over nested branch blocks: a frame per block being walked.
-  void analyseUses(const Block* body) {
-    struct Frame {
-      const Block* b;
-      size_t i;
-      bool entered;  // binding i's own uses are counted, its branches walked or pending
-    };
-    std::vector<Frame> stack{{body, 0, false}};
-    auto use = [&](const Atom& a, bool arg = false) {
-      if (a.kind != Atom::Local) return;
-      VarUse& u = vars_[a.var];
-      ++u.count;
-      u.argUses += arg;
-      // Walked in order: the last use is the latest. A use is inside the block binding
-      // the variable, whose frame is on the stack (else: used, as far as we know, to
-      // the end).
-      if (!u.block) return;
-      bool inside = u.depth < stack.size() && stack[u.depth].b == u.block;
-      u.last = inside ? stack[u.depth].i : SIZE_MAX;
-    };
-    auto bind = [&](const Var* v, size_t d) {
-      VarUse& u = vars_[v];
-      u.block = stack[d].b;
-      u.depth = static_cast<uint32_t>(d);
-      u.at = stack[d].i;
-    };
-    while (!stack.empty()) {
-      size_t d = stack.size() - 1;
-      Frame& f = stack[d];
-      if (f.i == f.b->binds.size()) {
-        use(f.b->result);
-        stack.pop_back();
-        continue;
-      }
-      if (f.entered) {
-        f.entered = false;
-        ++f.i;
-        continue;
-      }
-      f.entered = true;
-      const Bind& bd = f.b->binds[f.i];
-      use(bd.atom);
-      for (const Atom& a : bd.args) use(a, usesWindow(bd));
-      if (bd.lambda)
-        for (Var* v : bd.lambda->freeVars) use(localAtom(v));
-      if (bd.dst) bind(bd.dst, d);
-      for (Var* v : bd.recVars) bind(v, d);
-      // Both branches are walked while this frame stays at binding i.
-      if (bd.elseB) stack.push_back({bd.elseB, 0, false});
-      if (bd.thenB) stack.push_back({bd.thenB, 0, false});
-    }
-  }
-
-  int uses(const Var* v) const {
-    auto it = vars_.find(v);
-    return it == vars_.end() ? 0 : it->second.count;
-  }
-
-  // The last binding of its block that uses v (0 if none).
-  size_t lastUse(const Var* v) const {
-    auto it = vars_.find(v);
-    return it == vars_.end() ? 0 : it->second.last;
-  }
-
   uint32_t regOf(const Var* v) {
     auto it = reg_.find(v);
     if (it == reg_.end()) fail("internal error: variable '" + v->name + "' has no register");
@@ -268,52 +207,8 @@ class FnCompiler {
 
   static bool isNumberConst(const Atom& a) { return a.kind == Atom::Const && a.value.isNumber(); }
 
-  // Whether emitPrimitive has an opcode for `id` applied to `n` arguments; any other
-  // call of a primitive is a call through a window of registers.
-  static bool hasOpcode(NativeId id, size_t n) {
-    switch (id) {
-      case NativeId::Add:
-      case NativeId::Mul:
-      case NativeId::Div:
-        return n >= 2;
-      case NativeId::Sub:
-        return n >= 1;
-      case NativeId::Lt:
-      case NativeId::Le:
-      case NativeId::Gt:
-      case NativeId::Ge:
-      case NativeId::NumEq:
-      case NativeId::Cons:
-      case NativeId::Plus:
-      case NativeId::AttachStarJ:
-      case NativeId::RepResult:
-      case NativeId::BpResult:
-      case NativeId::EqP:
-      case NativeId::EqvP:
-      case NativeId::VectorRef:
-        return n == 2;
-      case NativeId::Caar:
-      case NativeId::Cadr:
-      case NativeId::Cdar:
-      case NativeId::Cddr:
-      case NativeId::Caddr:
-      case NativeId::Cdddr:
-      case NativeId::Car:
-      case NativeId::Cdr:
-      case NativeId::Not:
-      case NativeId::NullP:
-      case NativeId::PairP:
-      case NativeId::SCar:
-      case NativeId::SCdr:
-      case NativeId::StarJ:
-      case NativeId::StarJInverse:
-        return n == 1;
-      default:
-        return false;
-    }
-  }
-
-  // Emits the dedicated opcode of a primitive call (one hasOpcode accepts) into register `dst`.
+  // Emits the dedicated opcode of a primitive call (one callconv.h's hasOpcode accepts) into
+  // register `dst`.
   void emitPrimitive(NativeId id, const std::vector<Atom>& args, uint32_t dst) {
     size_t n = args.size() - 1;
     const Atom* x = &args[1];
@@ -460,10 +355,9 @@ class FnCompiler {
   // ---- blocks and bindings ----------------------------------------------------
 
   // The opcode of a binary arithmetic primitive or comparison applied under reverse
-  // tags (transformed code), with the level in its top bits (the interpreter's slow
-  // path strips and re-tags); none if the call goes through the primitive's lifted form.
-  std::optional<Op> liftedBinaryOp(const Bind& bd) {
-    if (bd.level == 0 || bd.level > 0x7f || bd.args.size() != 3) return std::nullopt;
+  // tags (transformed code), which takes the level in its top bits (the interpreter's
+  // slow path strips and re-tags): for a call callconv.h's hasLiftedOpcode accepts.
+  Op liftedBinaryOp(const Bind& bd) {
     switch (NativeId id = builtinOf(vm_, bd.args[0])) {
       case NativeId::Add:
         return Op::ADD;
@@ -474,17 +368,8 @@ class FnCompiler {
       case NativeId::Div:
         return Op::DIV;
       default:
-        return isCompare(id) ? std::optional<Op>(compareOp(id, false)) : std::nullopt;
+        return compareOp(id, false);
     }
-  }
-
-  // A call that passes its arguments in a window of consecutive registers (rather
-  // than compiling to an opcode of its own).
-  bool usesWindow(const Bind& bd) {
-    if (bd.kind != Bind::Call) return false;
-    if (bd.level > 0) return !liftedBinaryOp(bd);
-    NativeId id = builtinOf(vm_, bd.args[0]);
-    return id == NativeId::None || !hasOpcode(id, bd.args.size() - 1);
   }
 
   // A window reserved for a call before the call is compiled: registers base .. end - 1.
@@ -515,8 +400,8 @@ class FnCompiler {
     std::vector<size_t> last(n, 0), across(n, 0), open;
     for (size_t k = 0; k < n; ++k) {
       const Bind& bd = b->binds[k];
-      if (bd.dst) last[k] = lastUse(bd.dst);
-      for (Var* v : bd.recVars) last[k] = std::max(last[k], lastUse(v));
+      if (bd.dst) last[k] = plan_->lastUse(bd.dst);
+      for (Var* v : bd.recVars) last[k] = std::max(last[k], plan_->lastUse(v));
     }
     // `open`: bindings whose variables are still to be used, latest on top (one that
     // is used up is dropped when it comes to the top).
@@ -535,7 +420,7 @@ class FnCompiler {
   // many bindings in between to look at.
   bool placeBelow(const Block* b, size_t i, size_t j) {
     if (j - i > kMaxPlacedScan) return false;
-    auto outlives = [&](const Var* v) { return lastUse(v) > j; };
+    auto outlives = [&](const Var* v) { return plan_->lastUse(v) > j; };
     std::unordered_map<const Var*, size_t> between;  // the bindings seen, by variable
     std::vector<Var*> below;
     for (size_t k = i + 1; k < j; ++k) {
@@ -560,7 +445,8 @@ class FnCompiler {
           (m->kind == Bind::Copy && m->atom.kind == Atom::Local && !m->dst->rec))
         continue;
       // (A value with a slot in a later window would lose it: a move for a move.)
-      if (splitParts_.count(m) || (m->kind == Bind::Call && usesWindow(*m)) || slotOf(b, at))
+      if (plan_->splitParts.count(m) || (m->kind == Bind::Call && usesWindow(vm_, *m)) ||
+          slotOf(b, at))
         return false;
       if (std::find(below.begin(), below.end(), m->dst) == below.end()) below.push_back(m->dst);
     }
@@ -594,19 +480,21 @@ class FnCompiler {
     }
     size_t j = i;
     for (;;) {
-      auto u = vars_.find(v);
-      if (u == vars_.end() || u->second.count != 1 || u->second.last <= j ||
+      auto u = plan_->vars.find(v);
+      if (u == plan_->vars.end() || u->second.count != 1 || u->second.last <= j ||
           u->second.last >= b->binds.size())
         return std::nullopt;
       j = u->second.last;
       const Bind& copy = b->binds[j];
-      bool untag = untaggedUse(b, j);  // (*j v), passed untagged: v goes to the window
+      bool untag = copy.dst && plan_->untagged.count(
+                                   copy.dst);  // (*j v), passed untagged: v goes to the window
       if (!untag && (copy.kind != Bind::Copy || copy.atom.kind != Atom::Local || copy.dst->rec))
         break;
       v = copy.dst;
     }
     const Bind& call = b->binds[j];
-    if (!usesWindow(call) || reg_.count(bd.dst) || partsCalls_.count(&call)) return std::nullopt;
+    if (!usesWindow(vm_, call) || reg_.count(bd.dst) || plan_->partsCalls.count(&call))
+      return std::nullopt;
     for (size_t slot = 0; slot < call.args.size(); ++slot)
       if (call.args[slot].kind == Atom::Local && call.args[slot].var == v)
         return std::pair(j, static_cast<uint32_t>(slot));
@@ -655,11 +543,9 @@ class FnCompiler {
     if (stack_.exceeded()) fail("expression nested too deeply to compile");
     size_t n = b->binds.size();
     bool delivered = false;
-    std::vector<const Bind*> returned;
-    bool returnedRep = false;
-    if (t.kind == Target::Tail) returned = returnedList(b, returnedRep);
-    for (const Bind* c : returned) compiledAhead_.insert(c);
-    planPartsCalls(b, t);
+    // A list returned in parts (callconv.h): its conses compile at the outermost one.
+    const ReturnedList* returned = nullptr;
+    if (auto r = plan_->returned.find(b); r != plan_->returned.end()) returned = &r->second;
     std::vector<size_t> across;  // liveAcross(b), when a window is first reserved
     for (size_t i = 0; i < n; ++i) {
       const Bind& bd = b->binds[i];
@@ -667,9 +553,9 @@ class FnCompiler {
       reserveSlot(b, i, across);
       bool last = i + 1 == n && b->result.kind == Atom::Local && b->result.var == bd.dst &&
                   (bd.kind == Bind::Call || bd.kind == Bind::If);
-      if (compiledAhead_.count(&bd)) {
-        if (!returned.empty() && &bd == returned[0]) {
-          emitReturnList(returned, returnedRep);
+      if (plan_->ahead.count(&bd)) {
+        if (returned && &bd == returned->chain[0]) {
+          emitReturnList(returned->chain, returned->rep);
           delivered = true;
         }
         continue;
@@ -691,7 +577,7 @@ class FnCompiler {
         const Bind& next = b->binds[i + 1];
         NativeId id = builtinOf(vm_, bd.args[0]);
         if (next.kind == Bind::If && next.atom.kind == Atom::Local && next.atom.var == bd.dst &&
-            isCompare(id) && bd.level == 0 && bd.args.size() == 3 && uses(bd.dst) == 1) {
+            isCompare(id) && bd.level == 0 && bd.args.size() == 3 && plan_->uses(bd.dst) == 1) {
           bool nextLast = i + 2 == n && b->result.kind == Atom::Local && b->result.var == next.dst;
           reserveSlot(b, i + 1, across);
           if (nextLast && chain)
@@ -715,145 +601,12 @@ class FnCompiler {
     }
   }
 
-  // A call whose result is checked as a rep result or a backpropagator's result
-  // (%rep-result, %bp-result: transformed code) and then only taken apart with car
-  // and cdr: CALL with C = the split mode (CallFrame::split) puts the parts in the
-  // window's registers (a callee ending in RETURN2, RETURNN or RETURNR makes no pair
-  // at all). For a backpropagator's (cons fbar (x1 ... xk . tail)) the sensitivities
-  // taken with %scar and %scdr along the list are k of the parts. A rep result whose
-  // value is checked in turn (the same callee named) and only taken apart, as code
-  // transformed twice does with what a transformed backpropagator or a function
-  // transformed twice returns, is split through: the value's parts, then the
-  // backpropagator (mode kSplitRepOf + the value's mode). The interpreter checks the
-  // result against the callee of the CALL: the checks read no register.
-  struct SplitPlan {
-    uint8_t mode;
-    std::vector<std::vector<const Bind*>>
-        parts;                       // the takes that become each register of the split
-    std::vector<const Bind*> spine;  // the takes and checks on the way, which need no register
-  };
-
-  // A check (%rep-result v callee, or %bp-result) of the call result or part v.
-  NativeId checkOf(const Bind& bd, const Var* v) {
-    NativeId cid = bd.kind == Bind::Call ? builtinOf(vm_, bd.args[0]) : NativeId::None;
-    if ((cid != NativeId::RepResult && cid != NativeId::BpResult) || bd.args.size() != 3 ||
-        bd.args[1].kind != Atom::Local || bd.args[1].var != v || !bd.dst || bd.dst->rec ||
-        bd.level != 0)
-      return NativeId::None;
-    return cid;
-  }
-
-  // Every use of `v` from binding `first` on: a car or a cdr taken in this block
-  // (sensitivity parts only if sensOnly); nullopt if not.
-  using Takes = std::array<std::vector<const Bind*>, 2>;
-  std::optional<Takes> takesOf(const Block* b, size_t first, const Var* v, bool sensOnly) {
-    Takes takes;
-    size_t taken = 0;
-    for (size_t j = first; j < b->binds.size(); ++j) {
-      const Bind& take = b->binds[j];
-      if (take.kind != Bind::Call) continue;
-      NativeId tid = builtinOf(vm_, take.args[0]);
-      int part = tid == NativeId::SCar || (!sensOnly && tid == NativeId::Car)   ? 0
-                 : tid == NativeId::SCdr || (!sensOnly && tid == NativeId::Cdr) ? 1
-                                                                                : -1;
-      if (part < 0 || take.level != 0 || take.args.size() != 2 ||
-          take.args[1].kind != Atom::Local || take.args[1].var != v || !take.dst || take.dst->rec)
-        continue;
-      takes[part].push_back(&take);
-      ++taken;
-    }
-    if (taken == 0 || static_cast<size_t>(uses(v)) != taken) return std::nullopt;
-    return takes;
-  }
-
-  // The parts of the value checked at binding `at` (a %rep-result or %bp-result).
-  std::optional<SplitPlan> checkedParts(const Block* b, size_t at, bool bp) {
-    auto first = takesOf(b, at + 1, b->binds[at].dst, false);
-    if (!first) return std::nullopt;
-    SplitPlan plan{static_cast<uint8_t>(bp ? 2 : 1), {(*first)[0], (*first)[1]}, {}};
-    if (bp) {
-      followList(b, at + 1, plan);
-      plan.mode = static_cast<uint8_t>(plan.parts.size());
-    }
-    return plan;
-  }
-
-  // Follows a list taken apart (plan.parts: the takes of its first element, then of
-  // its rest) while its pairs are only taken apart with %scar and %scdr.
-  void followList(const Block* b, size_t first, SplitPlan& plan) {
-    while (plan.parts.size() - 2 < kMaxSplitElements && plan.parts.back().size() == 1) {
-      auto next = takesOf(b, first, plan.parts.back()[0]->dst, true);
-      if (!next) break;
-      plan.spine.push_back(plan.parts.back()[0]);
-      plan.parts.back() = (*next)[0];
-      plan.parts.push_back((*next)[1]);
-    }
-  }
-
-  // A function of one parameter whose every use is a %scar or %scdr in its body
-  // block, along a list (a backpropagator taking a list of sensitivities): it takes
-  // the parameter as parts (Proto::paramSplit), in registers 0 .. n - 1, and the takes
-  // compile to nothing. (Its body block runs whole, so taking the list apart at the
-  // entry raises no error the takes would not.)
-  void planParamSplit() {
-    if (lam_->params.size() != 1 || lam_->rest) return;
-    auto first = takesOf(lam_->body, 0, lam_->params[0], true);
-    if (!first) return;
-    SplitPlan plan{0, {(*first)[0], (*first)[1]}, {}};
-    followList(lam_->body, 0, plan);
-    auto n = static_cast<uint32_t>(plan.parts.size());
-    for (uint32_t j = 1; j < n; ++j) allocReg();  // register 0 is the parameter's
-    for (uint32_t j = 0; j < n; ++j)
-      for (const Bind* take : plan.parts[j]) {
-        reg_[take->dst] = j;
-        compiledAhead_.insert(take);
-      }
-    for (const Bind* take : plan.spine) compiledAhead_.insert(take);
-    proto_->paramSplit = static_cast<uint8_t>(n);
-    proto_->callKey = kCallParts | n;
-  }
-
-  // Calls of this block, not in tail position, whose one argument is a list made here
-  // with conses used nowhere else, (cons x0 (cons x1 ... rest)): the call passes the
-  // parts in its window (CALLP) and the conses compile to nothing. A
-  // function that takes its argument in parts gets them as they are; any other gets
-  // the list, made by the VM. The parts are read at the call: their last use is there.
-  void planPartsCalls(const Block* b, const Target& t) {
-    // (Only in code the reverse transform made, where most such calls go to
-    // backpropagators taking their argument in parts: in other code a call's consed
-    // argument is made as it stands, which costs less than the VM making it.)
-    if (!lam_->derived) return;
-    Defs defs = definitions(b);
-    for (size_t i = 0; i < b->binds.size(); ++i) {
-      const Bind& call = b->binds[i];
-      if (call.kind != Bind::Call || call.level != 0 || call.args.size() != 2 ||
-          builtinOf(vm_, call.args[0]) != NativeId::None || (call.dst && call.dst->rec))
-        continue;
-      if (i + 1 == b->binds.size() && t.kind == Target::Tail && b->result.kind == Atom::Local &&
-          b->result.var == call.dst)
-        continue;
-      const Bind* head = consNamed(defs, call.args[1]);
-      if (!head) continue;
-      std::vector<const Bind*> chain{head};
-      followConses(defs, chain, kMaxSplitElements + 1);
-      std::vector<Atom> parts;
-      for (const Bind* c : chain) parts.push_back(c->args[1]);
-      parts.push_back(chain.back()->args[2]);
-      for (const Bind* c : chain) compiledAhead_.insert(c);
-      for (const Atom& a : parts)
-        if (a.kind == Atom::Local)
-          if (auto u = vars_.find(a.var); u != vars_.end() && u->second.block == b)
-            u->second.last = std::max(u->second.last, i);
-      partsCalls_[&call] = std::move(parts);
-    }
-  }
-
   // Loads the callee and the arguments of a call into its window at base: the parts of
-  // its argument for a parts call (planPartsCalls). Returns the B operand of its CALL
+  // its argument for a parts call (CallPlan::partsCalls). Returns the B operand of its CALL
   // and makes *op CALLP for a parts call.
   uint32_t loadCall(const Bind& call, uint32_t base, const Atom& callee, Op* op) {
-    auto parts = partsCalls_.find(&call);
-    if (parts == partsCalls_.end()) {
+    auto parts = plan_->partsCalls.find(&call);
+    if (parts == plan_->partsCalls.end()) {
       for (size_t j = 0; j < call.args.size(); ++j)
         loadAtom(j == 0 ? callee : call.args[j], base + static_cast<uint32_t>(j));
       return static_cast<uint32_t>(call.args.size() - 1);
@@ -866,97 +619,13 @@ class FnCompiler {
     return m;
   }
 
-  // The split of the call at binding i, if the pattern applies.
-  std::optional<SplitPlan> splitPlan(const Block* b, size_t i) {
-    const Bind& call = b->binds[i];
-    if (call.kind != Bind::Call || call.level != 0 || !call.dst || call.dst->rec ||
-        i + 1 >= b->binds.size())
-      return std::nullopt;
-    const Bind& check = b->binds[i + 1];
-    NativeId cid = checkOf(check, call.dst);
-    if (cid == NativeId::None || builtinOf(vm_, call.args[0]) != NativeId::None ||
-        uses(call.dst) != 1)
-      return std::nullopt;
-    auto plan = checkedParts(b, i + 1, cid == NativeId::BpResult);
-    if (!plan || cid != NativeId::RepResult || plan->parts[0].size() != 1) return plan;
-    // A rep result whose value is checked right after it is taken apart: split through.
-    const Bind* value = plan->parts[0][0];
-    if (uses(value->dst) != 1) return plan;
-    auto isTake = [&](const Bind* bd) {
-      return std::find(plan->parts[0].begin(), plan->parts[0].end(), bd) != plan->parts[0].end() ||
-             std::find(plan->parts[1].begin(), plan->parts[1].end(), bd) != plan->parts[1].end();
-    };
-    for (size_t j = i + 2; j < b->binds.size(); ++j) {
-      const Bind& inner = b->binds[j];
-      if (isTake(&inner)) continue;
-      NativeId iid = checkOf(inner, value->dst);
-      if (iid == NativeId::None || !sameAtom(inner.args[2], check.args[2])) return plan;
-      auto parts = checkedParts(b, j, iid == NativeId::BpResult);
-      if (!parts) return plan;
-      parts->mode = static_cast<uint8_t>(parts->mode + kSplitRepOf);
-      parts->parts.push_back(plan->parts[1]);
-      parts->spine.push_back(value);
-      parts->spine.push_back(&inner);
-      return parts;
-    }
-    return plan;
-  }
-
-  static bool sameAtom(const Atom& x, const Atom& y) {
-    if (x.kind != y.kind) return false;
-    if (x.kind == Atom::Local) return x.var == y.var;
-    if (x.kind == Atom::Global) return x.sym == y.sym;
-    return false;
-  }
-
-  // Finds the split calls of the function (splits_). The callee a split call's check
-  // names is not a use of it then: a callee computed in the block for the call only
-  // goes into the call's window (reserveSlot).
-  void planSplits(const Block* body) {
-    std::vector<const Block*> work{body};
-    while (!work.empty()) {
-      const Block* b = work.back();
-      work.pop_back();
-      for (size_t i = 0; i < b->binds.size(); ++i) {
-        const Bind& bd = b->binds[i];
-        if (auto plan = splitPlan(b, i)) {
-          const Atom& callee = bd.args[0];
-          const Atom& named = b->binds[i + 1].args[2];
-          if (callee.kind == Atom::Local && named.kind == Atom::Local && named.var == callee.var) {
-            // The checks (the call's, and an inner one of a split through) use it no more.
-            std::vector<size_t> checks{i + 1};
-            if (plan->mode > kSplitRepOf)
-              checks.push_back(static_cast<size_t>(plan->spine.back() - b->binds.data()));
-            VarUse& u = vars_[callee.var];
-            for (size_t c = checks.size(); c-- > 0;) {
-              if (u.block == b && u.last == checks[c]) {
-                --u.count;
-                u.last = c ? checks[c - 1] : i;
-              } else if (!u.block && std::find(lam_->freeVars.begin(), lam_->freeVars.end(),
-                                               callee.var) != lam_->freeVars.end()) {
-                // (a captured callee: see lazyUpval_)
-                --u.count;
-                u.argUses -= usesWindow(b->binds[checks[c]]);
-              }
-            }
-          }
-          splitParts_.insert(&b->binds[i + 1]);
-          for (const auto& part : plan->parts) splitParts_.insert(part.begin(), part.end());
-          splitParts_.insert(plan->spine.begin(), plan->spine.end());
-          splits_.emplace(&bd, std::move(*plan));
-        }
-        if (bd.thenB) work.push_back(bd.thenB);
-        if (bd.elseB) work.push_back(bd.elseB);
-      }
-    }
-  }
-
-  // Compiles the split call at binding i and its check; returns how many bindings it
+  // Compiles the split call at binding i and its check (CallPlan::splits): CALL with
+  // the split mode, its parts in the window's registers. Returns how many bindings it
   // compiled, 0 if binding i is no split call.
   size_t compileSplitCall(const Block* b, size_t i) {
-    if (splits_.empty()) return 0;
-    auto found = splits_.find(&b->binds[i]);
-    if (found == splits_.end()) return 0;
+    if (plan_->splits.empty()) return 0;
+    auto found = plan_->splits.find(&b->binds[i]);
+    if (found == plan_->splits.end()) return 0;
     const Bind& call = b->binds[i];
     const SplitPlan& plan = found->second;
     auto count = static_cast<uint32_t>(plan.parts.size());
@@ -971,80 +640,13 @@ class FnCompiler {
                             untagArguments(call, nargs, op)));
     top_ = std::max(base + count, windowsTop());
     // The takes become names of the registers (registers are written once) and
-    // compile to nothing where they stand.
+    // compile to nothing where they stand (CallPlan::ahead).
     for (size_t j = 0; j < plan.parts.size(); ++j)
-      for (const Bind* take : plan.parts[j]) {
-        reg_[take->dst] = base + static_cast<uint32_t>(j);
-        compiledAhead_.insert(take);
-      }
-    for (const Bind* take : plan.spine) compiledAhead_.insert(take);
+      for (const Bind* take : plan.parts[j]) reg_[take->dst] = base + static_cast<uint32_t>(j);
     return 2;
   }
 
-  // A backpropagator's result in tail position, (cons fbar (cons x1 ... (cons xk
-  // tail))), each inner pair made in this block and used only there: RETURNN returns
-  // the parts, and makes the pairs only for a caller that does not split them. The
-  // inner conses are compiled to nothing where they stand (they only allocate, so
-  // making them at the return changes nothing). Returns the conses, outermost first
-  // (empty if the pattern does not apply). With `rep`: a rep result whose value is
-  // such a list made here, (cons (cons v (cons x1 ... tail)) bp) with bp a closure
-  // made here (what a transformed backpropagator or a function transformed twice
-  // returns), for RETURNR; the outer cons first, then the list's.
-  std::vector<const Bind*> returnedList(const Block* b, bool& rep) {
-    std::vector<const Bind*> chain;
-    rep = false;
-    size_t n = b->binds.size();
-    if (n == 0) return chain;
-    const Bind& last = b->binds[n - 1];
-    if (!isCons(last) || b->result.kind != Atom::Local || b->result.var != last.dst) return chain;
-    Defs defs = definitions(b);
-    chain.push_back(&last);
-    const Atom& bp = last.args[2];
-    if (const Bind* value = consNamed(defs, last.args[1]); value && bp.kind == Atom::Local) {
-      auto it = defs.find(bp.var);
-      if (it != defs.end() && it->second->kind == Bind::MakeLambda) {
-        rep = true;
-        chain.push_back(value);
-      }
-    }
-    followConses(defs, chain, kMaxSplitElements + (rep ? 2 : 1));
-    if (!rep && chain.size() < 2) chain.clear();
-    return chain;
-  }
-
-  using Defs = std::unordered_map<const Var*, const Bind*>;
-  static Defs definitions(const Block* b) {
-    Defs defs;
-    for (const Bind& bd : b->binds)
-      if (bd.dst) defs[bd.dst] = &bd;
-    return defs;
-  }
-
-  bool isCons(const Bind& bd) {
-    return bd.kind == Bind::Call && bd.level == 0 && bd.args.size() == 3 &&
-           builtinOf(vm_, bd.args[0]) == NativeId::Cons && bd.dst && !bd.dst->rec;
-  }
-
-  // The cons made in the block (defs), not compiled ahead yet, that `a`, a local used
-  // only there, names; else null.
-  const Bind* consNamed(const Defs& defs, const Atom& a) {
-    if (a.kind != Atom::Local || uses(a.var) != 1) return nullptr;
-    auto it = defs.find(a.var);
-    return it != defs.end() && isCons(*it->second) && !compiledAhead_.count(it->second) ? it->second
-                                                                                        : nullptr;
-  }
-
-  // Extends a chain of conses, (cons x0 (cons x1 ... rest)), along the cdrs while each
-  // names a cons made in the block used only there, up to `limit` conses.
-  void followConses(const Defs& defs, std::vector<const Bind*>& chain, size_t limit) {
-    while (chain.size() < limit)
-      if (const Bind* next = consNamed(defs, chain.back()->args[2]))
-        chain.push_back(next);
-      else
-        break;
-  }
-
-  // Emits the return of returnedList's chain: RETURNN, or RETURNR for a rep.
+  // Emits the return of a list returned in parts (ReturnedList): RETURNN, or RETURNR for a rep.
   void emitReturnList(const std::vector<const Bind*>& chain, bool rep) {
     loc_ = chain[0]->loc;
     size_t first = rep ? 1 : 0;  // the cons of the list's first element
@@ -1075,8 +677,6 @@ class FnCompiler {
     }
   }
 
-  std::unordered_set<const Bind*> compiledAhead_;  // car/cdr binds done by compileSplitCall
-
   // Chains of *j (or of *j-inverse) through values used once, as transforming
   // transformed code makes them ((*j (*j x)), a number tagged twice; its primal taken
   // twice): one STARJ (JINV) whose C counts the levels after the first. The last such
@@ -1100,7 +700,7 @@ class FnCompiler {
     std::optional<Op> op = levelOp(builtinOf(vm_, bd.args[0]));
     const Atom& v = bd.args.back();
     if (!op || bd.args.size() != 2 || v.kind != Atom::Local || v.var != levelChain_.var ||
-        uses(v.var) != 1 || levelChain_.at + 1 != proto_->code.size())
+        plan_->uses(v.var) != 1 || levelChain_.at + 1 != proto_->code.size())
       return false;
     Instr& last = proto_->code[levelChain_.at];
     SrcLoc at = proto_->locs[levelChain_.at];
@@ -1111,67 +711,13 @@ class FnCompiler {
     return true;
   }
 
-  // Untagged arguments. In transformed code a loop passes its numbers to the next
-  // iteration as (*j v), v just computed, to a parameter the callee only takes
-  // *j-inverse of: a tagged number made to be taken apart at once. Such a parameter
-  // is read by ARGJINV (Proto::rawParams), and a call whose argument is such a *j,
-  // used only there, passes v itself, flagged in its top bits (instr::rawArgs): the
-  // *j is made by the call only for a callee that does not take it so (VM::execute).
-  // The *j compiles to nothing, its variable naming v's register (v is computed
-  // straight into the window: slotOf). Only *j of the result of an arithmetic
-  // primitive (builtins.h, isArithmetic) is left to the call: a number's, which cannot
-  // fail, so no error moves from the *j to the call.
-  std::unordered_set<const Var*> untagged_;  // such *j's, passed untagged
-
-  // Whether bd, (*j v), is used only as one of the first 8 arguments of a later call
-  // of its block that passes its arguments as they are (CALL, TAILCALL), with v bound
-  // by an arithmetic primitive in the same block (`b`, `i`: where bd is).
-  bool untaggedUse(const Block* b, size_t i) {
-    const Bind& bd = b->binds[i];
-    if (bd.kind != Bind::Call || bd.level != 0 || !bd.dst || bd.dst->rec || bd.args.size() != 2 ||
-        builtinOf(vm_, bd.args[0]) != NativeId::StarJ || bd.args[1].kind != Atom::Local)
-      return false;
-    auto v = vars_.find(bd.args[1].var);
-    if (v == vars_.end() || v->second.block != b || v->second.at >= i) return false;
-    const Bind& def = b->binds[v->second.at];
-    if (def.kind != Bind::Call || !isArithmetic(builtinOf(vm_, def.args[0]))) return false;
-    auto u = vars_.find(bd.dst);
-    if (u == vars_.end() || u->second.count != 1 || u->second.last <= i ||
-        u->second.last >= b->binds.size())
-      return false;
-    const Bind& call = b->binds[u->second.last];
-    if (!usesWindow(call) || call.level != 0 || partsCalls_.count(&call)) return false;
-    for (size_t j = 1; j < call.args.size() && j <= 8; ++j)
-      if (call.args[j].kind == Atom::Local && call.args[j].var == bd.dst) return true;
-    return false;
-  }
-  bool untaggedUse(const Bind& bd) {
-    auto u = vars_.find(bd.dst);
-    if (u == vars_.end() || !u->second.block || &u->second.block->binds[u->second.at] != &bd)
-      return false;
-    return untaggedUse(u->second.block, u->second.at);
-  }
-
-  // The index of the parameter bd takes *j-inverse of, if that is its only use, it
-  // is one of the first 8 and the function takes its arguments as they are passed.
-  std::optional<uint32_t> untaggedParam(const Bind& bd) const {
-    if (builtinOf(vm_, bd.args[0]) != NativeId::StarJInverse || bd.args.size() != 2)
-      return std::nullopt;
-    const Atom& v = bd.args[1];
-    if (v.kind != Atom::Local || uses(v.var) != 1 || lam_->rest || proto_->paramSplit)
-      return std::nullopt;
-    for (uint32_t i = 0; i < lam_->params.size() && i < 8; ++i)
-      if (lam_->params[i] == v.var) return i;
-    return std::nullopt;
-  }
-
-  // The mask of a call's untagged arguments (untagged_).
+  // The mask of a call's untagged arguments (CallPlan::untagged).
   uint32_t untagArguments(const Bind& call, uint32_t nargs, Op op) const {
-    if (untagged_.empty() || op != Op::CALL || nargs + 1 != call.args.size()) return 0;
+    if (plan_->untagged.empty() || op != Op::CALL || nargs + 1 != call.args.size()) return 0;
     uint32_t raw = 0;
     for (uint32_t j = 0; j < nargs && j < 8; ++j) {
       const Atom& x = call.args[j + 1];
-      if (x.kind == Atom::Local && untagged_.count(x.var)) raw |= 1u << j;
+      if (x.kind == Atom::Local && plan_->untagged.count(x.var)) raw |= 1u << j;
     }
     return raw;
   }
@@ -1255,26 +801,25 @@ class FnCompiler {
   }
 
   void compileCall(const Bind& bd, const Target* t) {
-    if (!usesWindow(bd)) {
+    if (!usesWindow(vm_, bd)) {
       if (bd.level > 0) {
-        Op op = *liftedBinaryOp(bd);
+        Op op = liftedBinaryOp(bd);
         emitInto(bd, t, [&](uint32_t dst) {
           uint32_t a = atomReg(bd.args[1]), b = atomReg(bd.args[2]);
           emit(instr::withLevel(instr::make(op, dst, a, b), bd.level));
         });
       } else {
-        if (!t && untaggedUse(bd)) {
+        if (!t && plan_->untagged.count(bd.dst)) {
           // Passed untagged by its call: the name of v's register.
           reg_[bd.dst] = regOf(bd.args[1].var);
-          untagged_.insert(bd.dst);
           levelChain_ = {};
           return;
         }
         emitInto(bd, t, [&](uint32_t dst) {
           if (extendLevels(bd, dst)) return;
-          if (std::optional<uint32_t> i = untaggedParam(bd)) {
+          if (auto i = plan_->untaggedParams.find(&bd); i != plan_->untaggedParams.end()) {
             emit(instr::make(Op::ARGJINV, dst, atomReg(bd.args[1])));
-            proto_->rawParams = static_cast<uint8_t>(proto_->rawParams | 1u << *i);
+            proto_->rawParams = static_cast<uint8_t>(proto_->rawParams | 1u << i->second);
             return;
           }
           emitPrimitive(builtinOf(vm_, bd.args[0]), bd.args, dst);
@@ -1490,24 +1035,13 @@ class FnCompiler {
     return true;
   }
 
-  // Undoes what compiling `b` decided about its variables (their registers, the
-  // bindings done ahead), so that it can be compiled again from a checkpoint.
+  // Undoes what compiling `b` decided about its variables (their registers), so that
+  // it can be compiled again from a checkpoint.
   void forgetBlock(const Block* b) {
-    std::vector<const Block*> work{b};
-    while (!work.empty()) {
-      const Block* blk = work.back();
-      work.pop_back();
-      for (const Bind& bd : blk->binds) {
-        if (bd.dst) {
-          reg_.erase(bd.dst);
-          untagged_.erase(bd.dst);
-        }
-        for (Var* v : bd.recVars) reg_.erase(v);
-        compiledAhead_.erase(&bd);
-        if (bd.thenB) work.push_back(bd.thenB);
-        if (bd.elseB) work.push_back(bd.elseB);
-      }
-    }
+    forEachBind(b, [&](const Bind& bd) {
+      if (bd.dst) reg_.erase(bd.dst);
+      for (Var* v : bd.recVars) reg_.erase(v);
+    });
   }
 
   struct GroupClosure {
@@ -1520,26 +1054,12 @@ class FnCompiler {
   const Lambda* lam_;
   Proto* proto_ = nullptr;
   std::unordered_map<const Var*, uint32_t> reg_;
-  struct VarUse {
-    int count = 0;
-    int argUses = 0;  // of which as an argument (or the callee) of a call through a window
-    const Block* block =
-        nullptr;         // the block binding it (none for parameters and captured variables)
-    uint32_t depth = 0;  // (its frame in analyseUses)
-    size_t last = 0;     // the last binding of that block using it
-    size_t at = 0;       // the binding of that block binding it
-  };
-  std::unordered_map<const Var*, VarUse> vars_;  // analyseUses
+  std::unique_ptr<const CallPlan> plan_;  // the analyses of lam_ (callconv.h)
   std::unordered_map<const Var*, uint32_t>
       lazyUpval_;  // captured values loaded at their use: their index
   std::unordered_map<uint64_t, uint32_t> constIndex_;
   std::unordered_set<const Var*> pendingRec_;
   std::vector<GroupClosure> groupClosures_;
-  std::unordered_map<const Bind*, SplitPlan> splits_;  // split calls (planSplits)
-  std::unordered_set<const Bind*>
-      splitParts_;  // their checks, takes and spines: registers of their windows
-  std::unordered_map<const Bind*, std::vector<Atom>>
-      partsCalls_;               // calls passing their argument in parts (planPartsCalls)
   std::vector<Window> windows_;  // reserved, for calls not compiled yet (lowest first)
   uint32_t top_ = 0;
   uint32_t maxTop_ = 0;
