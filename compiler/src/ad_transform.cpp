@@ -317,13 +317,10 @@ class Transformer {
   Uses classify(const Block* body) {
     Uses u;
     std::vector<std::pair<const Var*, const Var*>> copies;
-    std::vector<const Block*> work{body};
     auto tag = [&](const Atom& a) {
       if (a.kind == Atom::Local) u.tagged.insert(a.var);
     };
-    while (!work.empty()) {
-      const Block* b = work.back();
-      work.pop_back();
+    forEachBlock(body, [&](const Block* b) {
       for (const Bind& bd : b->binds) {
         switch (bd.kind) {
           case Bind::Call: {
@@ -336,9 +333,7 @@ class Transformer {
                 tag(a);
             break;
           }
-          case Bind::If:
-            work.push_back(bd.thenB);
-            work.push_back(bd.elseB);
+          case Bind::If:  // its test is used as a test; its branches are blocks of their own
             break;
           case Bind::MakeLambda: {
             // A value the transformed closure keeps as a primal value is used as by
@@ -357,7 +352,7 @@ class Transformer {
         }
       }
       tag(b->result);
-    }
+    });
     // A copy's source is used as the copy is (copies come before their uses).
     for (bool changed = true; changed;) {
       changed = false;
@@ -583,7 +578,10 @@ class Transformer {
   };
 
   // Adds block b to `seen`, with everything nested in it; without its last binding
-  // when `butLast`.
+  // when `butLast`. Its own walk rather than anf::forEachBind: leaving out the last
+  // binding leaves out the blocks nested in it too (the rest of a chain of
+  // conditionals, whose variables outerOf has already), which keeps outerOf linear in
+  // the length of the chain.
   static void varsOf(const Block* top, bool butLast, VarsSeen& seen) {
     std::vector<const Block*> work{top};
     auto use = [&](const Atom& a) {
@@ -895,30 +893,22 @@ class Transformer {
   const std::vector<Var*>* flatFree_ = nullptr;  // its free variables
 
   void findClosedRecGroups(const Lambda* L) {
-    std::vector<const Block*> work{L->body};
-    while (!work.empty()) {
-      const Block* b = work.back();
-      work.pop_back();
-      for (size_t i = 0; i < b->binds.size(); ++i) {
-        const Bind& bd = b->binds[i];
-        if (bd.thenB) work.push_back(bd.thenB);
-        if (bd.elseB) work.push_back(bd.elseB);
-        if (bd.lambda) work.push_back(bd.lambda->body);
-        if (bd.kind != Bind::Rec) continue;
-        std::unordered_set<const Var*> group(bd.recVars.begin(), bd.recVars.end());
-        bool closed = true;
-        for (size_t j = i + 1; j < b->binds.size(); ++j) {
-          const Bind& m = b->binds[j];
-          if (m.kind != Bind::MakeLambda || !group.count(m.dst)) continue;
-          for (Var* f : m.lambda->freeVars)
-            if (!group.count(f)) closed = false;
-        }
-        if (closed)
-          closedRec_.insert(group.begin(), group.end());
-        else if (bd.recVars.size() == 1)
-          selfRec_.insert(bd.recVars[0]);
+    auto group = [&](const Bind& bd, const Block* b, size_t i) {
+      if (bd.kind != Bind::Rec) return;
+      std::unordered_set<const Var*> group(bd.recVars.begin(), bd.recVars.end());
+      bool closed = true;
+      for (size_t j = i + 1; j < b->binds.size(); ++j) {
+        const Bind& m = b->binds[j];
+        if (m.kind != Bind::MakeLambda || !group.count(m.dst)) continue;
+        for (Var* f : m.lambda->freeVars)
+          if (!group.count(f)) closed = false;
       }
-    }
+      if (closed)
+        closedRec_.insert(group.begin(), group.end());
+      else if (bd.recVars.size() == 1)
+        selfRec_.insert(bd.recVars[0]);
+    };
+    forEachBind(static_cast<const Block*>(L->body), group, true);
   }
 
   // ---- blocks in tail position ---------------------------------------------------
