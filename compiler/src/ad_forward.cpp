@@ -8,6 +8,7 @@
 // `if` of a chain needs from outside are found for the whole chain in one pass (outerOf).
 #include <algorithm>
 
+#include "ad_rules.h"
 #include "ad_transformer.h"
 
 namespace dlam::ad {
@@ -16,55 +17,9 @@ using namespace anf;
 
 namespace {
 
-// Primitives that *j commutes with structurally: applied directly to transformed
-// values at level 0 (a pair's image is a pair of images, () and booleans are their
-// own images, a reverse-tagged number is still a number, a procedure's image a procedure).
-bool isStructural(NativeId id) {
-  switch (id) {
-    case NativeId::Cons:
-    case NativeId::Car:
-    case NativeId::Cdr:
-    case NativeId::Caar:
-    case NativeId::Cadr:
-    case NativeId::Cdar:
-    case NativeId::Cddr:
-    case NativeId::Caddr:
-    case NativeId::Cdddr:
-    case NativeId::List:
-    case NativeId::NullP:
-    case NativeId::PairP:
-    case NativeId::NumberP:
-    case NativeId::BooleanP:
-    case NativeId::ProcedureP:
-    case NativeId::StringP:
-    case NativeId::SymbolP:
-    case NativeId::Not:
-    case NativeId::EqP:
-    case NativeId::EqualP:
-    case NativeId::EqvP:
-    case NativeId::ListP:
-    case NativeId::SZeroP:
-    case NativeId::SCar:
-    case NativeId::SCdr:
-    case NativeId::ListRef:
-    case NativeId::ListTail:
-    case NativeId::Append:
-    case NativeId::Reverse:
-    case NativeId::Materialize:
-    case NativeId::RepResult:
-    case NativeId::BpResult:
-    case NativeId::CheckXbar:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// Numeric primitives: φ applies them to primal values (see Transformer::Uses).
-bool isNumeric(NativeId id) {
-  return isArithmetic(id) || (id >= NativeId::NumEq && id <= NativeId::NanP) ||
-         id == NativeId::Sign || id == NativeId::Step || id == NativeId::ZeroIfZero ||
-         id == NativeId::VectorRef || id == NativeId::VectorLength || id == NativeId::VectorOnehot;
+// Whether φ applies the native n (calleeBuiltin, null for a procedure) to primal values.
+bool onPrimals(const Native* n) {
+  return n && rulesOf(static_cast<NativeId>(n->id)).forward == Forward::OnPrimals;
 }
 
 }  // namespace
@@ -88,8 +43,7 @@ uint64_t Transformer::primalFree(const Lambda* L) {
   Uses u = classify(L->body);
   uint64_t plain = 0;
   for (size_t i = 0; i < L->freeVars.size() && i < 64; ++i)
-    if (u.arith.count(L->freeVars[i]) && !u.tagged.count(L->freeVars[i]))
-      plain |= uint64_t(1) << i;
+    if (u.arith.count(L->freeVars[i]) && !u.tagged.count(L->freeVars[i])) plain |= uint64_t(1) << i;
   primalFree_[L] = plain;
   return plain;
 }
@@ -105,7 +59,7 @@ Transformer::Uses Transformer::classify(const Block* body) {
       switch (bd.kind) {
         case Bind::Call: {
           Native* n = calleeBuiltin(bd.args[0]);
-          bool numeric = n && isNumeric(static_cast<NativeId>(n->id));
+          bool numeric = onPrimals(n);
           for (const Atom& a : bd.args)
             if (numeric && a.kind == Atom::Local)
               u.arith.insert(a.var);
@@ -290,7 +244,7 @@ Var* Transformer::jDst(const Var* v) {
 
 void Transformer::phiCall(const Bind& bd, Block* out) {
   Native* n = calleeBuiltin(bd.args[0]);
-  if (n && isNumeric(static_cast<NativeId>(n->id))) {
+  if (onPrimals(n)) {
     std::vector<Atom> args{constAtom(Value::object(n), loc_)};
     for (size_t i = 1; i < bd.args.size(); ++i) args.push_back(primalFwd(out, bd.args[i]));
     Var* p = fresh(bd.dst, "'");
@@ -304,36 +258,27 @@ void Transformer::phiCall(const Bind& bd, Block* out) {
   for (size_t i = 1; i < bd.args.size(); ++i) jargs.push_back(jAtom(out, bd.args[i]));
   Var* dst = jDst(bd.dst);
   if (n) {
-    auto id = static_cast<NativeId>(n->id);
     std::vector<Atom> args{constAtom(Value::object(n), loc_)};
     args.insert(args.end(), jargs.begin(), jargs.end());
-    switch (id) {
-      case NativeId::StarJ:
-      case NativeId::StarJInverse:
-      case NativeId::Zero:
-      case NativeId::Plus:
+    switch (rulesOf(static_cast<NativeId>(n->id)).forward) {
+      case Forward::OnImages:
         call(out, std::move(args), 0, dst);
         return;
-      case NativeId::AttachStarJ:
-        // *j of (attach-*j v rep) is rep, and rep = (*j-inverse (*j rep)).
-        call(out, {prim(NativeId::StarJInverse), jargs.at(1)}, 0, dst);
+      case Forward::Own:
+        if (n->id == static_cast<uint16_t>(NativeId::AttachStarJ)) {
+          // *j of (attach-*j v rep) is rep, and rep = (*j-inverse (*j rep)).
+          call(out, {prim(NativeId::StarJInverse), jargs.at(1)}, 0, dst);
+        } else {  // apply
+          Atom t = call(out, std::move(args));
+          call(out, {prim(NativeId::Car), t}, 0, dst);
+          bp_[bd.dst] = call(out, {prim(NativeId::Cdr), t}).var;
+        }
         return;
-      case NativeId::Apply: {
-        Atom t = call(out, std::move(args));
-        call(out, {prim(NativeId::Car), t}, 0, dst);
-        bp_[bd.dst] = call(out, {prim(NativeId::Cdr), t}).var;
+      case Forward::Lifted:
+      case Forward::OnPrimals:  // done above
+        call(out, std::move(args), static_cast<uint16_t>(bd.level + 1), dst);
         return;
-      }
-      default:
-        break;
     }
-    if (isStructural(id)) {
-      call(out, std::move(args), 0, dst);
-      return;
-    }
-    // Arithmetic and every other primitive: applied one reverse level deeper.
-    call(out, std::move(args), static_cast<uint16_t>(bd.level + 1), dst);
-    return;
   }
   // A procedure following the rep-function convention.
   Atom f = jAtom(out, bd.args[0]);
@@ -464,8 +409,8 @@ void Transformer::phiTail(Task& task) {
   Block* out = task.out;
   if (const Bind* last = tailIf(b)) {
     const std::vector<Var*>& outer = outerOf(*last);
-    bool testOnly = std::all_of(outer.begin(), outer.end(),
-                                [&](Var* v) { return task.inputs->count(v) > 0; });
+    bool testOnly =
+        std::all_of(outer.begin(), outer.end(), [&](Var* v) { return task.inputs->count(v) > 0; });
     if (testOnly || task.prefix.size() + b->binds.size() <= kMaxPrefix) {
       Tape tape = std::move(task.prefix);
       for (size_t i = 0; i + 1 < b->binds.size(); ++i) {
