@@ -44,23 +44,18 @@ void simplifyBackpropagator(const VM& vm, Module& module, Block* body) {
   // Uses of each variable anywhere in the body (nested blocks, captures included), and,
   // in the body's own bindings, where each variable is made and used.
   std::unordered_map<const Var*, int> uses;
-  std::vector<const Block*> work{body};
   auto use = [&](const Atom& a) {
     if (a.kind == Atom::Local) ++uses[a.var];
   };
-  while (!work.empty()) {
-    const Block* b = work.back();
-    work.pop_back();
+  forEachBlock(static_cast<const Block*>(body), [&](const Block* b) {
     for (const Bind& bd : b->binds) {
       use(bd.atom);
       for (const Atom& a : bd.args) use(a);
       if (bd.kind == Bind::MakeLambda)
         for (const Var* v : bd.lambda->freeVars) ++uses[v];
-      if (bd.thenB) work.push_back(bd.thenB);
-      if (bd.elseB) work.push_back(bd.elseB);
     }
     use(b->result);
-  }
+  });
   std::vector<Bind>& binds = body->binds;
   std::unordered_map<const Var*, size_t> madeAt, usedAt;
   for (size_t i = 0; i < binds.size(); ++i) {

@@ -1,0 +1,409 @@
+// ad_rules.cpp — the table of primitives: for each NativeId, how φ applies it and its
+// reverse rule (ad_rules.h), with the reverse rules themselves. A reverse rule emits,
+// into the backpropagator, the sensitivities of the call's arguments from that of its
+// result (g), at the primal call's reverse level (k), on the primal values of the
+// arguments (P) and of the result (y).
+#include "ad_rules.h"
+
+#include <iterator>
+
+#include "ad_transformer.h"
+
+namespace dlam::ad {
+
+using namespace anf;
+
+// A call of a primitive being reversed, and its rules (members, so that a rule reads
+// as the formula it emits).
+struct ReverseCall {
+  Transformer& t;
+  Sens& st;
+  const Bind& bd;
+  NativeId id;
+  size_t argc;
+  const Atom* a;  // the first argument (argc >= 1)
+  const Atom* b;  // the second (argc >= 2)
+  uint16_t k;     // the call's reverse level
+  Atom g;         // the result's sensitivity as a value (not made for rules onTerms)
+
+  // (o xs...) at the call's level
+  Atom op(NativeId o, std::vector<Atom> xs) {
+    xs.insert(xs.begin(), t.prim(o));
+    return t.call(st.out, std::move(xs), k);
+  }
+  // (f xs...), f a helper of the prelude's
+  Atom helper(const char* f, std::vector<Atom> xs) {
+    xs.insert(xs.begin(), globalAtom(t.vm_.intern(f)));
+    return t.call(st.out, std::move(xs));
+  }
+  Atom K(double c) { return t.constJ(Value::number(c), k); }
+  Atom y() { return t.primal(st, localAtom(bd.dst)); }
+  Atom P(const Atom& x) { return t.primal(st, x); }
+
+  // ---- no sensitivity flows: comparisons, predicates, rounding, output, zero, ... ----
+  void noSensitivity() {}
+
+  // ---- structural, on terms (see Sens) ----
+  void cons() {
+    TermP s = st.term(bd.dst);
+    if (takes(bd.args[1])) addTo(st, bd.args[1], st.head(s));
+    if (takes(bd.args[2])) addTo(st, bd.args[2], st.tail(s));
+  }
+  void list() { spread(st, st.term(bd.dst), bd.args.begin() + 1, bd.args.end()); }
+  // car and %scar
+  void car() { addTo(st, bd.args[1], st.pairTerm(st.term(bd.dst), nullptr)); }
+  // cdr and %scdr
+  void cdr() { addTo(st, bd.args[1], st.pairTerm(nullptr, st.term(bd.dst))); }
+  // caar ... cdddr
+  void cxr() {
+    // Innermost access last: cadr = car of cdr, so the sensitivity wraps car then cdr.
+    const char* path = cxrPath(id);
+    TermP s = st.term(bd.dst);
+    for (const char* p = path; *p; ++p)
+      s = *p == 'a' ? st.pairTerm(s, nullptr) : st.pairTerm(nullptr, s);
+    addTo(st, bd.args[1], s);
+  }
+
+  // ---- lists, on values ----
+  void listRef() { addTo(st, *a, helper("%sens-at", {g, P(*b)})); }
+  void listTail() { addTo(st, *a, helper("%sens-after", {g, P(*b)})); }
+  void reverse() { addTo(st, *a, helper("%sens-reverse", {g, t.jAtom(st.out, *a)})); }
+  void append() {
+    std::vector<Atom> lists;
+    for (size_t i = 1; i <= argc; ++i) lists.push_back(t.jAtom(st.out, bd.args[i]));
+    Atom parts = helper("%sens-append-split", {g, t.listOf(st.out, lists)});
+    spread(st, termOf(parts), bd.args.begin() + 1, bd.args.end());
+  }
+  void apply() {
+    Atom s = t.call(st.out, {localAtom(t.bp_.at(bd.dst)), g});
+    if (takes(bd.args[1])) addTo(st, bd.args[1], st.head(termOf(s)));
+    size_t nfixed = bd.args.size() - 3;
+    Atom parts = helper("%apply-split", {st.materialize(st.tail(termOf(s))),
+                                         constAtom(Value::number(double(nfixed))),
+                                         t.jAtom(st.out, bd.args.back())});
+    spread(st, termOf(parts), bd.args.begin() + 2, bd.args.end());
+  }
+  // (%check-xbar who xbar ...): the sensitivity is xbar's
+  void checkXbar() { addTo(st, bd.args[2], g); }
+  // the identity, as a function: %materialize, %rep-result, %bp-result, %zero-if-zero
+  void identity() { addTo(st, *a, g); }
+
+  // ---- the AD operators ----
+  void starJ() { addTo(st, *a, t.call(st.out, {t.prim(NativeId::StarJInverse), g})); }
+  void starJInverse() { addTo(st, *a, t.call(st.out, {t.prim(NativeId::StarJ), g})); }
+  void attachStarJ() {
+    // An attached value computes like its primal: its sensitivity is the
+    // primal's, once. (The rep's own sensitivity, which matters only for
+    // nested derivatives, flows through the *j-inverse that φ emitted.)
+    addTo(st, *a, g);
+  }
+  void plus() {
+    addTo(st, *a, g);
+    addTo(st, *b, g);
+  }
+
+  // ---- arithmetic (binary chains after Transformer::expand) ----
+  void add() {
+    addTo(st, *a, g);
+    if (argc == 2) addTo(st, *b, g);
+  }
+  void sub() {
+    if (argc == 1) {
+      addTo(st, *a, op(NativeId::Sub, {g}));
+    } else if (argc == 2) {
+      addTo(st, *a, g);
+      if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Sub, {g}));
+    }
+  }
+  void mul() {
+    if (argc == 1) addTo(st, *a, g);
+    if (argc == 2 && a->kind == Atom::Local && b->kind == Atom::Local && a->var == b->var) {
+      // d(a a) = 2 a da: one product, not two summed
+      addTo(st, *a, op(NativeId::Mul, {op(NativeId::Mul, {g, P(*a)}), K(2)}));
+      return;
+    }
+    if (argc == 2) {
+      if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::Mul, {g, P(*b)}));
+      if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Mul, {g, P(*a)}));
+    }
+  }
+  void div() {
+    if (argc == 1) {
+      // d(1/a) = -1/a² = -y²
+      Atom yy = y();
+      addTo(st, *a, op(NativeId::Sub, {op(NativeId::Mul, {g, op(NativeId::Mul, {yy, yy})})}));
+    } else if (argc == 2) {
+      Atom bb = P(*b);
+      if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::Div, {g, bb}));
+      if (b->kind == Atom::Local)
+        addTo(st, *b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, y()}), bb})}));
+    }
+  }
+  void expt() {
+    Atom aa = P(*a), bb = P(*b);
+    // A constant exponent's b - 1 is a constant too: computed here, it stays one
+    // when this code is transformed again, and the rule for a variable exponent
+    // (a^b log a, NaN for a < 0) never applies to it at the next level.
+    // Likewise a^0 has derivative 0 and a^1 derivative 1, with no power left to
+    // differentiate again (0 a^-1 would be NaN at a = 0).
+    Value bv = b->kind == Atom::Const ? b->value : Value::undefined();
+    int tags = 0;
+    for (; isObj(bv, ObjType::Rev); ++tags) bv = static_cast<Rev*>(bv.asObject())->primal;
+    if (bv.isNumber()) {
+      double e = bv.asNumber();
+      if (a->kind == Atom::Local && e != 0) {
+        Atom da =
+            e == 1
+                ? g
+                : op(NativeId::Mul,
+                     {g, op(NativeId::Mul,
+                            {bb, op(NativeId::Expt, {aa, t.constJ(Value::number(e - 1), tags)})})});
+        addTo(st, *a, da);
+      }
+      return;
+    }
+    // A variable exponent: d/da = b a^(b-1) and d/db = a^b log a. Factors that are 0
+    // where the product must be are made the symbolic zero there (%zero-if-zero), so
+    // the product is exactly 0: d/da at b = 0 is 0 also at a = 0 (not 0 * 0^-1); d/db
+    // is 0 at a = 0 for every b (sign(a); not a^b * log 0), as in JAX (PyTorch: for
+    // b >= 0), and where a^b underflows to 0 (not -0). The factors keep their
+    // derivatives, so mixed second derivatives are right (1/a at b = 0). d/db is NaN
+    // for a < 0, where the power is not differentiable in b.
+    if (a->kind == Atom::Local)
+      addTo(st, *a,
+            op(NativeId::Mul,
+               {g, op(NativeId::Mul, {op(NativeId::ZeroIfZero, {bb}),
+                                      op(NativeId::Expt, {aa, op(NativeId::Sub, {bb, K(1)})})})}));
+    if (b->kind == Atom::Local) {
+      Atom mask = op(NativeId::Mul, {op(NativeId::ZeroIfZero, {op(NativeId::Sign, {aa})}),
+                                     op(NativeId::ZeroIfZero, {y()})});
+      addTo(st, *b, op(NativeId::Mul, {g, op(NativeId::Mul, {mask, op(NativeId::Log, {aa})})}));
+    }
+  }
+  void sqrt() { addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Mul, {K(2), y()})})); }
+  void exp() { addTo(st, *a, op(NativeId::Mul, {g, y()})); }
+  void log() {
+    if (argc == 1) {
+      addTo(st, *a, op(NativeId::Div, {g, P(*a)}));
+    } else {
+      Atom aa = P(*a), bb = P(*b);
+      Atom lb = op(NativeId::Log, {bb});
+      if (a->kind == Atom::Local)
+        addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Mul, {aa, lb})}));
+      if (b->kind == Atom::Local)
+        addTo(st, *b,
+              op(NativeId::Sub,
+                 {op(NativeId::Div, {op(NativeId::Mul, {g, y()}), op(NativeId::Mul, {bb, lb})})}));
+    }
+  }
+  void log1p() { addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Add, {K(1), P(*a)})})); }
+  void expm1() { addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Add, {y(), K(1)})})); }
+  void sin() { addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Cos, {P(*a)})})); }
+  void cos() {
+    addTo(st, *a, op(NativeId::Sub, {op(NativeId::Mul, {g, op(NativeId::Sin, {P(*a)})})}));
+  }
+  void tan() {
+    Atom yy = y();
+    addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Add, {K(1), op(NativeId::Mul, {yy, yy})})}));
+  }
+  // asin and acos
+  void asinAcos() {
+    Atom aa = P(*a);
+    Atom d = op(NativeId::Div,
+                {g, op(NativeId::Sqrt, {op(NativeId::Sub, {K(1), op(NativeId::Mul, {aa, aa})})})});
+    addTo(st, *a, id == NativeId::Asin ? d : op(NativeId::Sub, {d}));
+  }
+  void atan() {
+    if (argc == 1) {
+      Atom aa = P(*a);
+      addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Add, {K(1), op(NativeId::Mul, {aa, aa})})}));
+    } else {
+      // atan2(a, b): d/da = b/(a²+b²), d/db = -a/(a²+b²)
+      Atom aa = P(*a), bb = P(*b);
+      Atom r2 = op(NativeId::Add, {op(NativeId::Mul, {aa, aa}), op(NativeId::Mul, {bb, bb})});
+      if (a->kind == Atom::Local)
+        addTo(st, *a, op(NativeId::Div, {op(NativeId::Mul, {g, bb}), r2}));
+      if (b->kind == Atom::Local)
+        addTo(st, *b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, aa}), r2})}));
+    }
+  }
+  void sinh() { addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Cosh, {P(*a)})})); }
+  void cosh() { addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Sinh, {P(*a)})})); }
+  void tanh() {
+    Atom yy = y();
+    addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Sub, {K(1), op(NativeId::Mul, {yy, yy})})}));
+  }
+  void abs() { addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Sign, {P(*a)})})); }
+  // min and max
+  void minMax() {
+    if (argc == 1) addTo(st, *a, g);
+    if (argc != 2) return;
+    // The sensitivity goes to the argument that was selected (the first on ties).
+    Atom sel = id == NativeId::Max ? op(NativeId::Step, {P(*a), P(*b)})
+                                   : op(NativeId::Step, {P(*b), P(*a)});
+    addTo(st, *a, op(NativeId::Mul, {g, sel}));
+    addTo(st, *b, op(NativeId::Mul, {g, op(NativeId::Sub, {K(1), sel})}));
+  }
+
+  // ---- vectors: element i, and the sensitivity of a vector from that of element i
+  // (sparse: object.h), whose own sensitivity is element i of its sensitivity ----
+  void vectorRef() {
+    if (a->kind != Atom::Local) return;
+    // The node goes in front of the sensitivity v has so far (%vector-onehot's
+    // fourth argument), rather than being made and then copied by plus.
+    TermP so = st.term(a->var);
+    if (!so || so->pair || a->var == t.flatSelf_) {
+      addTo(st, *a, op(NativeId::VectorOnehot, {P(*a), P(*b), g}));
+      return;
+    }
+    st.replace(a->var, op(NativeId::VectorOnehot, {P(*a), P(*b), g, so->atom}));
+  }
+  void vectorOnehot() {
+    if (argc >= 3 && bd.args[3].kind == Atom::Local)
+      addTo(st, bd.args[3], op(NativeId::VectorRef, {g, P(*b)}));
+    if (argc == 4) addTo(st, bd.args[4], g);  // the sensitivity the node went in front of
+  }
+};
+
+namespace {
+
+using R = ReverseCall;
+constexpr Forward kLifted = Forward::Lifted, kPrimals = Forward::OnPrimals,
+                  kImages = Forward::OnImages, kOwn = Forward::Own;
+
+// The rows, in the order of NativeId.
+constexpr PrimitiveRules kRules[] = {
+    {NativeId::None, kLifted, &R::noSensitivity},  // a host's native (with a vjp: rhoCall)
+    // arithmetic
+    {NativeId::Add, kPrimals, &R::add},
+    {NativeId::Sub, kPrimals, &R::sub},
+    {NativeId::Mul, kPrimals, &R::mul},
+    {NativeId::Div, kPrimals, &R::div},
+    {NativeId::Expt, kPrimals, &R::expt},
+    {NativeId::Sqrt, kPrimals, &R::sqrt},
+    {NativeId::Exp, kPrimals, &R::exp},
+    {NativeId::Log, kPrimals, &R::log},
+    {NativeId::Log1p, kPrimals, &R::log1p},
+    {NativeId::Expm1, kPrimals, &R::expm1},
+    {NativeId::Sin, kPrimals, &R::sin},
+    {NativeId::Cos, kPrimals, &R::cos},
+    {NativeId::Tan, kPrimals, &R::tan},
+    {NativeId::Asin, kPrimals, &R::asinAcos},
+    {NativeId::Acos, kPrimals, &R::asinAcos},
+    {NativeId::Atan, kPrimals, &R::atan},
+    {NativeId::Sinh, kPrimals, &R::sinh},
+    {NativeId::Cosh, kPrimals, &R::cosh},
+    {NativeId::Tanh, kPrimals, &R::tanh},
+    {NativeId::Abs, kPrimals, &R::abs},
+    {NativeId::Min, kPrimals, &R::minMax},
+    {NativeId::Max, kPrimals, &R::minMax},
+    {NativeId::Floor, kPrimals, &R::noSensitivity},
+    {NativeId::Ceiling, kPrimals, &R::noSensitivity},
+    {NativeId::Round, kPrimals, &R::noSensitivity},
+    {NativeId::Truncate, kPrimals, &R::noSensitivity},
+    // comparisons and numeric predicates
+    {NativeId::NumEq, kPrimals, &R::noSensitivity},
+    {NativeId::Lt, kPrimals, &R::noSensitivity},
+    {NativeId::Gt, kPrimals, &R::noSensitivity},
+    {NativeId::Le, kPrimals, &R::noSensitivity},
+    {NativeId::Ge, kPrimals, &R::noSensitivity},
+    {NativeId::ZeroP, kPrimals, &R::noSensitivity},
+    {NativeId::PositiveP, kPrimals, &R::noSensitivity},
+    {NativeId::NegativeP, kPrimals, &R::noSensitivity},
+    {NativeId::NanP, kPrimals, &R::noSensitivity},
+    // data
+    {NativeId::Cons, kImages, &R::cons, true},
+    {NativeId::Car, kImages, &R::car, true},
+    {NativeId::Cdr, kImages, &R::cdr, true},
+    {NativeId::Caar, kImages, &R::cxr, true},
+    {NativeId::Cadr, kImages, &R::cxr, true},
+    {NativeId::Cdar, kImages, &R::cxr, true},
+    {NativeId::Cddr, kImages, &R::cxr, true},
+    {NativeId::Caddr, kImages, &R::cxr, true},
+    {NativeId::Cdddr, kImages, &R::cxr, true},
+    {NativeId::List, kImages, &R::list, true},
+    {NativeId::Length, kLifted, &R::noSensitivity},
+    {NativeId::Append, kImages, &R::append},
+    {NativeId::Reverse, kImages, &R::reverse},
+    {NativeId::ListRef, kImages, &R::listRef},
+    {NativeId::ListTail, kImages, &R::listTail},
+    {NativeId::NullP, kImages, &R::noSensitivity},
+    {NativeId::PairP, kImages, &R::noSensitivity},
+    {NativeId::NumberP, kImages, &R::noSensitivity},
+    {NativeId::BooleanP, kImages, &R::noSensitivity},
+    {NativeId::ProcedureP, kImages, &R::noSensitivity},
+    {NativeId::StringP, kImages, &R::noSensitivity},
+    {NativeId::SymbolP, kImages, &R::noSensitivity},
+    {NativeId::Not, kImages, &R::noSensitivity},
+    {NativeId::EqP, kImages, &R::noSensitivity},
+    {NativeId::EqualP, kImages, &R::noSensitivity},
+    {NativeId::EqvP, kImages, &R::noSensitivity},
+    {NativeId::ListP, kImages, &R::noSensitivity},
+    {NativeId::NumberToString, kLifted, &R::noSensitivity},
+    {NativeId::StringAppend, kLifted, &R::noSensitivity},
+    {NativeId::Iota, kLifted, &R::noSensitivity},
+    // vectors
+    {NativeId::VectorRef, kPrimals, &R::vectorRef},
+    {NativeId::VectorLength, kPrimals, &R::noSensitivity},
+    {NativeId::VectorOnehot, kPrimals, &R::vectorOnehot},
+    // control
+    {NativeId::Apply, kOwn, &R::apply},
+    // output and errors
+    {NativeId::Display, kLifted, &R::noSensitivity},
+    {NativeId::Write, kLifted, &R::noSensitivity},
+    {NativeId::Newline, kLifted, &R::noSensitivity},
+    {NativeId::Print, kLifted, &R::noSensitivity},
+    {NativeId::Error, kLifted, &R::noSensitivity},
+    {NativeId::Assert, kLifted, &R::noSensitivity},
+    // AD
+    {NativeId::StarJ, kImages, &R::starJ},
+    {NativeId::StarJInverse, kImages, &R::starJInverse},
+    {NativeId::Zero, kImages, &R::noSensitivity},
+    {NativeId::Plus, kImages, &R::plus},
+    {NativeId::AttachStarJ, kOwn, &R::attachStarJ},
+    // internal helpers of transformed code
+    {NativeId::SZeroP, kImages, &R::noSensitivity},
+    {NativeId::SCar, kImages, &R::car, true},
+    {NativeId::SCdr, kImages, &R::cdr, true},
+    {NativeId::Sign, kPrimals, &R::noSensitivity},
+    {NativeId::Step, kPrimals, &R::noSensitivity},
+    {NativeId::ZeroIfZero, kPrimals, &R::identity},
+    {NativeId::Materialize, kImages, &R::identity},
+    {NativeId::RepResult, kImages, &R::identity},
+    {NativeId::BpResult, kImages, &R::identity},
+    {NativeId::CheckXbar, kImages, &R::checkXbar},
+};
+
+constexpr bool everyRowInPlace() {
+  for (size_t i = 0; i < std::size(kRules); ++i)
+    if (kRules[i].id != static_cast<NativeId>(i) || !kRules[i].reverse) return false;
+  return true;
+}
+static_assert(std::size(kRules) == static_cast<size_t>(NativeId::Count),
+              "ad_rules.cpp: every NativeId needs its row in kRules");
+static_assert(everyRowInPlace(),
+              "ad_rules.cpp: kRules must list the NativeIds in the enum's order, each with a "
+              "reverse rule (noSensitivity where none flows)");
+
+}  // namespace
+
+const PrimitiveRules& rulesOf(NativeId id) {
+  auto i = static_cast<size_t>(id);
+  return kRules[i < std::size(kRules) ? i : 0];
+}
+
+void reverseCall(Transformer& t, const Bind& bd, Sens& st, const PrimitiveRules& rules) {
+  size_t argc = bd.args.size() - 1;
+  ReverseCall c{t,
+                st,
+                bd,
+                rules.id,
+                argc,
+                argc >= 1 ? &bd.args[1] : nullptr,
+                argc >= 2 ? &bd.args[2] : nullptr,
+                bd.level,
+                rules.onTerms ? Atom{} : st.get(bd.dst)};
+  (c.*rules.reverse)();
+}
+
+}  // namespace dlam::ad
