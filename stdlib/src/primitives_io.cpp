@@ -121,13 +121,14 @@ Value jiffiesPerSecond(VM&, Value*, int) { return Value::number(1e6); }
 
 }  // namespace
 
-void openIoPrimitives(VM& vm) {
-  vm.defineNative("display", display, 1, 1, idOf(NativeId::Display));
-  vm.defineNative("write", write, 1, 1, idOf(NativeId::Write));
-  vm.defineNative("newline", newline, 0, 0, idOf(NativeId::Newline));
-  vm.defineNative("print", print, 1, 1, idOf(NativeId::Print));
-  vm.defineNative("error", error, 1, -1, idOf(NativeId::Error));
-  vm.defineNative("assert", assertion, 1, 2, idOf(NativeId::Assert));
+void openIoPrimitives(Registrar& r) {
+  VM& vm = r.vm;
+  r.define(NativeId::Display, display);
+  r.define(NativeId::Write, write);
+  r.define(NativeId::Newline, newline);
+  r.define(NativeId::Print, print);
+  r.define(NativeId::Error, error);
+  r.define(NativeId::Assert, assertion);
   vm.defineNative("exit", exitRun, 0, 1);
   vm.defineNative("disasm", disasm, 1, 1);
   vm.defineNative("gc-stats", gcStats, 0, 0);
