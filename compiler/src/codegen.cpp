@@ -463,7 +463,7 @@ class FnCompiler {
   // tags (transformed code), with the level in its top bits (the interpreter's slow
   // path strips and re-tags); none if the call goes through the primitive's lifted form.
   std::optional<Op> liftedBinaryOp(const Bind& bd) {
-    if (bd.level == 0 || bd.level > 0x7f || bd.args.size() != 3) return std::nullopt;
+    if (bd.level == 0 || bd.level > instr::kMaxLevel || bd.args.size() != 3) return std::nullopt;
     switch (NativeId id = builtinOf(vm_, bd.args[0])) {
       case NativeId::Add:
         return Op::ADD;

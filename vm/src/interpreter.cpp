@@ -29,8 +29,6 @@ const char* opName(Op op) {
 namespace {
 constexpr int64_t kPollInterval = 1 << 16;
 
-constexpr Instr kLevelBits = 0x7full << 56;
-
 std::string procedureName(Value f) {
   if (isClosure(f)) {
     const std::string& n = asClosure(f)->proto->name;
@@ -272,10 +270,10 @@ Value VM::call(Value fn, const Value* args, int nargs) {
 
 // The head (A) and the tail (C) of a RETURNN or RETURNR: registers, or constants.
 static inline Value returnHead(Instr ins, const Value* R, const Value* K) {
-  return ins & instr::kHeadK ? K[instr::a(ins)] : R[instr::a(ins)];
+  return instr::headIsK(ins) ? K[instr::a(ins)] : R[instr::a(ins)];
 }
 static inline Value returnTail(Instr ins, const Value* R, const Value* K) {
-  return ins & instr::kTailK ? K[instr::c(ins)] : R[instr::c(ins)];
+  return instr::tailIsK(ins) ? K[instr::c(ins)] : R[instr::c(ins)];
 }
 
 // RETURNN's usual case, out of line and a leaf (it needs no saved registers): the
@@ -586,11 +584,11 @@ Value VM::execute() {
     enter(nargs);
   }
 
-#define DISPATCH()                                   \
-  do {                                               \
-    if (--budget < 0) goto poll;                     \
-    ins = *pc++;                                     \
-    goto* kLabels[static_cast<uint8_t>(ins & 0xff)]; \
+#define DISPATCH()                                       \
+  do {                                                   \
+    if (--budget < 0) goto poll;                         \
+    ins = *pc++;                                         \
+    goto* kLabels[static_cast<uint8_t>(instr::op(ins))]; \
   } while (0)
 #define SAVE_PC() (frame->pc = pc)
 #define RA R[instr::a(ins)]
@@ -617,7 +615,7 @@ poll : {
     limitError("interrupted");
   }
   ins = *pc++;
-  goto* kLabels[static_cast<uint8_t>(ins & 0xff)];
+  goto* kLabels[static_cast<uint8_t>(instr::op(ins))];
 }
 
 op_LOADK:
@@ -932,17 +930,17 @@ op_JMPIFNOT : {
 // Plain numbers are computed in place; reverse-tagged ones (the forward sweep of a
 // gradient) go through liftedBinary, out of line (one block for all) so the plain
 // paths stay tight.
-#define ARITH(NAME, OPER, ID, LHS, RHS)                        \
-  op_##NAME : {                                                \
-    Value x = LHS, y = RHS;                                    \
-    if (x.isNumber() && y.isNumber() && !(ins & kLevelBits)) { \
-      RA = Value::number(x.asNumber() OPER y.asNumber());      \
-      DISPATCH();                                              \
-    }                                                          \
-    arithId = NativeId::ID;                                    \
-    arithArgs[0] = x;                                          \
-    arithArgs[1] = y;                                          \
-    goto arith_slow;                                           \
+#define ARITH(NAME, OPER, ID, LHS, RHS)                          \
+  op_##NAME : {                                                  \
+    Value x = LHS, y = RHS;                                      \
+    if (x.isNumber() && y.isNumber() && !instr::hasLevel(ins)) { \
+      RA = Value::number(x.asNumber() OPER y.asNumber());        \
+      DISPATCH();                                                \
+    }                                                            \
+    arithId = NativeId::ID;                                      \
+    arithArgs[0] = x;                                            \
+    arithArgs[1] = y;                                            \
+    goto arith_slow;                                             \
   }
   ARITH(ADD, +, Add, RB, RC)
   ARITH(SUB, -, Sub, RB, RC)
@@ -956,8 +954,8 @@ op_JMPIFNOT : {
   ARITH(RDIVK, /, Div, KC, RB)
 #undef ARITH
 arith_slow : {
-  if (ins >> 63) std::swap(arithArgs[0], arithArgs[1]);
-  if (!(ins & kLevelBits) && (arithArgs[0].isNumber() || arithArgs[0].isZero()) &&
+  if (instr::swapped(ins)) std::swap(arithArgs[0], arithArgs[1]);
+  if (!instr::hasLevel(ins) && (arithArgs[0].isNumber() || arithArgs[0].isZero()) &&
       (arithArgs[1].isNumber() || arithArgs[1].isZero())) {
     // A symbolic zero (a sensitivity nothing reached) is an exact 0 (arithWithZero).
     if (Value z = arithWithZero(arithId, arithArgs, 2); !z.isUndefined()) {
@@ -981,17 +979,17 @@ arith_slow : {
   DISPATCH();
 }
 
-#define COMPARE(NAME, OPER, ID, RHS)                           \
-  op_##NAME : {                                                \
-    Value x = RB, y = RHS;                                     \
-    if (x.isNumber() && y.isNumber() && !(ins & kLevelBits)) { \
-      RA = Value::boolean(x.asNumber() OPER y.asNumber());     \
-      DISPATCH();                                              \
-    }                                                          \
-    SAVE_PC();                                                 \
-    Value args[2] = {x, y};                                    \
-    RA = liftedBinary(NativeId::ID, instr::level(ins), args);  \
-    DISPATCH();                                                \
+#define COMPARE(NAME, OPER, ID, RHS)                             \
+  op_##NAME : {                                                  \
+    Value x = RB, y = RHS;                                       \
+    if (x.isNumber() && y.isNumber() && !instr::hasLevel(ins)) { \
+      RA = Value::boolean(x.asNumber() OPER y.asNumber());       \
+      DISPATCH();                                                \
+    }                                                            \
+    SAVE_PC();                                                   \
+    Value args[2] = {x, y};                                      \
+    RA = liftedBinary(NativeId::ID, instr::level(ins), args);    \
+    DISPATCH();                                                  \
   }
   COMPARE(LT, <, Lt, RC)
   COMPARE(LE, <=, Le, RC)
