@@ -26,6 +26,17 @@ const char* opName(Op op) {
                                                                   : "?";
 }
 
+// The dispatch of the loop in VM::execute: each handler ends by jumping straight to the next
+// instruction's handler through a table of label addresses (computed goto, GCC and clang),
+// or, where the compiler has no computed goto (or with the CMake option
+// DLAM_SWITCH_DISPATCH, which tests this path), back to one switch on the opcode whose
+// cases jump to the handlers. Both read the same handlers, generated from DLAM_OPCODES.
+#if defined(__GNUC__) && !defined(DLAM_SWITCH_DISPATCH)
+#define DLAM_COMPUTED_GOTO 1
+#else
+#define DLAM_COMPUTED_GOTO 0
+#endif
+
 namespace {
 constexpr int64_t kPollInterval = 1 << 16;
 
@@ -477,11 +488,16 @@ static void readListed(const Instr* words, const Value* R, uint32_t j, uint32_t 
 }
 
 Value VM::execute() {
+#if DLAM_COMPUTED_GOTO
   static void* const kLabels[] = {
 #define DLAM_OP_LABEL(name, fmt, doc) &&op_##name,
       DLAM_OPCODES(DLAM_OP_LABEL)
 #undef DLAM_OP_LABEL
   };
+#define GOTO_HANDLER() goto* kLabels[static_cast<uint8_t>(instr::op(ins))]
+#else
+#define GOTO_HANDLER() goto dispatch
+#endif
 
   CallFrame* frame;
   Closure* closure;
@@ -584,11 +600,11 @@ Value VM::execute() {
     enter(nargs);
   }
 
-#define DISPATCH()                                       \
-  do {                                                   \
-    if (--budget < 0) goto poll;                         \
-    ins = *pc++;                                         \
-    goto* kLabels[static_cast<uint8_t>(instr::op(ins))]; \
+#define DISPATCH()               \
+  do {                           \
+    if (--budget < 0) goto poll; \
+    ins = *pc++;                 \
+    GOTO_HANDLER();              \
   } while (0)
 #define SAVE_PC() (frame->pc = pc)
 #define RA R[instr::a(ins)]
@@ -615,8 +631,22 @@ poll : {
     limitError("interrupted");
   }
   ins = *pc++;
-  goto* kLabels[static_cast<uint8_t>(instr::op(ins))];
+  GOTO_HANDLER();
 }
+
+#if !DLAM_COMPUTED_GOTO
+dispatch:
+  switch (instr::op(ins)) {
+#define DLAM_OP_CASE(name, fmt, doc) \
+  case Op::name:                     \
+    goto op_##name;
+    DLAM_OPCODES(DLAM_OP_CASE)
+#undef DLAM_OP_CASE
+    case Op::Count:  // no instruction holds it
+      break;
+  }
+  return Value::undefined();
+#endif
 
 op_LOADK:
   RA = K[instr::bx(ins)];
@@ -1230,6 +1260,7 @@ op_ATTACH : {
 }
 
 #undef DISPATCH
+#undef GOTO_HANDLER
 #undef SAVE_PC
 #undef RA
 #undef RB
