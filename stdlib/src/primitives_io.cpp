@@ -15,9 +15,12 @@ namespace dlam::prim {
 namespace {
 
 void emit(VM& vm, const std::string& s) {
-  // `for-each` in the prelude returns void via (display ""): keep that silent.
   if (!s.empty()) vm.output(s);
 }
+
+// (void): the value of an expression that has none (display's, for-each's, a do's
+// without result expressions), which -e and the REPL do not print.
+Value voidValue(VM&, Value*, int) { return Value::voidValue(); }
 
 Value display(VM& vm, Value* a, int) {
   emit(vm, vm.show(a[0], false));
@@ -123,6 +126,7 @@ Value jiffiesPerSecond(VM&, Value*, int) { return Value::number(1e6); }
 
 void openIoPrimitives(Registrar& r) {
   VM& vm = r.vm;
+  vm.defineNative("void", voidValue, 0, 0);
   r.define(NativeId::Display, display);
   r.define(NativeId::Write, write);
   r.define(NativeId::Newline, newline);

@@ -621,10 +621,11 @@ poll : {
   instructionCount_ += executed + 1;
   budget = kPollInterval;
   if (limit) {
-    if (instructionCount_ >= limit)
+    uint64_t used = instructionCount_ - runStart_;
+    if (used >= limit)
       limitError("instruction limit exceeded (" + std::to_string(limit) + " instructions)");
-    if (limit - instructionCount_ < static_cast<uint64_t>(kPollInterval))
-      budget = static_cast<int64_t>(limit - instructionCount_);
+    if (limit - used < static_cast<uint64_t>(kPollInterval))
+      budget = static_cast<int64_t>(limit - used);
   }
   if (interruptRequested_) {
     interruptRequested_ = false;
