@@ -14,6 +14,7 @@ packages=(
   lua5.4 luajit                      # benchmark peers
   python3                            # the benchmark runner and tools/adfuzz.py (a test)
   clang-format                       # tools/format.sh --check (CI)
+  clang                              # tools/test.sh's clang build (build-clang/)
 )
 
 # One dpkg-query for all of them; a package it does not know is simply absent from its output.

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# test.sh — builds dlam and runs every test, then the lang suite and the C++ allocation-failure
-# sweep again under GC stress, every test under AddressSanitizer + UndefinedBehaviorSanitizer
+# test.sh — builds dlam and runs every test, then every test again built with clang (with
+# warnings as errors), the lang suite and the C++ allocation-failure sweep again under GC stress, every test under AddressSanitizer + UndefinedBehaviorSanitizer
 # (with LeakSanitizer), and the multi-VM threads test under ThreadSanitizer. Exits non-zero if
 # anything fails.
 #
 # Environment:
 #   DLAM_SKIP_SETUP=1     do not run tools/setup.sh
+#   DLAM_SKIP_CLANG=1     skip the clang build (build-clang/)
 #   DLAM_SKIP_STRESS=1    skip the GC-stress build (build-stress/)
 #   DLAM_SKIP_SANITIZE=1  skip the ASan+UBSan build (build-asan/)
 #   DLAM_SKIP_TSAN=1      skip the ThreadSanitizer build of the threads test (build-tsan/)
 #   DLAM_JOBS=N           parallel build and test jobs (default 2)
-#   DLAM_WERROR=ON        treat compiler warnings as errors
+#   DLAM_WERROR=ON        treat compiler warnings as errors (CI sets it; the clang build always does)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -31,6 +32,18 @@ cmake --build build -j"$jobs"
 
 section "all tests (build/)"
 ctest --test-dir build --output-on-failure -j"$jobs" || failed+=("tests")
+
+if [[ "${DLAM_SKIP_CLANG:-0}" != 1 ]]; then
+  section "every test built with clang, warnings as errors (build-clang/)"
+  # The default target is what ctest runs (the libraries, dlam, the test programs).
+  if CC=clang CXX=clang++ cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release \
+       -DDLAM_GC_STRESS=OFF -DDLAM_SANITIZE=OFF -DDLAM_WERROR=ON &&
+     cmake --build build-clang -j"$jobs"; then
+    ctest --test-dir build-clang --output-on-failure -j"$jobs" || failed+=("clang")
+  else
+    failed+=("clang build")
+  fi
+fi
 
 if [[ "${DLAM_SKIP_STRESS:-0}" != 1 ]]; then
   section "lang suite and allocation-failure sweep under GC stress (build-stress/)"

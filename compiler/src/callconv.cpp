@@ -3,6 +3,8 @@
 // convention of transformed code (callconv.h), found before its code is generated.
 #include "callconv.h"
 
+#include "dlam/opcodes.h"
+
 #include <algorithm>
 
 namespace dlam {
@@ -58,7 +60,7 @@ bool hasOpcode(NativeId id, size_t n) {
 }
 
 bool hasLiftedOpcode(const VM& vm, const Bind& bd) {
-  if (bd.level == 0 || bd.level > 0x7f || bd.args.size() != 3) return false;
+  if (bd.level == 0 || bd.level > instr::kMaxLevel || bd.args.size() != 3) return false;
   NativeId id = builtinOf(vm, bd.args[0]);
   return id == NativeId::Add || id == NativeId::Sub || id == NativeId::Mul || id == NativeId::Div ||
          isCompare(id);

@@ -50,7 +50,6 @@ constexpr size_t kMaxHandles = kIndexMask;  // index + 1 must fit in kIndexBits
 constexpr int kMaxArity = 255;
 constexpr size_t kMaxGradientArgs = size_t{1} << 24;
 constexpr uint64_t kMinApiGc = 8u << 20;
-const char kInstructionLimitMessage[] = "instruction limit exceeded (";
 
 struct HandleSlot {
   Value v;
@@ -212,16 +211,7 @@ dlam_status dlam_vm::fail(ErrorKind kind, const dlam::Error* e,
   lastKind = kind;
   if (kind == ErrorKind::Exit && e) exitCode = e->exitCode;
   try {
-    if (e && kind == ErrorKind::Limit && instructionLimit &&
-        e->message.rfind(kInstructionLimitMessage, 0) == 0) {
-      // RunScope moves the VM's (lifetime) instruction limit along with each run:
-      // report the per-run limit the configuration set.
-      dlam::Error shown = *e;
-      shown.message =
-          kInstructionLimitMessage + std::to_string(instructionLimit) + " instructions)";
-      lastError = shown.format();
-      lastMessage = shown.message;
-    } else if (e && kind == ErrorKind::Exit) {
+    if (e && kind == ErrorKind::Exit) {
       lastError = e->message;  // "exit STATUS": not an error, no location
       lastMessage = e->message;
     } else if (e) {
@@ -295,8 +285,8 @@ class RunScope {
     if (D_->depth == 0) {
       D_->ranCode = true;
       dlam::VM& vm = *D_->vm;
-      vm.mutableConfig().instructionLimit =
-          D_->instructionLimit ? D_->instructionLimit + vm.instructionsExecuted() : 0;
+      vm.mutableConfig().instructionLimit = D_->instructionLimit;
+      vm.startRun();
     }
     ++D_->depth;
   }

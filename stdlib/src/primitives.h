@@ -26,6 +26,26 @@ inline Value numberResult(double d) { return Value::numberChecked(d); }
 
 inline uint16_t idOf(NativeId id) { return static_cast<uint16_t>(id); }
 
+// Registers the primitives of builtins.h's table, each under the name and with the arity
+// the table gives it, and counts them: openPrimitives ends with checkEachOnce, so a table
+// entry left out or registered twice stops every start-up (and so every test).
+class Registrar {
+ public:
+  explicit Registrar(VM& vm) : vm(vm) {}
+  Native* define(NativeId id, NativeFn fn) {
+    const PrimitiveInfo& p = primitive(id);
+    ++counts_[idOf(id)];
+    return vm.defineNative(p.name, fn, p.minArgs, p.maxArgs, idOf(id));
+  }
+  // Throws std::logic_error naming the first entry not registered exactly once.
+  void checkEachOnce() const;
+
+  VM& vm;  // for the natives without an id, registered by name (vm.defineNative)
+
+ private:
+  uint8_t counts_[static_cast<size_t>(NativeId::Count)] = {};
+};
+
 // (f x ...) called from C++: a primitive directly, anything else through VM::call
 // (which may collect: the caller roots what it holds). primitives_hof.cpp.
 Value applyProcedure(VM& vm, Value f, Value* args, int nargs);
@@ -39,12 +59,12 @@ inline Value handOver(VM& vm, const char* name, Value* a, int n) {
   return vm.tailCall(vm.global(name), a, n);
 }
 
-void openMathPrimitives(VM& vm);
-void openListPrimitives(VM& vm);
-void openIoPrimitives(VM& vm);
-void openAdPrimitives(VM& vm);
-void openHofPrimitives(VM& vm);
-void openVectorPrimitives(VM& vm);
-void openRandomPrimitives(VM& vm);
+void openMathPrimitives(Registrar& r);
+void openListPrimitives(Registrar& r);
+void openIoPrimitives(Registrar& r);
+void openAdPrimitives(Registrar& r);
+void openHofPrimitives(Registrar& r);
+void openVectorPrimitives(Registrar& r);
+void openRandomPrimitives(Registrar& r);
 
 }  // namespace dlam::prim

@@ -330,27 +330,28 @@ Value checkXbar(VM& vm, Value* a, int) {
 
 }  // namespace
 
-void openAdPrimitives(VM& vm) {
-  vm.defineNative("%check-xbar", checkXbar, 3, 3, idOf(NativeId::CheckXbar));
-  vm.defineNative("%rep-result", repResult, 2, 2, idOf(NativeId::RepResult));
-  vm.defineNative("%bp-result", bpResult, 2, 2, idOf(NativeId::BpResult));
+void openAdPrimitives(Registrar& r) {
+  VM& vm = r.vm;
+  r.define(NativeId::CheckXbar, checkXbar);
+  r.define(NativeId::RepResult, repResult);
+  r.define(NativeId::BpResult, bpResult);
   vm.defineNative("%call-vjp", callVjp, 2, -1)->flags |= kNoDerivative;
-  vm.defineNative("*j", starJ, 1, 1, idOf(NativeId::StarJ));
-  vm.defineNative("*j-inverse", starJInverse, 1, 1, idOf(NativeId::StarJInverse));
-  vm.defineNative("zero", zero, 1, 1, idOf(NativeId::Zero));
-  vm.defineNative("attach-*j", attach, 2, 2, idOf(NativeId::AttachStarJ));
+  r.define(NativeId::StarJ, starJ);
+  r.define(NativeId::StarJInverse, starJInverse);
+  r.define(NativeId::Zero, zero);
+  r.define(NativeId::AttachStarJ, attach);
   vm.defineNative("collect-garbage", collectGarbage, 0, 0);
   vm.defineNative("%gradient-start", gradientStart, 0, 0);
   vm.defineNative("%gradient-end", gradientEnd, 0, 0);
-  vm.defineNative("plus", plus, 2, 2, idOf(NativeId::Plus));
-  vm.defineNative("%zero?", szeroP, 1, 1, idOf(NativeId::SZeroP));
-  vm.defineNative("%scar", scar, 1, 1, idOf(NativeId::SCar));
-  vm.defineNative("%scdr", scdr, 1, 1, idOf(NativeId::SCdr));
-  vm.defineNative("%sign", sign, 1, 1, idOf(NativeId::Sign));
-  vm.defineNative("%step", step, 2, 2, idOf(NativeId::Step));
-  vm.defineNative("%zero-if-zero", zeroIfZero, 1, 1, idOf(NativeId::ZeroIfZero));
+  r.define(NativeId::Plus, plus);
+  r.define(NativeId::SZeroP, szeroP);
+  r.define(NativeId::SCar, scar);
+  r.define(NativeId::SCdr, scdr);
+  r.define(NativeId::Sign, sign);
+  r.define(NativeId::Step, step);
+  r.define(NativeId::ZeroIfZero, zeroIfZero);
   vm.defineNative("%strip", strip, 1, 1);
-  vm.defineNative("%materialize", materialize, 2, 2, idOf(NativeId::Materialize));
+  r.define(NativeId::Materialize, materialize);
   vm.defineNative("free-variables", freeVariables, 1, 1);
   installTransform(vm);
 }

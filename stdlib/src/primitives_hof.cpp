@@ -71,7 +71,8 @@ Value applyProcedure(VM& vm, Value f, Value* args, int nargs) {
   return vm.call(f, args, nargs);
 }
 
-void openHofPrimitives(VM& vm) {
+void openHofPrimitives(Registrar& r) {
+  VM& vm = r.vm;
   vm.defineNative("%map-native", mapNative, 2, -1);
   vm.defineNative("%fold-left-native", foldLeftNative, 3, -1);
 }

@@ -15,9 +15,12 @@ namespace dlam::prim {
 namespace {
 
 void emit(VM& vm, const std::string& s) {
-  // `for-each` in the prelude returns void via (display ""): keep that silent.
   if (!s.empty()) vm.output(s);
 }
+
+// (void): the value of an expression that has none (display's, for-each's, a do's
+// without result expressions), which -e and the REPL do not print.
+Value voidValue(VM&, Value*, int) { return Value::voidValue(); }
 
 Value display(VM& vm, Value* a, int) {
   emit(vm, vm.show(a[0], false));
@@ -121,13 +124,15 @@ Value jiffiesPerSecond(VM&, Value*, int) { return Value::number(1e6); }
 
 }  // namespace
 
-void openIoPrimitives(VM& vm) {
-  vm.defineNative("display", display, 1, 1, idOf(NativeId::Display));
-  vm.defineNative("write", write, 1, 1, idOf(NativeId::Write));
-  vm.defineNative("newline", newline, 0, 0, idOf(NativeId::Newline));
-  vm.defineNative("print", print, 1, 1, idOf(NativeId::Print));
-  vm.defineNative("error", error, 1, -1, idOf(NativeId::Error));
-  vm.defineNative("assert", assertion, 1, 2, idOf(NativeId::Assert));
+void openIoPrimitives(Registrar& r) {
+  VM& vm = r.vm;
+  vm.defineNative("void", voidValue, 0, 0);
+  r.define(NativeId::Display, display);
+  r.define(NativeId::Write, write);
+  r.define(NativeId::Newline, newline);
+  r.define(NativeId::Print, print);
+  r.define(NativeId::Error, error);
+  r.define(NativeId::Assert, assertion);
   vm.defineNative("exit", exitRun, 0, 1);
   vm.defineNative("disasm", disasm, 1, 1);
   vm.defineNative("gc-stats", gcStats, 0, 0);

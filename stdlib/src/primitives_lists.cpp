@@ -26,39 +26,39 @@ Value cons(VM& vm, Value* a, int) { return vm.cons(a[0], a[1]); }
 
 // car, cdr and their compositions, table-driven; the steps are cxrPath's.
 struct Accessor {
-  const char* name;
   NativeId id;
   const char* expected;  // what argument 1 must be, for the error message
 };
 
 constexpr Accessor kAccessors[] = {
-    {"car", NativeId::Car, "pair"},
-    {"cdr", NativeId::Cdr, "pair"},
-    {"caar", NativeId::Caar, "pair whose car is a pair"},
-    {"cadr", NativeId::Cadr, "list of at least 2 elements"},
-    {"cdar", NativeId::Cdar, "pair whose car is a pair"},
-    {"cddr", NativeId::Cddr, "pair whose cdr is a pair"},
-    {"caddr", NativeId::Caddr, "list of at least 3 elements"},
-    {"cdddr", NativeId::Cdddr, "pair whose cddr is a pair"},
+    {NativeId::Car, "pair"},
+    {NativeId::Cdr, "pair"},
+    {NativeId::Caar, "pair whose car is a pair"},
+    {NativeId::Cadr, "list of at least 2 elements"},
+    {NativeId::Cdar, "pair whose car is a pair"},
+    {NativeId::Cddr, "pair whose cdr is a pair"},
+    {NativeId::Caddr, "list of at least 3 elements"},
+    {NativeId::Cdddr, "pair whose cddr is a pair"},
 };
 
 template <size_t I>
 Value access(VM& vm, Value* a, int) {
   const Accessor& acc = kAccessors[I];
+  const char* name = primitive(acc.id).name;
   Value v = unwrapAttached(a[0]);
-  if (!isPair(v)) vm.typeError(acc.name, 0, "pair", a[0]);
+  if (!isPair(v)) vm.typeError(name, 0, "pair", a[0]);
   const char* path = cxrPath(acc.id);  // read right to left: the innermost step is last
   for (const char* p = path + std::char_traits<char>::length(path); p != path;) {
     v = unwrapAttached(v);
-    if (!isPair(v)) vm.typeError(acc.name, 0, acc.expected, a[0]);
+    if (!isPair(v)) vm.typeError(name, 0, acc.expected, a[0]);
     v = *--p == 'a' ? asPair(v)->car : asPair(v)->cdr;
   }
   return v;
 }
 
 template <size_t... I>
-void defineAccessors(VM& vm, std::index_sequence<I...>) {
-  (vm.defineNative(kAccessors[I].name, &access<I>, 1, 1, idOf(kAccessors[I].id)), ...);
+void defineAccessors(Registrar& r, std::index_sequence<I...>) {
+  (r.define(kAccessors[I].id, &access<I>), ...);
 }
 
 // ---- lists -------------------------------------------------------------------
@@ -328,29 +328,30 @@ Value iota(VM& vm, Value* a, int n) {
 
 }  // namespace
 
-void openListPrimitives(VM& vm) {
-  vm.defineNative("cons", cons, 2, 2, idOf(NativeId::Cons));
-  defineAccessors(vm, std::make_index_sequence<std::size(kAccessors)>());
-  vm.defineNative("list", list, 0, -1, idOf(NativeId::List));
-  vm.defineNative("length", length, 1, 1, idOf(NativeId::Length));
-  vm.defineNative("append", append, 0, -1, idOf(NativeId::Append));
-  vm.defineNative("reverse", reverse, 1, 1, idOf(NativeId::Reverse));
-  vm.defineNative("list-ref", listRef, 2, 2, idOf(NativeId::ListRef));
-  vm.defineNative("list-tail", listTail, 2, 2, idOf(NativeId::ListTail));
-  vm.defineNative("null?", nullP, 1, 1, idOf(NativeId::NullP));
-  vm.defineNative("pair?", pairP, 1, 1, idOf(NativeId::PairP));
-  vm.defineNative("number?", numberP, 1, 1, idOf(NativeId::NumberP));
-  vm.defineNative("boolean?", booleanP, 1, 1, idOf(NativeId::BooleanP));
-  vm.defineNative("procedure?", procedureP, 1, 1, idOf(NativeId::ProcedureP));
-  vm.defineNative("string?", stringP, 1, 1, idOf(NativeId::StringP));
-  vm.defineNative("symbol?", symbolP, 1, 1, idOf(NativeId::SymbolP));
-  vm.defineNative("not", notP, 1, 1, idOf(NativeId::Not));
-  vm.defineNative("eq?", eqP, 2, 2, idOf(NativeId::EqP));
-  vm.defineNative("equal?", equalP, 2, 2, idOf(NativeId::EqualP));
-  vm.defineNative("eqv?", eqP, 2, 2, idOf(NativeId::EqvP));
-  vm.defineNative("list?", listP, 1, 1, idOf(NativeId::ListP));
-  vm.defineNative("number->string", numberToString, 1, 2, idOf(NativeId::NumberToString));
-  vm.defineNative("string-append", stringAppend, 0, -1, idOf(NativeId::StringAppend));
+void openListPrimitives(Registrar& r) {
+  VM& vm = r.vm;
+  r.define(NativeId::Cons, cons);
+  defineAccessors(r, std::make_index_sequence<std::size(kAccessors)>());
+  r.define(NativeId::List, list);
+  r.define(NativeId::Length, length);
+  r.define(NativeId::Append, append);
+  r.define(NativeId::Reverse, reverse);
+  r.define(NativeId::ListRef, listRef);
+  r.define(NativeId::ListTail, listTail);
+  r.define(NativeId::NullP, nullP);
+  r.define(NativeId::PairP, pairP);
+  r.define(NativeId::NumberP, numberP);
+  r.define(NativeId::BooleanP, booleanP);
+  r.define(NativeId::ProcedureP, procedureP);
+  r.define(NativeId::StringP, stringP);
+  r.define(NativeId::SymbolP, symbolP);
+  r.define(NativeId::Not, notP);
+  r.define(NativeId::EqP, eqP);
+  r.define(NativeId::EqualP, equalP);
+  r.define(NativeId::EqvP, eqP);
+  r.define(NativeId::ListP, listP);
+  r.define(NativeId::NumberToString, numberToString);
+  r.define(NativeId::StringAppend, stringAppend);
   vm.defineNative("string->number", stringToNumber, 1, 2);
   vm.defineNative("string-length", stringLength, 1, 1);
   vm.defineNative("symbol->string", symbolToString, 1, 1);
@@ -360,7 +361,7 @@ void openListPrimitives(VM& vm) {
   vm.defineNative("string>?", stringCompare<2>, 1, -1);
   vm.defineNative("string<=?", stringCompare<3>, 1, -1);
   vm.defineNative("string>=?", stringCompare<4>, 1, -1);
-  vm.defineNative("iota", iota, 1, 3, idOf(NativeId::Iota));
+  r.define(NativeId::Iota, iota);
 }
 
 }  // namespace dlam::prim

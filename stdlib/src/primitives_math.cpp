@@ -93,66 +93,65 @@ Value extremum(VM& vm, Value* a, int n) {
 // ---- one-argument functions, table-driven ----------------------------------
 
 struct UnaryFn {
-  const char* name;
   NativeId id;
   double (*fn)(double);
 };
 
 constexpr UnaryFn kUnary[] = {
-    {"sqrt", NativeId::Sqrt, [](double x) { return std::sqrt(x); }},
-    {"exp", NativeId::Exp, [](double x) { return std::exp(x); }},
-    {"log1p", NativeId::Log1p, [](double x) { return std::log1p(x); }},
-    {"expm1", NativeId::Expm1, [](double x) { return std::expm1(x); }},
-    {"sin", NativeId::Sin, [](double x) { return std::sin(x); }},
-    {"cos", NativeId::Cos, [](double x) { return std::cos(x); }},
-    {"tan", NativeId::Tan, [](double x) { return std::tan(x); }},
-    {"asin", NativeId::Asin, [](double x) { return std::asin(x); }},
-    {"acos", NativeId::Acos, [](double x) { return std::acos(x); }},
-    {"sinh", NativeId::Sinh, [](double x) { return std::sinh(x); }},
-    {"cosh", NativeId::Cosh, [](double x) { return std::cosh(x); }},
-    {"tanh", NativeId::Tanh, [](double x) { return std::tanh(x); }},
-    {"abs", NativeId::Abs, [](double x) { return std::fabs(x); }},
-    {"floor", NativeId::Floor, [](double x) { return std::floor(x); }},
-    {"ceiling", NativeId::Ceiling, [](double x) { return std::ceil(x); }},
+    {NativeId::Sqrt, [](double x) { return std::sqrt(x); }},
+    {NativeId::Exp, [](double x) { return std::exp(x); }},
+    {NativeId::Log1p, [](double x) { return std::log1p(x); }},
+    {NativeId::Expm1, [](double x) { return std::expm1(x); }},
+    {NativeId::Sin, [](double x) { return std::sin(x); }},
+    {NativeId::Cos, [](double x) { return std::cos(x); }},
+    {NativeId::Tan, [](double x) { return std::tan(x); }},
+    {NativeId::Asin, [](double x) { return std::asin(x); }},
+    {NativeId::Acos, [](double x) { return std::acos(x); }},
+    {NativeId::Sinh, [](double x) { return std::sinh(x); }},
+    {NativeId::Cosh, [](double x) { return std::cosh(x); }},
+    {NativeId::Tanh, [](double x) { return std::tanh(x); }},
+    {NativeId::Abs, [](double x) { return std::fabs(x); }},
+    {NativeId::Floor, [](double x) { return std::floor(x); }},
+    {NativeId::Ceiling, [](double x) { return std::ceil(x); }},
     // Half to even, as Scheme's round: nearbyint under the default rounding mode.
-    {"round", NativeId::Round, [](double x) { return std::nearbyint(x); }},
-    {"truncate", NativeId::Truncate, [](double x) { return std::trunc(x); }},
+    {NativeId::Round, [](double x) { return std::nearbyint(x); }},
+    {NativeId::Truncate, [](double x) { return std::trunc(x); }},
 };
 
 template <size_t I>
 Value unary(VM& vm, Value* a, int) {
-  return numberResult(kUnary[I].fn(num(vm, kUnary[I].name, a, 0)));
+  return numberResult(kUnary[I].fn(num(vm, primitive(kUnary[I].id).name, a, 0)));
 }
 
 template <size_t... I>
-void defineUnary(VM& vm, std::index_sequence<I...>) {
-  (vm.defineNative(kUnary[I].name, &unary<I>, 1, 1, idOf(kUnary[I].id)), ...);
+void defineUnary(Registrar& r, std::index_sequence<I...>) {
+  (r.define(kUnary[I].id, &unary<I>), ...);
 }
 
 // ---- comparisons (chained: (< a b c) is a < b and b < c) -------------------
 
 struct CompareFn {
-  const char* name;
   NativeId id;
   bool (*holds)(double, double);
 };
 
 constexpr CompareFn kCompare[] = {
-    {"=", NativeId::NumEq, [](double x, double y) { return x == y; }},
-    {"<", NativeId::Lt, [](double x, double y) { return x < y; }},
-    {">", NativeId::Gt, [](double x, double y) { return x > y; }},
-    {"<=", NativeId::Le, [](double x, double y) { return x <= y; }},
-    {">=", NativeId::Ge, [](double x, double y) { return x >= y; }},
+    {NativeId::NumEq, [](double x, double y) { return x == y; }},
+    {NativeId::Lt, [](double x, double y) { return x < y; }},
+    {NativeId::Gt, [](double x, double y) { return x > y; }},
+    {NativeId::Le, [](double x, double y) { return x <= y; }},
+    {NativeId::Ge, [](double x, double y) { return x >= y; }},
 };
 
 template <size_t I>
 Value compare(VM& vm, Value* a, int n) {
   const CompareFn& c = kCompare[I];
+  const char* name = primitive(c.id).name;
   bool result = true;
-  double prev = num(vm, c.name, a, 0);
+  double prev = num(vm, name, a, 0);
   // Every argument is checked even once the answer is known, so a type error is never hidden.
   for (int i = 1; i < n; ++i) {
-    double x = num(vm, c.name, a, i);
+    double x = num(vm, name, a, i);
     result = result && c.holds(prev, x);
     prev = x;
   }
@@ -160,8 +159,8 @@ Value compare(VM& vm, Value* a, int n) {
 }
 
 template <size_t... I>
-void defineCompare(VM& vm, std::index_sequence<I...>) {
-  (vm.defineNative(kCompare[I].name, &compare<I>, 1, -1, idOf(kCompare[I].id)), ...);
+void defineCompare(Registrar& r, std::index_sequence<I...>) {
+  (r.define(kCompare[I].id, &compare<I>), ...);
 }
 
 // ---- numeric predicates ------------------------------------------------------
@@ -173,22 +172,22 @@ Value nanP(VM& vm, Value* a, int) { return Value::boolean(std::isnan(num(vm, "na
 
 }  // namespace
 
-void openMathPrimitives(VM& vm) {
-  vm.defineNative("+", add, 0, -1, idOf(NativeId::Add));
-  vm.defineNative("-", sub, 1, -1, idOf(NativeId::Sub));
-  vm.defineNative("*", mul, 0, -1, idOf(NativeId::Mul));
-  vm.defineNative("/", div, 1, -1, idOf(NativeId::Div));
-  vm.defineNative("expt", expt, 2, 2, idOf(NativeId::Expt));
-  vm.defineNative("log", log, 1, 2, idOf(NativeId::Log));
-  vm.defineNative("atan", atan, 1, 2, idOf(NativeId::Atan));
-  vm.defineNative("min", extremum<false>, 1, -1, idOf(NativeId::Min));
-  vm.defineNative("max", extremum<true>, 1, -1, idOf(NativeId::Max));
-  defineUnary(vm, std::make_index_sequence<std::size(kUnary)>());
-  defineCompare(vm, std::make_index_sequence<std::size(kCompare)>());
-  vm.defineNative("zero?", zeroP, 1, 1, idOf(NativeId::ZeroP));
-  vm.defineNative("positive?", positiveP, 1, 1, idOf(NativeId::PositiveP));
-  vm.defineNative("negative?", negativeP, 1, 1, idOf(NativeId::NegativeP));
-  vm.defineNative("nan?", nanP, 1, 1, idOf(NativeId::NanP));
+void openMathPrimitives(Registrar& r) {
+  r.define(NativeId::Add, add);
+  r.define(NativeId::Sub, sub);
+  r.define(NativeId::Mul, mul);
+  r.define(NativeId::Div, div);
+  r.define(NativeId::Expt, expt);
+  r.define(NativeId::Log, log);
+  r.define(NativeId::Atan, atan);
+  r.define(NativeId::Min, extremum<false>);
+  r.define(NativeId::Max, extremum<true>);
+  defineUnary(r, std::make_index_sequence<std::size(kUnary)>());
+  defineCompare(r, std::make_index_sequence<std::size(kCompare)>());
+  r.define(NativeId::ZeroP, zeroP);
+  r.define(NativeId::PositiveP, positiveP);
+  r.define(NativeId::NegativeP, negativeP);
+  r.define(NativeId::NanP, nanP);
 }
 
 }  // namespace dlam::prim

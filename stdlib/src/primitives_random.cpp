@@ -37,7 +37,8 @@ Value randomNormal(VM& vm, Value*, int) { return Value::number(vm.random().norma
 
 }  // namespace
 
-void openRandomPrimitives(VM& vm) {
+void openRandomPrimitives(Registrar& r) {
+  VM& vm = r.vm;
   vm.defineNative("random-seed!", randomSeed, 1, 1);
   vm.defineNative("random-real", randomReal, 0, 0);
   vm.defineNative("random-integer", randomInteger, 1, 1);

@@ -231,17 +231,18 @@ Value build(VM& vm, Value* a, int n) {
 
 }  // namespace
 
-void openVectorPrimitives(VM& vm) {
+void openVectorPrimitives(Registrar& r) {
+  VM& vm = r.vm;
   vm.defineNative("vector?", isVector, 1, 1);
-  vm.defineNative("vector-length", vectorLength, 1, 1, idOf(NativeId::VectorLength));
+  r.define(NativeId::VectorLength, vectorLength);
   vm.defineNative("%vector", vectorOf, 0, -1);
   vm.defineNative("%make-vector", makeVector, 2, 2);
-  vm.defineNative("vector-ref", vectorRef, 2, 2, idOf(NativeId::VectorRef));
+  r.define(NativeId::VectorRef, vectorRef);
   vm.defineNative("%vector-sum", vectorSum, 1, 1);
   vm.defineNative("%vector-dot", vectorDot, 2, 2);
   vm.defineNative("%vector-prod", vectorProd, 1, 1);
   vm.defineNative("%vector-scale", vectorScale, 2, 2);
-  vm.defineNative("%vector-onehot", vectorOnehot, 3, 4, idOf(NativeId::VectorOnehot));
+  r.define(NativeId::VectorOnehot, vectorOnehot);
   vm.defineNative("%vector->list", vectorToList, 1, 1);
   vm.defineNative("%list->vector", listToVector, 1, 1);
   vm.defineNative("%vector-map", vectorMap, 2, 2);

@@ -32,6 +32,21 @@ static void squareVjp(const double* x, double ybar, double* xbar, void*) {
   xbar[0] = 2 * x[0] * ybar;
 }
 
+// (scaled a b ...): the sum of its arguments times *ud; a non-number fails.
+static dlam_status scaled(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val* result, void* ud) {
+  double sum = 0;
+  for (int i = 0; i < argc; ++i) {
+    double x = 0;
+    if (dlam_to_number(vm, argv[i], &x) != DLAM_OK) {
+      dlam_set_error(vm, "scaled: expected numbers");
+      return DLAM_ERR_RUNTIME;
+    }
+    sum += x;
+  }
+  *result = dlam_number(vm, sum * *static_cast<double*>(ud));
+  return DLAM_OK;
+}
+
 int main() {
   try {
     dlam::Vm vm;
@@ -67,6 +82,12 @@ int main() {
     // host functions
     vm.registerNumeric("square", 1, square, squareVjp);
     EXPECT(vm.eval("((gradient (lambda (x) (* x (square x)))) 2)").number() == 12);
+    double factor = 10;
+    vm.registerFunction("scaled", -1, scaled, &factor);
+    EXPECT(vm.eval("(scaled 1 2 3.5)").number() == 65);
+    EXPECT(vm.eval("(scaled)").number() == 0);
+    EXPECT(statusOf([&] { vm.eval("(scaled 1 'x)"); }) == DLAM_ERR_RUNTIME);
+    EXPECT(statusOf([&] { vm.registerFunction("bad", 300, scaled); }) == DLAM_ERR_API);
 
     // errors become exceptions with the status and message
     EXPECT(statusOf([&] { vm.eval("(car 1)", "bad.dlam"); }) == DLAM_ERR_RUNTIME);

@@ -97,6 +97,32 @@ size_t countOps(const dlam::Proto* p, dlam::Op op) {
   return n;
 }
 
+// The top byte of an instruction, read through its accessors (opcodes.h): each meaning
+// apart from the fields below it.
+TEST(InstructionWord, TopByteAccessors) {
+  namespace instr = dlam::instr;
+  using dlam::Op;
+  dlam::Instr add = instr::withLevel(instr::make(Op::ADD, 1, 2, 3), 5);
+  EXPECT_EQ(instr::level(add), 5u);
+  EXPECT_TRUE(instr::hasLevel(add));
+  EXPECT_FALSE(instr::swapped(add));
+  EXPECT_EQ(instr::op(add), Op::ADD);
+  EXPECT_EQ(instr::c(add), 3u);
+  dlam::Instr mulk = instr::make(Op::MULK, 1, 2, 0xffff) | instr::kSwapped;
+  EXPECT_TRUE(instr::swapped(mulk));
+  EXPECT_FALSE(instr::hasLevel(mulk));
+  EXPECT_EQ(instr::c(mulk), 0xffffu);
+  dlam::Instr call = instr::withRawArgs(instr::make(Op::CALL, 4, 8, 0), 0x81);
+  EXPECT_EQ(instr::rawArgs(call), 0x81u);
+  EXPECT_EQ(instr::b(call), 8u);
+  dlam::Instr ret = instr::make(Op::RETURNN, 1, 5, 2) | instr::kTailK;
+  EXPECT_TRUE(instr::tailIsK(ret));
+  EXPECT_FALSE(instr::headIsK(ret));
+  EXPECT_EQ(instr::listWords(ret), 2u);
+  EXPECT_EQ(instr::sBx(instr::withSBx(instr::makeBx(Op::JMPIFNOT, 7, 0), -3)), -3);
+  EXPECT_EQ(instr::a(instr::withSBx(instr::makeBx(Op::JMPIFNOT, 7, 0), -3)), 7u);
+}
+
 TEST_F(Codegen, AFunctionTakingItsArgumentApartAlongAListTakesItInParts) {
   // A backpropagator's parameter, a list of sensitivities taken apart with %scar and
   // %scdr: its parts (here the first element and the rest) are its registers from

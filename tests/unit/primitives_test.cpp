@@ -134,6 +134,38 @@ TEST_F(Primitives, RegisteredWithIdsAndArities) {
     EXPECT_TRUE(vm.global(name).isUndefined()) << name;
 }
 
+// Every entry of builtins.h's table is the global of its name, with the table's arity, and
+// is the VM's builtin of its id (openPrimitives also checks that each was registered once).
+TEST_F(Primitives, EveryTableEntryIsRegisteredUnderItsName) {
+  for (size_t i = 1; i < static_cast<size_t>(NativeId::Count); ++i) {
+    auto id = static_cast<NativeId>(i);
+    const dlam::PrimitiveInfo& p = dlam::primitive(id);
+    dlam::Native* nat = native(p.name);
+    ASSERT_NE(nat, nullptr) << p.name;
+    EXPECT_EQ(nat, vm.builtin(id)) << p.name;
+    EXPECT_EQ(nat->id, i) << p.name;
+    EXPECT_STREQ(nat->name, p.name);
+    EXPECT_EQ(nat->minArgs, p.minArgs) << p.name;
+    EXPECT_EQ(nat->maxArgs, p.maxArgs) << p.name;
+  }
+}
+
+TEST_F(Primitives, KindsComeFromTheTable) {
+  using dlam::isArithmetic;
+  using dlam::isComparison;
+  for (NativeId id :
+       {NativeId::Add, NativeId::Div, NativeId::Sin, NativeId::Atan, NativeId::Truncate})
+    EXPECT_TRUE(isArithmetic(id) && !isComparison(id)) << dlam::primitive(id).name;
+  for (NativeId id : {NativeId::NumEq, NativeId::Ge, NativeId::ZeroP, NativeId::NanP})
+    EXPECT_TRUE(isComparison(id) && !isArithmetic(id)) << dlam::primitive(id).name;
+  for (NativeId id : {NativeId::None, NativeId::Cons, NativeId::Apply, NativeId::Plus,
+                      NativeId::Sign, NativeId::VectorRef})
+    EXPECT_FALSE(isArithmetic(id) || isComparison(id)) << static_cast<int>(id);
+  EXPECT_EQ(dlam::kindOf(NativeId::StarJ), dlam::PrimKind::Ad);
+  EXPECT_EQ(dlam::kindOf(NativeId::CheckXbar), dlam::PrimKind::Internal);
+  EXPECT_EQ(dlam::kindOf(NativeId::Print), dlam::PrimKind::Io);
+}
+
 // ---- arithmetic ----------------------------------------------------------------
 
 TEST_F(Primitives, Arithmetic) {

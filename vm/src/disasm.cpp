@@ -55,8 +55,8 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
       uint32_t a = instr::a(ins), b = instr::b(ins), c = instr::c(ins);
       size_t extra = 0;  // words after the instruction that belong to it
       // RETURNN's and RETURNR's head and tail: a register, or a constant (kHeadK, kTailK)
-      auto head = [&] { return ins & instr::kHeadK ? k(a) : "r" + std::to_string(a); };
-      auto tail = [&] { return ins & instr::kTailK ? k(c) : "r" + std::to_string(c); };
+      auto head = [&] { return instr::headIsK(ins) ? k(a) : "r" + std::to_string(a); };
+      auto tail = [&] { return instr::tailIsK(ins) ? k(c) : "r" + std::to_string(c); };
       // Their listed registers (0 past the end of the code)
       auto listed = [&](uint32_t j) {
         return i + 1 + j / 4 < f->code.size() ? instr::listedReg(&f->code[i + 1], j) : 0;

@@ -26,10 +26,19 @@ const char* opName(Op op) {
                                                                   : "?";
 }
 
+// The dispatch of the loop in VM::execute: each handler ends by jumping straight to the next
+// instruction's handler through a table of label addresses (computed goto, GCC and clang),
+// or, where the compiler has no computed goto (or with the CMake option
+// DLAM_SWITCH_DISPATCH, which tests this path), back to one switch on the opcode whose
+// cases jump to the handlers. Both read the same handlers, generated from DLAM_OPCODES.
+#if defined(__GNUC__) && !defined(DLAM_SWITCH_DISPATCH)
+#define DLAM_COMPUTED_GOTO 1
+#else
+#define DLAM_COMPUTED_GOTO 0
+#endif
+
 namespace {
 constexpr int64_t kPollInterval = 1 << 16;
-
-constexpr Instr kLevelBits = 0x7full << 56;
 
 std::string procedureName(Value f) {
   if (isClosure(f)) {
@@ -272,10 +281,10 @@ Value VM::call(Value fn, const Value* args, int nargs) {
 
 // The head (A) and the tail (C) of a RETURNN or RETURNR: registers, or constants.
 static inline Value returnHead(Instr ins, const Value* R, const Value* K) {
-  return ins & instr::kHeadK ? K[instr::a(ins)] : R[instr::a(ins)];
+  return instr::headIsK(ins) ? K[instr::a(ins)] : R[instr::a(ins)];
 }
 static inline Value returnTail(Instr ins, const Value* R, const Value* K) {
-  return ins & instr::kTailK ? K[instr::c(ins)] : R[instr::c(ins)];
+  return instr::tailIsK(ins) ? K[instr::c(ins)] : R[instr::c(ins)];
 }
 
 // RETURNN's usual case, out of line and a leaf (it needs no saved registers): the
@@ -479,11 +488,16 @@ static void readListed(const Instr* words, const Value* R, uint32_t j, uint32_t 
 }
 
 Value VM::execute() {
+#if DLAM_COMPUTED_GOTO
   static void* const kLabels[] = {
 #define DLAM_OP_LABEL(name, fmt, doc) &&op_##name,
       DLAM_OPCODES(DLAM_OP_LABEL)
 #undef DLAM_OP_LABEL
   };
+#define GOTO_HANDLER() goto* kLabels[static_cast<uint8_t>(instr::op(ins))]
+#else
+#define GOTO_HANDLER() goto dispatch
+#endif
 
   CallFrame* frame;
   Closure* closure;
@@ -586,11 +600,11 @@ Value VM::execute() {
     enter(nargs);
   }
 
-#define DISPATCH()                                   \
-  do {                                               \
-    if (--budget < 0) goto poll;                     \
-    ins = *pc++;                                     \
-    goto* kLabels[static_cast<uint8_t>(ins & 0xff)]; \
+#define DISPATCH()               \
+  do {                           \
+    if (--budget < 0) goto poll; \
+    ins = *pc++;                 \
+    GOTO_HANDLER();              \
   } while (0)
 #define SAVE_PC() (frame->pc = pc)
 #define RA R[instr::a(ins)]
@@ -607,18 +621,33 @@ poll : {
   instructionCount_ += executed + 1;
   budget = kPollInterval;
   if (limit) {
-    if (instructionCount_ >= limit)
+    uint64_t used = instructionCount_ - runStart_;
+    if (used >= limit)
       limitError("instruction limit exceeded (" + std::to_string(limit) + " instructions)");
-    if (limit - instructionCount_ < static_cast<uint64_t>(kPollInterval))
-      budget = static_cast<int64_t>(limit - instructionCount_);
+    if (limit - used < static_cast<uint64_t>(kPollInterval))
+      budget = static_cast<int64_t>(limit - used);
   }
   if (interruptRequested_) {
     interruptRequested_ = false;
     limitError("interrupted");
   }
   ins = *pc++;
-  goto* kLabels[static_cast<uint8_t>(ins & 0xff)];
+  GOTO_HANDLER();
 }
+
+#if !DLAM_COMPUTED_GOTO
+dispatch:
+  switch (instr::op(ins)) {
+#define DLAM_OP_CASE(name, fmt, doc) \
+  case Op::name:                     \
+    goto op_##name;
+    DLAM_OPCODES(DLAM_OP_CASE)
+#undef DLAM_OP_CASE
+    case Op::Count:  // no instruction holds it
+      break;
+  }
+  return Value::undefined();
+#endif
 
 op_LOADK:
   RA = K[instr::bx(ins)];
@@ -932,17 +961,17 @@ op_JMPIFNOT : {
 // Plain numbers are computed in place; reverse-tagged ones (the forward sweep of a
 // gradient) go through liftedBinary, out of line (one block for all) so the plain
 // paths stay tight.
-#define ARITH(NAME, OPER, ID, LHS, RHS)                        \
-  op_##NAME : {                                                \
-    Value x = LHS, y = RHS;                                    \
-    if (x.isNumber() && y.isNumber() && !(ins & kLevelBits)) { \
-      RA = Value::number(x.asNumber() OPER y.asNumber());      \
-      DISPATCH();                                              \
-    }                                                          \
-    arithId = NativeId::ID;                                    \
-    arithArgs[0] = x;                                          \
-    arithArgs[1] = y;                                          \
-    goto arith_slow;                                           \
+#define ARITH(NAME, OPER, ID, LHS, RHS)                          \
+  op_##NAME : {                                                  \
+    Value x = LHS, y = RHS;                                      \
+    if (x.isNumber() && y.isNumber() && !instr::hasLevel(ins)) { \
+      RA = Value::number(x.asNumber() OPER y.asNumber());        \
+      DISPATCH();                                                \
+    }                                                            \
+    arithId = NativeId::ID;                                      \
+    arithArgs[0] = x;                                            \
+    arithArgs[1] = y;                                            \
+    goto arith_slow;                                             \
   }
   ARITH(ADD, +, Add, RB, RC)
   ARITH(SUB, -, Sub, RB, RC)
@@ -956,8 +985,8 @@ op_JMPIFNOT : {
   ARITH(RDIVK, /, Div, KC, RB)
 #undef ARITH
 arith_slow : {
-  if (ins >> 63) std::swap(arithArgs[0], arithArgs[1]);
-  if (!(ins & kLevelBits) && (arithArgs[0].isNumber() || arithArgs[0].isZero()) &&
+  if (instr::swapped(ins)) std::swap(arithArgs[0], arithArgs[1]);
+  if (!instr::hasLevel(ins) && (arithArgs[0].isNumber() || arithArgs[0].isZero()) &&
       (arithArgs[1].isNumber() || arithArgs[1].isZero())) {
     // A symbolic zero (a sensitivity nothing reached) is an exact 0 (arithWithZero).
     if (Value z = arithWithZero(arithId, arithArgs, 2); !z.isUndefined()) {
@@ -981,17 +1010,17 @@ arith_slow : {
   DISPATCH();
 }
 
-#define COMPARE(NAME, OPER, ID, RHS)                           \
-  op_##NAME : {                                                \
-    Value x = RB, y = RHS;                                     \
-    if (x.isNumber() && y.isNumber() && !(ins & kLevelBits)) { \
-      RA = Value::boolean(x.asNumber() OPER y.asNumber());     \
-      DISPATCH();                                              \
-    }                                                          \
-    SAVE_PC();                                                 \
-    Value args[2] = {x, y};                                    \
-    RA = liftedBinary(NativeId::ID, instr::level(ins), args);  \
-    DISPATCH();                                                \
+#define COMPARE(NAME, OPER, ID, RHS)                             \
+  op_##NAME : {                                                  \
+    Value x = RB, y = RHS;                                       \
+    if (x.isNumber() && y.isNumber() && !instr::hasLevel(ins)) { \
+      RA = Value::boolean(x.asNumber() OPER y.asNumber());       \
+      DISPATCH();                                                \
+    }                                                            \
+    SAVE_PC();                                                   \
+    Value args[2] = {x, y};                                      \
+    RA = liftedBinary(NativeId::ID, instr::level(ins), args);    \
+    DISPATCH();                                                  \
   }
   COMPARE(LT, <, Lt, RC)
   COMPARE(LE, <=, Le, RC)
@@ -1232,6 +1261,7 @@ op_ATTACH : {
 }
 
 #undef DISPATCH
+#undef GOTO_HANDLER
 #undef SAVE_PC
 #undef RA
 #undef RB

@@ -1,18 +1,49 @@
-// opcodes.h — every bytecode instruction, defined once.
+// opcodes.h — every bytecode instruction, defined once, and the layout of its word.
 //
-// An instruction is a 64-bit word: op (8 bits) | A (16) | B (16) | C (16).
-// Bx is the 32 bits of B and C together (unsigned: constant and proto indices;
-// signed sBx: jump offsets relative to the next instruction). sC is C read as a
-// signed 16-bit jump offset. The top bit marks a K-form arithmetic instruction
-// whose operands were swapped from the source order ((* 2 x) → MULK x 2), so
-// error messages still number the arguments as written; RSUBK and RDIVK keep the
-// constant on the left ((- 1 x) → RSUBK x 1), in the source order. Bits 56-62 of
-// an arithmetic or comparison instruction give its reverse level: in transformed
-// code the operands carry that many reverse tags, which the slow path strips
-// (and puts back on the result); bits 56-63 of a CALL or TAILCALL flag arguments
-// passed untagged (rawArgs). Registers are frame-relative; K[i] is the proto's
-// constant table. 64-bit words (rather than Lua's 32) let a function use up to
-// 65535 registers, which reverse-transformed code of large functions needs.
+// An instruction is a 64-bit word. Its fields, the most significant bits on the left:
+//
+//     63      56 55            40 39            24 23             8 7      0
+//    +----------+----------------+----------------+----------------+--------+
+//    |   top    |       C        |       B        |       A        |   op   |   ABC
+//    +----------+----------------+----------------+----------------+--------+
+//    |   top    |      sC        |       B        |       A        |   op   |   ABsC
+//    +----------+----------------+----------------+----------------+--------+
+//    | 0        |               Bx                |       A        |   op   |   ABx
+//    +----------+---------------------------------+----------------+--------+
+//    | 0        |              sBx                |       A        |   op   |   AsBx
+//    +----------+---------------------------------+----------------+--------+
+//
+// op is the opcode (Op). A, B and C are 16 bits each: registers (frame-relative), indices
+// into the proto's constant table K, or counts, as DLAM_OP's FORMAT says. Bx is B and C
+// read as one unsigned 32-bit number (constant and proto indices); sBx is the same bits
+// signed (a jump offset relative to the next instruction), and sC is C read as a signed
+// 16-bit jump offset. RETURNN and RETURNR own the words after them, which list registers
+// four to a word, the first lowest:
+//
+//    +----------------+----------------+----------------+----------------+
+//    |     x(4j+3)    |     x(4j+2)    |     x(4j+1)    |      x(4j)     |   word j
+//    +----------------+----------------+----------------+----------------+
+//
+// The top byte means one thing or another by the opcode; each meaning has its accessor
+// below, and nothing else reads these bits:
+//
+//     63  62            56
+//    +---+----------------+
+//    | s |     level      |   ADD .. NUMEQK, the arithmetic and the comparisons
+//    +---+----------------+
+//    | untagged arguments |   CALL, TAILCALL: bit 56 + j flags argument j + 1
+//    +------------+---+---+
+//    | 0          |tk |hk |   RETURNN, RETURNR: hk, A is K[A]; tk, C is K[C]
+//    +------------+---+---+
+//
+// s (swapped): a K-form instruction whose operands were swapped from the source order
+// ((* 2 x) → MULK x 2), so error messages still number the arguments as written; RSUBK
+// and RDIVK keep the constant on the left ((- 1 x) → RSUBK x 1), in the source order.
+// level: in transformed code the operands carry that many reverse tags, which the slow
+// path strips (and puts back on the result). The untagged arguments are computed for *j
+// and passed as they are (CallFrame::raw). Every other opcode leaves the top byte 0.
+// 64-bit words (rather than Lua's 32) let a function use up to 65535 registers, which
+// reverse-transformed code of large functions needs.
 //
 // The enum, the names, the interpreter's dispatch table and the disassembler are
 // all generated from DLAM_OPCODES.
@@ -120,53 +151,70 @@ enum class Op : uint8_t {
 const char* opName(Op op);
 
 namespace instr {
+// The fields' positions (the diagram above).
+constexpr unsigned kAShift = 8, kBShift = 24, kCShift = 40, kTopShift = 56;
+constexpr Instr kField = 0xffff;
+
 constexpr Instr make(Op op, uint32_t a, uint32_t b = 0, uint32_t c = 0) {
-  return static_cast<Instr>(op) | (static_cast<Instr>(a & 0xffff) << 8) |
-         (static_cast<Instr>(b & 0xffff) << 24) | (static_cast<Instr>(c & 0xffff) << 40);
+  return static_cast<Instr>(op) | ((a & kField) << kAShift) | ((b & kField) << kBShift) |
+         ((c & kField) << kCShift);
 }
 constexpr Instr makeBx(Op op, uint32_t a, uint32_t bx) {
-  return static_cast<Instr>(op) | (static_cast<Instr>(a & 0xffff) << 8) |
-         (static_cast<Instr>(bx) << 24);
+  return static_cast<Instr>(op) | ((a & kField) << kAShift) | (static_cast<Instr>(bx) << kBShift);
 }
-constexpr Instr kSwapped = 1ull << 63;
+constexpr Op op(Instr i) { return static_cast<Op>(i & 0xff); }
+constexpr uint32_t a(Instr i) { return static_cast<uint32_t>((i >> kAShift) & kField); }
+constexpr uint32_t b(Instr i) { return static_cast<uint32_t>((i >> kBShift) & kField); }
+constexpr uint32_t c(Instr i) { return static_cast<uint32_t>((i >> kCShift) & kField); }
+constexpr int32_t sC(Instr i) { return static_cast<int16_t>(c(i)); }
+constexpr uint32_t bx(Instr i) { return static_cast<uint32_t>((i >> kBShift) & 0xffffffffu); }
+constexpr int32_t sBx(Instr i) { return static_cast<int32_t>(bx(i)); }
+inline Instr withSBx(Instr i, int32_t off) {
+  return (i & ((Instr{1} << kBShift) - 1)) |
+         (static_cast<Instr>(static_cast<uint32_t>(off)) << kBShift);
+}
+inline Instr withSC(Instr i, int32_t off) {
+  return (i & ~(kField << kCShift)) | (static_cast<Instr>(static_cast<uint16_t>(off)) << kCShift);
+}
+
+// ---- the top byte: one accessor per meaning ----------------------------------------
+
+// Arithmetic and comparisons: s, the operands swapped from the source order (K forms).
+constexpr Instr kSwapped = Instr{1} << 63;
+constexpr bool swapped(Instr i) { return (i & kSwapped) != 0; }
+// Arithmetic and comparisons: the reverse level (0 .. kMaxLevel) of the operands.
+constexpr uint32_t kMaxLevel = 0x7f;
+constexpr Instr kLevelBits = Instr{kMaxLevel} << kTopShift;
+constexpr uint32_t level(Instr i) { return static_cast<uint32_t>((i & kLevelBits) >> kTopShift); }
+constexpr bool hasLevel(Instr i) { return (i & kLevelBits) != 0; }
+constexpr Instr withLevel(Instr i, uint32_t level) {
+  return i | ((Instr{level} & kMaxLevel) << kTopShift);
+}
+// CALL and TAILCALL: bits 56-63 flag arguments 0 .. 7 passed untagged (computed for *j,
+// which the call applies only if the callee does not take them so: CallFrame::raw).
+constexpr uint32_t rawArgs(Instr i) { return static_cast<uint32_t>(i >> kTopShift); }
+constexpr Instr withRawArgs(Instr i, uint32_t mask) {
+  return i | (static_cast<Instr>(mask & 0xff) << kTopShift);
+}
 // RETURNN and RETURNR: A (the head) or C (the tail) is a constant's index, not a
 // register (a backpropagator's fbar and the end of its list are often constants).
-constexpr Instr kHeadK = 1ull << 56;
-constexpr Instr kTailK = 1ull << 57;
-// The words after a RETURNN or RETURNR that list its B registers, four to a word (0 for
+constexpr Instr kHeadK = Instr{1} << kTopShift;
+constexpr Instr kTailK = Instr{2} << kTopShift;
+constexpr bool headIsK(Instr i) { return (i & kHeadK) != 0; }
+constexpr bool tailIsK(Instr i) { return (i & kTailK) != 0; }
+
+// ---- the words after RETURNN and RETURNR -------------------------------------------
+
+// How many words after a RETURNN or RETURNR list its B registers, four to a word (0 for
 // any other instruction): the code walks past them to the next instruction.
 constexpr uint32_t listWords(Instr i) {
-  Op o = static_cast<Op>(i & 0xff);
-  return o == Op::RETURNN || o == Op::RETURNR ? (static_cast<uint32_t>((i >> 24) & 0xffff) + 3) / 4
-                                              : 0;
+  Op o = op(i);
+  return o == Op::RETURNN || o == Op::RETURNR ? (b(i) + 3) / 4 : 0;
 }
 // Register j of those listed in the words after a RETURNN or RETURNR (words: the first
 // of them): 16 bits each, lowest first.
 constexpr uint32_t listedReg(const Instr* words, uint32_t j) {
-  return static_cast<uint32_t>((words[j / 4] >> (16 * (j % 4))) & 0xffff);
-}
-// CALL and TAILCALL: bits 56-63 flag arguments 0 .. 7 passed untagged (computed for
-// *j, which the call applies only if the callee does not take them so: CallFrame::raw).
-constexpr uint32_t rawArgs(Instr i) { return static_cast<uint32_t>(i >> 56); }
-constexpr Instr withRawArgs(Instr i, uint32_t mask) {
-  return i | (static_cast<Instr>(mask & 0xff) << 56);
-}
-constexpr uint32_t level(Instr i) { return static_cast<uint32_t>((i >> 56) & 0x7f); }
-constexpr Instr withLevel(Instr i, uint32_t level) {
-  return i | (static_cast<Instr>(level & 0x7f) << 56);
-}
-constexpr Op op(Instr i) { return static_cast<Op>(i & 0xff); }
-constexpr uint32_t a(Instr i) { return static_cast<uint32_t>((i >> 8) & 0xffff); }
-constexpr uint32_t b(Instr i) { return static_cast<uint32_t>((i >> 24) & 0xffff); }
-constexpr uint32_t c(Instr i) { return static_cast<uint32_t>((i >> 40) & 0xffff); }
-constexpr int32_t sC(Instr i) { return static_cast<int16_t>((i >> 40) & 0xffff); }
-constexpr uint32_t bx(Instr i) { return static_cast<uint32_t>((i >> 24) & 0xffffffffu); }
-constexpr int32_t sBx(Instr i) { return static_cast<int32_t>(bx(i)); }
-inline Instr withSBx(Instr i, int32_t off) {
-  return (i & 0xffffffull) | (static_cast<Instr>(static_cast<uint32_t>(off)) << 24);
-}
-inline Instr withSC(Instr i, int32_t off) {
-  return (i & ~(0xffffull << 40)) | (static_cast<Instr>(static_cast<uint16_t>(off)) << 40);
+  return static_cast<uint32_t>((words[j / 4] >> (16 * (j % 4))) & kField);
 }
 }  // namespace instr
 

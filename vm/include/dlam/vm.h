@@ -409,6 +409,9 @@ class VM {
   std::string disassemble(const Proto* p, bool recursive = true) const;
 
   uint64_t instructionsExecuted() const { return instructionCount_; }
+  // Starts a run: the configured instruction limit counts the instructions from here on
+  // (from the VM's creation until the first call; the C API starts each outermost run).
+  void startRun() { runStart_ = instructionCount_; }
   // The native being called, set just before every call of a NativeFn (host
   // function trampolines use it to find their callback).
   Native* callingNative = nullptr;
@@ -417,7 +420,6 @@ class VM {
   std::string currentFile;  // chunk name used for errors raised outside any frame
 
  private:
-  friend class Interpreter;
   Value execute();
   Value returnList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split);
   Value returnRepList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split);
@@ -471,7 +473,7 @@ class VM {
   MappedArray<CallFrame> frames_;
   uint32_t stackTop_ = 0;  // first free slot above the innermost frame's registers
   uint64_t instructionCount_ = 0;
-  uint64_t instructionBudget_ = 0;
+  uint64_t runStart_ = 0;  // instructionCount_ when the run began (startRun)
   std::atomic<bool> interruptRequested_{false};
   std::vector<Value> pendingCall_;
   int callDepth_ = 0;
