@@ -1,6 +1,6 @@
 // primitives.h — private helpers shared by the primitive families
 // (primitives_math.cpp, primitives_lists.cpp, primitives_io.cpp, primitives_hof.cpp,
-// primitives_vectors.cpp).
+// primitives_vectors.cpp, primitives_errors.cpp).
 //
 // Argument indices passed to VM::typeError are 0-based positions in `args`;
 // typeError prints them 1-based ("car: expected pair as argument 1, got 5").
@@ -46,5 +46,6 @@ void openAdPrimitives(VM& vm);
 void openHofPrimitives(VM& vm);
 void openVectorPrimitives(VM& vm);
 void openRandomPrimitives(VM& vm);
+void openErrorPrimitives(VM& vm);
 
 }  // namespace dlam::prim

@@ -45,13 +45,6 @@ std::string messageText(VM& vm, Value v) {
   return isString(u) ? std::string(asString(u)->view()) : vm.show(v, true);
 }
 
-// (error "message" irritant...): the message, then the irritants written, space-separated.
-Value error(VM& vm, Value* a, int n) {
-  std::string msg = messageText(vm, a[0]);
-  for (int i = 1; i < n; ++i) msg += " " + vm.show(a[i], true);
-  vm.runtimeError(msg);
-}
-
 Value assertion(VM& vm, Value* a, int n) {
   if (unwrapAttached(a[0]).isTruthy()) return Value::voidValue();
   vm.runtimeError(n == 2 ? "assertion failed: " + messageText(vm, a[1])
@@ -126,7 +119,6 @@ void openIoPrimitives(VM& vm) {
   vm.defineNative("write", write, 1, 1, idOf(NativeId::Write));
   vm.defineNative("newline", newline, 0, 0, idOf(NativeId::Newline));
   vm.defineNative("print", print, 1, 1, idOf(NativeId::Print));
-  vm.defineNative("error", error, 1, -1, idOf(NativeId::Error));
   vm.defineNative("assert", assertion, 1, 2, idOf(NativeId::Assert));
   vm.defineNative("exit", exitRun, 0, 1);
   vm.defineNative("disasm", disasm, 1, 1);

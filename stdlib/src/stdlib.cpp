@@ -35,6 +35,7 @@ void openPrimitives(VM& vm) {
   prim::openHofPrimitives(vm);
   prim::openVectorPrimitives(vm);
   prim::openRandomPrimitives(vm);
+  prim::openErrorPrimitives(vm);
 }
 
 void openStdlib(VM& vm) {

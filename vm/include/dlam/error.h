@@ -68,6 +68,7 @@ class Error : public std::exception {
   std::vector<TraceEntry> trace;
   bool incomplete = false;  // syntax error only: the input ended inside a form (REPL continues)
   int exitCode = 0;         // ErrorKind::Exit only: the status given to exit
+  bool raised = false;      // a raise: its object is the VM's (VM::raiseValue)
 };
 
 }  // namespace dlam

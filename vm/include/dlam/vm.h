@@ -311,6 +311,31 @@ class VM {
   [[noreturn]] void typeError(const char* who, int argIndex, const char* expected, Value got);
   double checkNumber(const char* who, Value* args, int i);
 
+  // ---- errors a program catches (vm/src/handlers.cpp) ----------------------------
+  // A handler frame is a frame of the closure %with-handler-frame, (h thunk ch): while
+  // thunk runs, a runtime error or a raise anywhere above it (also past natives that
+  // called back into dlam) unwinds frames_ to it and calls (h obj) in its place; ch is
+  // #f or the handler raise-continuable calls on top of the stack. Limit errors and
+  // exit are never caught. Nothing here recurses in C++ with the number of handlers.
+  // (raise obj): to the innermost handler, or an uncaught error (located and traced).
+  [[noreturn]] void raiseValue(Value obj);
+  // (raise-continuable obj): a tail call (VM::tailCall) of the innermost handler's ch
+  // on obj, in the dynamic context of the raise; raises as raise if it has none.
+  Value raiseContinuable(Value obj);
+  Value makeErrorObject(Value message, Value irritants);
+  // The message an error object reports when nothing catches it: the message and the
+  // irritants, written, separated by spaces (what `error` printed before it raised).
+  std::string errorObjectText(Value obj);
+  // Whether a runtime error raised now would be caught (then it is thrown untraced).
+  bool handlerActive() const { return findHandler(frames_.size()) >= 0; }
+  // Defines %with-handler-frame and makes the continuable-call marker (stdlib).
+  void defineHandlerFrames();
+  // Where a top-level gradient began (gradientBoundary), as a number, or #f.
+  Value tapeState() const {
+    return tapeStart_ == UINT64_MAX ? Value::boolean(false)
+                                    : Value::number(static_cast<double>(tapeStart_));
+  }
+
   // ---- differentiation (vm/src/ad.cpp) -----------------------------------------
   // The four operators of Lambda the Ultimate Backpropagator on runtime values.
   Value starJ(Value v);
@@ -418,7 +443,18 @@ class VM {
 
  private:
   friend class Interpreter;
-  Value execute();
+  // resume: continue the innermost frame at its saved pc (after a handler landed).
+  Value execute(bool resume = false);
+  // execute(), landing the runtime errors raised in it at the handler frames above
+  // entryDepth (handlers.cpp).
+  Value run(size_t entryDepth);
+  bool landAtHandler(const Error& e, size_t entryDepth);
+  // The innermost active handler frame below frame index `from`, or -1.
+  long findHandler(size_t from) const;
+  Proto* handlerProto_ = nullptr;      // %with-handler-frame's code
+  Proto* continuableProto_ = nullptr;  // the frame raise-continuable calls a handler in
+  Closure* continuableCall_ = nullptr;
+  Value raisedValue_ = Value::undefined();  // the object of a raise being thrown
   Value returnList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split);
   Value returnRepList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split);
   void arrangeArguments(const Proto* p, Value* R, uint32_t nargs, uint32_t parts);
