@@ -302,8 +302,10 @@ void VM::markRoots(std::vector<Obj*>& work) {
   for (Value v : tempRoots_) markValue(v, work);
   for (Value v : pendingCall_) markValue(v, work);
   markValue(raisedValue_, work);
+  markValue(landing_, work);
   if (handlerProto_) markValue(Value::object(handlerProto_), work);
   if (continuableCall_) markValue(Value::object(continuableCall_), work);
+  if (askCall_) markValue(Value::object(askCall_), work);
   for (Native* n : builtins_)
     if (n) markValue(Value::object(n), work);
   for (auto& [key, n] : liftedCache_) markValue(Value::object(n), work);

@@ -121,7 +121,7 @@ void VM::buildTrace(Error& e) {
 
 void VM::raise(ErrorKind kind, const std::string& message) {
   Error e(kind, message);
-  // An error a handler will catch needs no trace (handlers.cpp).
+  // A handler may take a runtime error: the trace is built if none does (handlers.cpp).
   if (kind != ErrorKind::Runtime || !handlerActive()) buildTrace(e);
   throw e;
 }
@@ -164,6 +164,7 @@ double VM::checkNumber(const char* who, Value* args, int i) {
 void VM::recover() {
   frames_.clear();
   raisedValue_ = Value::undefined();
+  landing_ = Value::undefined();
   stackTop_ = 0;
   interruptRequested_ = false;
   pendingCall_.clear();  // a native's tail call the failed run never made

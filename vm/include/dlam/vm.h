@@ -314,19 +314,23 @@ class VM {
   // ---- errors a program catches (vm/src/handlers.cpp) ----------------------------
   // A handler frame is a frame of the closure %with-handler-frame, (h thunk ch): while
   // thunk runs, a runtime error or a raise anywhere above it (also past natives that
-  // called back into dlam) unwinds frames_ to it and calls (h obj) in its place; ch is
-  // #f or the handler raise-continuable calls on top of the stack. Limit errors and
-  // exit are never caught. Nothing here recurses in C++ with the number of handlers.
-  // (raise obj): to the innermost handler, or an uncaught error (located and traced).
+  // called back into dlam) calls (h obj) where it was raised, without the handlers from
+  // that frame on. h returns #f to decline (the next handler out is asked), or a
+  // procedure k: then the frames above the handler frame are dropped and (k) is called
+  // in its place. ch is #f or what raise-continuable calls. Limit errors and exit are
+  // never caught. Nothing here recurses in C++ with the number of handlers or of
+  // errors raised in handlers.
+  // (raise obj): to the handlers, or an uncaught error (located and traced).
   [[noreturn]] void raiseValue(Value obj);
   // (raise-continuable obj): a tail call (VM::tailCall) of the innermost handler's ch
   // on obj, in the dynamic context of the raise; raises as raise if it has none.
   Value raiseContinuable(Value obj);
   Value makeErrorObject(Value message, Value irritants);
-  // The message an error object reports when nothing catches it: the message and the
-  // irritants, written, separated by spaces (what `error` printed before it raised).
-  std::string errorObjectText(Value obj);
-  // Whether a runtime error raised now would be caught (then it is thrown untraced).
+  // The message of an uncaught raise: an error object's message and its irritants
+  // written, separated by spaces (as `error` reports); "uncaught exception: OBJ" else.
+  std::string uncaughtMessage(Value obj);
+  // Whether a handler is installed (a runtime error raised now is thrown untraced: the
+  // handlers are asked first, and the trace is built only if none takes it).
   bool handlerActive() const { return findHandler(frames_.size()) >= 0; }
   // Defines %with-handler-frame and makes the continuable-call marker (stdlib).
   void defineHandlerFrames();
@@ -445,16 +449,22 @@ class VM {
   friend class Interpreter;
   // resume: continue the innermost frame at its saved pc (after a handler landed).
   Value execute(bool resume = false);
-  // execute(), landing the runtime errors raised in it at the handler frames above
-  // entryDepth (handlers.cpp).
+  // execute(), passing the runtime errors raised in it to the handlers and going on at
+  // the handler frame (above entryDepth) of the one that takes it (handlers.cpp).
   Value run(size_t entryDepth);
-  bool landAtHandler(const Error& e, size_t entryDepth);
+  void askHandlers(Error& e);
+  void land(const Error& e);
+  static Value nextHandlerNative(VM& vm, Value* args, int nargs);
+  static Value handlerAtNative(VM& vm, Value* args, int nargs);
   // The innermost active handler frame below frame index `from`, or -1.
   long findHandler(size_t from) const;
   Proto* handlerProto_ = nullptr;      // %with-handler-frame's code
   Proto* continuableProto_ = nullptr;  // the frame raise-continuable calls a handler in
   Closure* continuableCall_ = nullptr;
+  Proto* askProto_ = nullptr;  // the frame the handlers are asked in, one after the other
+  Closure* askCall_ = nullptr;
   Value raisedValue_ = Value::undefined();  // the object of a raise being thrown
+  Value landing_ = Value::undefined();      // what a decided error calls where it lands
   Value returnList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split);
   Value returnRepList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split);
   void arrangeArguments(const Proto* p, Value* R, uint32_t nargs, uint32_t parts);
