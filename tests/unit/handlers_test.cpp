@@ -25,11 +25,12 @@ TEST(Handlers, CaughtErrorInGradientResetsTheGradientBoundary) {
   // it was entered with (no gradient begun).
   EXPECT_EQ(eval(vm, "(guard (e (#t e)) ((gradient (lambda (x) (raise 'f))) 1))"), "f");
   EXPECT_TRUE(vm.tapeState().isFalse());
-  EXPECT_EQ(eval(vm,
-                 "(guard (e (#t (error-object-message e)))"
-                 "  ((gradient (custom-vjp (lambda (x) x) (lambda (x) (cons x (lambda (g) (car g))))))"
-                 "   1))"),
-            "\"car: expected pair as argument 1, got 1\"");
+  EXPECT_EQ(
+      eval(vm,
+           "(guard (e (#t (error-object-message e)))"
+           "  ((gradient (custom-vjp (lambda (x) x) (lambda (x) (cons x (lambda (g) (car g))))))"
+           "   1))"),
+      "\"car: expected pair as argument 1, got 1\"");
   EXPECT_TRUE(vm.tapeState().isFalse());
   // A handler inside a gradient keeps the gradient's boundary (it was entered after it).
   EXPECT_EQ(eval(vm,
@@ -55,7 +56,7 @@ TEST(Handlers, CaughtErrorsLeaveNoFramesAndUncaughtOnesAreTraced) {
   } catch (const dlam::Error& e) {
     EXPECT_EQ(e.message, "car: expected pair as argument 1, got 0");
     EXPECT_EQ(e.file, "handlers.dlam");
-    EXPECT_EQ(e.loc.line, 1u);  // in deep, where car failed
+    EXPECT_EQ(e.loc.line, 1u);      // in deep, where car failed
     ASSERT_GE(e.trace.size(), 2u);  // deep at the car, then the 30 calls of deep
     EXPECT_EQ(e.trace[0].function, "deep");
     EXPECT_EQ(e.trace[1].function, "deep");
