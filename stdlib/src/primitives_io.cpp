@@ -48,13 +48,6 @@ std::string messageText(VM& vm, Value v) {
   return isString(u) ? std::string(asString(u)->view()) : vm.show(v, true);
 }
 
-// (error "message" irritant...): the message, then the irritants written, space-separated.
-Value error(VM& vm, Value* a, int n) {
-  std::string msg = messageText(vm, a[0]);
-  for (int i = 1; i < n; ++i) msg += " " + vm.show(a[i], true);
-  vm.runtimeError(msg);
-}
-
 Value assertion(VM& vm, Value* a, int n) {
   if (unwrapAttached(a[0]).isTruthy()) return Value::voidValue();
   vm.runtimeError(n == 2 ? "assertion failed: " + messageText(vm, a[1])
@@ -131,7 +124,6 @@ void openIoPrimitives(Registrar& r) {
   r.define(NativeId::Write, write);
   r.define(NativeId::Newline, newline);
   r.define(NativeId::Print, print);
-  r.define(NativeId::Error, error);
   r.define(NativeId::Assert, assertion);
   vm.defineNative("exit", exitRun, 0, 1);
   vm.defineNative("disasm", disasm, 1, 1);

@@ -71,6 +71,8 @@ uint64_t objectFootprint(const Obj* o) {
       return Arena::footprint(sizeof(Attached));
     case ObjType::Vector:
       return Arena::footprint(vectorSize(o->aux));
+    case ObjType::ErrorObject:
+      return Arena::footprint(sizeof(ErrorObject));
   }
   return 0;
 }
@@ -299,6 +301,11 @@ void VM::markRoots(std::vector<Obj*>& work) {
   for (auto& [pub, twin] : libraryTwins_) markValue(Value::object(twin), work);
   for (Value v : tempRoots_) markValue(v, work);
   for (Value v : pendingCall_) markValue(v, work);
+  markValue(raisedValue_, work);
+  markValue(landing_, work);
+  if (handlerProto_) markValue(Value::object(handlerProto_), work);
+  if (continuableCall_) markValue(Value::object(continuableCall_), work);
+  if (askCall_) markValue(Value::object(askCall_), work);
   for (Native* n : builtins_)
     if (n) markValue(Value::object(n), work);
   for (auto& [key, n] : liftedCache_) markValue(Value::object(n), work);
@@ -356,6 +363,10 @@ void VM::markRoots(std::vector<Obj*>& work) {
     }
     case ObjType::Vector:
       markValue(static_cast<Vector*>(o)->memo, work);
+      break;
+    case ObjType::ErrorObject:
+      markValue(static_cast<ErrorObject*>(o)->message, work);
+      markValue(static_cast<ErrorObject*>(o)->irritants, work);
       break;
     case ObjType::String:
       break;

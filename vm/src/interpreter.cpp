@@ -130,7 +130,8 @@ void VM::buildTrace(Error& e) {
 
 void VM::raise(ErrorKind kind, const std::string& message) {
   Error e(kind, message);
-  buildTrace(e);
+  // A handler may take a runtime error: the trace is built if none does (handlers.cpp).
+  if (kind != ErrorKind::Runtime || !handlerActive()) buildTrace(e);
   throw e;
 }
 
@@ -171,6 +172,8 @@ double VM::checkNumber(const char* who, Value* args, int i) {
 
 void VM::recover() {
   frames_.clear();
+  raisedValue_ = Value::undefined();
+  landing_ = Value::undefined();
   stackTop_ = 0;
   interruptRequested_ = false;
   pendingCall_.clear();  // a native's tail call the failed run never made
@@ -249,7 +252,7 @@ Value VM::call(Value fn, const Value* args, int nargs) {
       // The CALL logic (arity, rest args, stack growth) lives in execute(); enter it
       // through a synthetic frame whose closure is set there.
       frames_.back().closure = asClosure(fn);
-      result = execute();
+      result = run(entryDepth);
     } else {
       runtimeError(show(fn, true) + " is not a procedure");
     }
@@ -487,7 +490,7 @@ static void readListed(const Instr* words, const Value* R, uint32_t j, uint32_t 
   return splitInto(result, split, dst) ? Value::undefined() : result;
 }
 
-Value VM::execute() {
+Value VM::execute(bool resume) {
 #if DLAM_COMPUTED_GOTO
   static void* const kLabels[] = {
 #define DLAM_OP_LABEL(name, fmt, doc) &&op_##name,
@@ -590,7 +593,14 @@ Value VM::execute() {
     return fixed + count;
   };
 
-  {
+  if (resume) {
+    // Go on in the innermost frame where it stands (a handler frame an error landed at).
+    frame = &frames_.back();
+    closure = frame->closure;
+    pc = frame->pc;
+    R = stack_.data() + frame->base;
+    K = closure->proto->constants.data();
+  } else {
     uint32_t nargs = stackTop_ - frames_.back().base;
     Closure* c = frames_.back().closure;
     if (c->proto->hasRest ? nargs < c->proto->nparams : nargs != c->proto->nparams) {

@@ -252,6 +252,18 @@ std::string VM::show(Value root, bool write) {
         out += nativeName(static_cast<Native*>(o));
         out += '>';
         break;
+      case ObjType::ErrorObject: {
+        // #<error "MESSAGE"> or #<error "MESSAGE" (IRRITANT ...)>
+        auto* e = static_cast<ErrorObject*>(o);
+        out += "#<error ";
+        if (isString(e->message)) appendWrittenString(out, asString(e->message)->view());
+        todo.push_back({Task::CloseAngle, Value()});
+        if (!e->irritants.isNil()) {
+          out += ' ';
+          todo.push_back({Task::Show, e->irritants});
+        }
+        break;
+      }
       case ObjType::Vector: {
         auto* vec = static_cast<Vector*>(o);
         std::vector<double> buffer;

@@ -68,6 +68,12 @@ class Error : public std::exception {
   std::vector<TraceEntry> trace;
   bool incomplete = false;  // syntax error only: the input ended inside a form (REPL continues)
   int exitCode = 0;         // ErrorKind::Exit only: the status given to exit
+  // Runtime errors and raises, caught (vm/src/handlers.cpp): raised, the object is the
+  // VM's (VM::raiseValue); decided, the handlers were asked, and handlerFrame is the
+  // frame of the one that takes it (-1: none, the error is uncaught).
+  bool raised = false;
+  bool decided = false;
+  int64_t handlerFrame = -1;
 };
 
 }  // namespace dlam

@@ -31,10 +31,11 @@ enum class ObjType : uint8_t {
   Closure,
   Proto,
   Native,
-  Rev,       // reverse-tagged value (AD)
-  Attached,  // value with an attached *j (AD)
-  Foreign,   // libffi function
-  Vector,    // immutable vector of doubles
+  Rev,          // reverse-tagged value (AD)
+  Attached,     // value with an attached *j (AD)
+  Foreign,      // libffi function
+  Vector,       // immutable vector of doubles
+  ErrorObject,  // what (error msg irritant ...) raises, or a caught runtime error
 };
 
 // Obj::flags bits.
@@ -199,6 +200,13 @@ struct Rev : Obj {
 struct Attached : Obj {
   Value primal;
   Value rep;
+};
+
+// An R7RS error object: the message (a string) and the irritants (a list). Under *j it
+// is a discrete value (its own image and sensitivity), like a string.
+struct ErrorObject : Obj {
+  Value message;
+  Value irritants;
 };
 
 struct Vector : Obj {

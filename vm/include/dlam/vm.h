@@ -311,6 +311,35 @@ class VM {
   [[noreturn]] void typeError(const char* who, int argIndex, const char* expected, Value got);
   double checkNumber(const char* who, Value* args, int i);
 
+  // ---- errors a program catches (vm/src/handlers.cpp) ----------------------------
+  // A handler frame is a frame of the closure %with-handler-frame, (h thunk ch): while
+  // thunk runs, a runtime error or a raise anywhere above it (also past natives that
+  // called back into dlam) calls (h obj) where it was raised, without the handlers from
+  // that frame on. h returns #f to decline (the next handler out is asked), or a
+  // procedure k: then the frames above the handler frame are dropped and (k) is called
+  // in its place. ch is #f or what raise-continuable calls. Limit errors and exit are
+  // never caught. Nothing here recurses in C++ with the number of handlers or of
+  // errors raised in handlers.
+  // (raise obj): to the handlers, or an uncaught error (located and traced).
+  [[noreturn]] void raiseValue(Value obj);
+  // (raise-continuable obj): a tail call (VM::tailCall) of the innermost handler's ch
+  // on obj, in the dynamic context of the raise; raises as raise if it has none.
+  Value raiseContinuable(Value obj);
+  Value makeErrorObject(Value message, Value irritants);
+  // The message of an uncaught raise: an error object's message and its irritants
+  // written, separated by spaces (as `error` reports); "uncaught exception: OBJ" else.
+  std::string uncaughtMessage(Value obj);
+  // Whether a handler is installed (a runtime error raised now is thrown untraced: the
+  // handlers are asked first, and the trace is built only if none takes it).
+  bool handlerActive() const { return findHandler(frames_.size()) >= 0; }
+  // Defines %with-handler-frame and makes the continuable-call marker (stdlib).
+  void defineHandlerFrames();
+  // Where a top-level gradient began (gradientBoundary), as a number, or #f.
+  Value tapeState() const {
+    return tapeStart_ == UINT64_MAX ? Value::boolean(false)
+                                    : Value::number(static_cast<double>(tapeStart_));
+  }
+
   // ---- differentiation (vm/src/ad.cpp) -----------------------------------------
   // The four operators of Lambda the Ultimate Backpropagator on runtime values.
   Value starJ(Value v);
@@ -420,7 +449,24 @@ class VM {
   std::string currentFile;  // chunk name used for errors raised outside any frame
 
  private:
-  Value execute();
+  // resume: continue the innermost frame at its saved pc (after a handler landed).
+  Value execute(bool resume = false);
+  // execute(), passing the runtime errors raised in it to the handlers and going on at
+  // the handler frame (above entryDepth) of the one that takes it (handlers.cpp).
+  Value run(size_t entryDepth);
+  void askHandlers(Error& e);
+  void land(const Error& e);
+  static Value nextHandlerNative(VM& vm, Value* args, int nargs);
+  static Value handlerAtNative(VM& vm, Value* args, int nargs);
+  // The innermost active handler frame below frame index `from`, or -1.
+  long findHandler(size_t from) const;
+  Proto* handlerProto_ = nullptr;      // %with-handler-frame's code
+  Proto* continuableProto_ = nullptr;  // the frame raise-continuable calls a handler in
+  Closure* continuableCall_ = nullptr;
+  Proto* askProto_ = nullptr;  // the frame the handlers are asked in, one after the other
+  Closure* askCall_ = nullptr;
+  Value raisedValue_ = Value::undefined();  // the object of a raise being thrown
+  Value landing_ = Value::undefined();      // what a decided error calls where it lands
   Value returnList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split);
   Value returnRepList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split);
   void arrangeArguments(const Proto* p, Value* R, uint32_t nargs, uint32_t parts);
