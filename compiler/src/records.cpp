@@ -22,7 +22,8 @@ class RecordForm {
            "define-record-type: expected (define-record-type name (constructor field ...) "
            "predicate (field accessor) ...)");
     const Sx* type = items[1];
-    if (type->kind != Sx::Symbol) fail(type->loc, "define-record-type: expected a name for the type");
+    if (type->kind != Sx::Symbol)
+      fail(type->loc, "define-record-type: expected a name for the type");
     name_ = type->text;
     // The fields and their accessors.
     std::vector<const Sx*> fields, accessors;
@@ -68,11 +69,11 @@ class RecordForm {
     Sx* out = list({symbol("begin")});
     std::vector<Sx*> names;
     for (const Sx* f : fields) names.push_back(copy(f));
-    out->items.push_back(define(
-        type, list({symbol("%make-record-type"), quote(copy(type)), quote(list(names))})));
-    out->items.push_back(define(ctor->items[0], list({symbol("%record-constructor*"), copy(type),
-                                                     quote(copy(ctor->items[0])),
-                                                     quote(list(argIndices))})));
+    out->items.push_back(
+        define(type, list({symbol("%make-record-type"), quote(copy(type)), quote(list(names))})));
+    out->items.push_back(
+        define(ctor->items[0], list({symbol("%record-constructor*"), copy(type),
+                                     quote(copy(ctor->items[0])), quote(list(argIndices))})));
     out->items.push_back(
         define(pred, list({symbol("%record-predicate"), copy(type), quote(copy(pred))})));
     for (size_t i = 0; i < fields.size(); ++i)

@@ -129,8 +129,10 @@ Record* recordAt(VM& vm, const char* who, Value* a, uint32_t& index) {
   return r;
 }
 
-// (%record-get r i): field i of record r.
+// (%record-get r i): field i of record r (of the symbolic zero, a zero sensitivity:
+// the symbolic zero).
 Value recordGet(VM& vm, Value* a, int) {
+  if (a[0].isZero()) return a[0];
   uint32_t i;
   Record* r = recordAt(vm, "%record-get", a, i);
   return r->fields[i];
@@ -161,8 +163,8 @@ Value keyArg(VM& vm, const char* who, Value* a, int i) {
   if (keyRank(k) < 0) {
     std::string shown = vm.show(k, true);
     if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
-    vm.runtimeError(std::string(who) + ": a key must be a number (not NaN), a string or a symbol, got " +
-                    shown);
+    vm.runtimeError(std::string(who) +
+                    ": a key must be a number (not NaN), a string or a symbol, got " + shown);
   }
   return k;
 }
@@ -170,14 +172,16 @@ Value keyArg(VM& vm, const char* who, Value* a, int i) {
 // (dict k v ...)
 Value dict(VM& vm, Value* a, int n) {
   if (n % 2)
-    vm.runtimeError("dict: expected keys and values in pairs, got " + std::to_string(n) +
-                    " arguments");
+    vm.runtimeError("dict: expected keys and values in pairs, got an odd number of arguments (" +
+                    std::to_string(n) + ")");
   Dict* d = makeDict(vm);
   for (int i = 0; i < n; i += 2) d = dictSet(vm, d, keyArg(vm, "dict", a, i), a[i + 1]);
   return Value::object(d);
 }
 
-Value isDict(VM&, Value* a, int) { return Value::boolean(isObj(unwrapAttached(a[0]), ObjType::Dict)); }
+Value isDict(VM&, Value* a, int) {
+  return Value::boolean(isObj(unwrapAttached(a[0]), ObjType::Dict));
+}
 
 // (dict-ref d k [default])
 Value dictRef(VM& vm, Value* a, int n) {
@@ -188,6 +192,13 @@ Value dictRef(VM& vm, Value* a, int n) {
   std::string shown = vm.show(untagged(a[1]), true);
   if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
   vm.runtimeError("dict-ref: no key " + shown + " in the dict");
+}
+
+// (%dict-get d k): dict-ref without a default (of the symbolic zero, a zero
+// sensitivity: the symbolic zero).
+Value dictGet(VM& vm, Value* a, int) {
+  if (a[0].isZero()) return a[0];
+  return dictRef(vm, a, 2);
 }
 
 // (%dict-has? d k)
@@ -259,6 +270,7 @@ void openRecordPrimitives(Registrar& r) {
   vm.defineNative("dict-remove", dictRemoveNative, 2, 2);
   vm.defineNative("dict?", isDict, 1, 1);
   vm.defineNative("%dict-has?", dictHas, 2, 2);
+  vm.defineNative("%dict-get", dictGet, 2, 2);
   vm.defineNative("dict-size", dictSize, 1, 1);
   vm.defineNative("dict-keys", dictKeys, 1, 1);
   vm.defineNative("dict->alist", dictToAlist, 1, 1);
