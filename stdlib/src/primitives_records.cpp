@@ -7,8 +7,8 @@
 // field). The prelude wraps constructors and accessors with custom-vjp, through the
 // generic %record-get and %record-onehot, so that they differentiate: a record's
 // sensitivity is a record of its type. Dicts (object.h: Dict; dlam/dict.h: the tree) are
-// made and read by the natives here; the prelude wraps dict, dict-ref, dict-set and
-// dict-remove with custom-vjp, through %dict-onehot, so that a dict's sensitivity is a
+// made and read by the natives here; the prelude wraps dict, dict-ref, dict-set,
+// dict-remove and dict->alist, through %dict-onehot, so that a dict's sensitivity is a
 // dict with the same keys.
 #include <string>
 #include <vector>
@@ -252,6 +252,24 @@ Value dictOnehot(VM& vm, Value* a, int) {
   return Value::object(dictSet(vm, z, keyArg(vm, "%dict-onehot", a, 1), a[2]));
 }
 
+// (%dict-with-values d vals): a dict of d's keys whose values are the list vals, in key
+// order (the sensitivity of d from that of (dict->alist d)); of the symbolic zero, it.
+Value dictWithValuesNative(VM& vm, Value* a, int) {
+  if (a[1].isZero()) return a[1];
+  Dict* d = dictArg(vm, "%dict-with-values", a, 0);
+  std::vector<Value> vals;
+  Value l = a[1];
+  for (uint32_t i = 0; i < d->size(); ++i) {
+    if (isPair(l)) {
+      vals.push_back(asPair(l)->car);
+      l = asPair(l)->cdr;
+    } else {
+      vals.push_back(Value::zero());  // a list sensitivity that ends in the symbolic zero
+    }
+  }
+  return Value::object(dictWithValues(vm, d, vals.data()));
+}
+
 }  // namespace
 
 void openRecordPrimitives(Registrar& r) {
@@ -275,6 +293,7 @@ void openRecordPrimitives(Registrar& r) {
   vm.defineNative("dict-keys", dictKeys, 1, 1);
   vm.defineNative("dict->alist", dictToAlist, 1, 1);
   vm.defineNative("%dict-onehot", dictOnehot, 3, 3);
+  vm.defineNative("%dict-with-values", dictWithValuesNative, 2, 2);
 }
 
 }  // namespace dlam::prim
