@@ -10,6 +10,7 @@
 #include "dlam/syntax.h"
 #include "expand.h"
 #include "macros.h"
+#include "records.h"
 
 namespace dlam {
 
@@ -116,6 +117,7 @@ class Toplevel {
       f = expandMacro(vm_, arena_, s->macro, f, opts.file, budget);
       countSyntax();
     }
+    if (isForm(f, "define-record-type")) f = expandRecordType(arena_, f, opts.file);
     if (isForm(f, "begin")) {
       for (size_t i = 1; i < f->items.size(); ++i) form(f->items[i], opts);
       return;

@@ -9,6 +9,7 @@
 #include "expand_include.h"
 #include "expand_quasiquote.h"
 #include "expander.h"
+#include "records.h"
 
 namespace dlam {
 
@@ -126,6 +127,10 @@ inline std::pair<Value, Scope*> Expander::macroOf(const Sx* x) const {
 // inlined: expr, which recurses along the nesting, keeps a small frame (StackGuard).
 Sx* Expander::expandMacros(Sx* x) {
   while (x->kind == Sx::List && !x->items.empty()) {
+    if (isKeyword(x->items[0], "define-record-type")) {
+      x = expandRecordType(arena_, x, opts_.file);
+      break;
+    }
     auto [rules, where] = macroOf(x->items[0]);
     if (rules.isUndefined()) break;
     uint32_t mark = 0;

@@ -1,6 +1,6 @@
 // primitives.h — private helpers shared by the primitive families
 // (primitives_math.cpp, primitives_lists.cpp, primitives_io.cpp, primitives_hof.cpp,
-// primitives_vectors.cpp, primitives_errors.cpp).
+// primitives_vectors.cpp, primitives_errors.cpp, primitives_records.cpp).
 //
 // Argument indices passed to VM::typeError are 0-based positions in `args`;
 // typeError prints them 1-based ("car: expected pair as argument 1, got 5").
@@ -67,5 +67,6 @@ void openHofPrimitives(Registrar& r);
 void openVectorPrimitives(Registrar& r);
 void openRandomPrimitives(Registrar& r);
 void openErrorPrimitives(Registrar& r);
+void openRecordPrimitives(Registrar& r);
 
 }  // namespace dlam::prim

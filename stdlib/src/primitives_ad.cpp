@@ -5,7 +5,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include "dlam/aggregate.h"
 #include "dlam/compiler.h"
+#include "dlam/dict.h"
 #include "primitives.h"
 
 namespace dlam::prim {
@@ -106,21 +108,48 @@ bool sameVectorShape(Value s, Value v) {
 
 // (%materialize sens value): sens with every symbolic zero replaced by a zero of the
 // shape of the corresponding part of value (numbers 0, vectors zeros of their length,
-// pairs part by part, closures the list of their captured values' zeros, everything
-// else ()). Iterative.
+// pairs part by part, records and dicts part by part into a record of the type, a dict
+// of the keys, closures the list of their captured values' zeros, everything else ()).
+// Iterative.
 Value materializeTree(VM& vm, Value s0, Value v0) {
   struct Item {
     Value s, v;
-    int kind;  // 0: visit, 1: build pair
+    int kind;  // 0: visit, 1: build pair, 2: build a record or dict like v
   };
   std::vector<Item> work{{s0, v0, 0}};
-  std::vector<Value> results;
+  std::vector<Value> results, parts, vparts;
+  // Pushes the parts of aggregate v (with those of s, or s itself when it is the
+  // symbolic zero) to be materialized, then the step that rebuilds them.
+  auto pushAggregate = [&](Value s, Value v) {
+    work.push_back({s, v, 2});
+    vparts.clear();
+    partsOf(v, vparts);
+    parts.clear();
+    if (!s.isZero()) partsOf(s, parts);
+    for (size_t i = vparts.size(); i-- > 0;)
+      work.push_back({s.isZero() ? s : parts[i], vparts[i], 0});
+  };
   // A closure's zero lists its captured values' zeros; a closure met again (a
   // recursive closure captures itself) gets () so the expansion ends.
   std::unordered_set<Obj*> expanded;
   while (!work.empty()) {
     Item it = work.back();
     work.pop_back();
+    if (it.kind == 2) {
+      // An aggregate (a record, a dict) like it.v, from its parts' results.
+      size_t n = partCount(it.v);
+      const Value* got = results.data() + results.size() - n;
+      bool same = !it.s.isZero();
+      if (same) {
+        parts.clear();
+        partsOf(it.s, parts);
+        for (size_t i = 0; i < n && same; ++i) same = parts[i] == got[i];
+      }
+      Value r = same ? it.s : rebuild(vm, it.v, got);
+      results.resize(results.size() - n);
+      results.push_back(r);
+      continue;
+    }
     if (it.kind == 1) {
       Value cdr = results.back();
       results.pop_back();
@@ -148,10 +177,13 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
         work.push_back({s, v, 1});
         work.push_back({asPair(s)->cdr, asPair(v)->cdr, 0});
         work.push_back({asPair(s)->car, asPair(v)->car, 0});
+      } else if (isAggregate(s) && isAggregate(v) && sameAggregateShape(s, v)) {
+        pushAggregate(s, v);
       } else if (isPair(s) && isClosure(v)) {
         // A closure's sensitivity: one entry per captured value.
         work.push_back({s, capturedValues(vm, asClosure(v)), 0});
-      } else if (isPair(s) || (s.isNumber() && !v.isNumber() && !isObj(v, ObjType::Rev)) ||
+      } else if (isPair(s) || isAggregate(s) || isAggregate(v) ||
+                 (s.isNumber() && !v.isNumber() && !isObj(v, ObjType::Rev)) ||
                  !sameVectorShape(s, v)) {
         std::string ss = vm.show(s, true), sv = vm.show(v, true);
         if (ss.size() > 60) ss = ss.substr(0, 57) + "...";
@@ -173,6 +205,8 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
       }
       for (int i = 0; i < tags; ++i) z = Value::object(vm.makeRev(z));
       results.push_back(z);
+    } else if (isAggregate(v)) {
+      pushAggregate(s, v);
     } else if (isPair(v)) {
       work.push_back({s, v, 1});
       work.push_back({s, asPair(v)->cdr, 0});
@@ -301,6 +335,20 @@ bool conforms(Value s, Value v) {
     }
     if (isClosure(b)) {
       if (!isPair(a) && !a.isNil()) return false;
+      continue;
+    }
+    if (isObj(a, ObjType::Dict) && isObj(b, ObjType::Dict)) {
+      auto add = [&](Value x, Value y) { work.push_back({x, y}); };
+      if (!sameKeys(static_cast<Dict*>(a.asObject()), static_cast<Dict*>(b.asObject()), add))
+        return false;
+      continue;
+    }
+    if (isAggregate(a) || isAggregate(b)) {
+      if (!isAggregate(a) || !isAggregate(b) || !sameAggregateShape(a, b)) return false;
+      std::vector<Value> pa, pb;
+      partsOf(a, pa);
+      partsOf(b, pb);
+      for (size_t i = 0; i < pa.size(); ++i) work.push_back({pa[i], pb[i]});
       continue;
     }
     if (a.isNumber() || isObj(a, ObjType::Rev)) return false;

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlam/dict.h"
 #include "dlam/syntax.h"
 #include "primitives.h"
 
@@ -204,6 +205,22 @@ bool equalValues(Value x0, Value y0) {
       const double *ex = elementsOf(vx, bx), *ey = elementsOf(vy, by);
       for (uint32_t i = 0, n = vectorLength(vx); i < n; ++i)
         if (!(ex[i] == ey[i])) return false;
+    } else if (isObj(x, ObjType::Record) && isObj(y, ObjType::Record)) {
+      auto *rx = static_cast<Record*>(x.asObject()), *ry = static_cast<Record*>(y.asObject());
+      if (x == y) continue;
+      if (isRecordType(rx) || rx->type != ry->type) return false;
+      for (uint32_t i = rx->count(); i-- > 0;) todo.push_back({rx->fields[i], ry->fields[i]});
+    } else if (isObj(x, ObjType::Dict) && isObj(y, ObjType::Dict)) {
+      auto *dx = static_cast<Dict*>(x.asObject()), *dy = static_cast<Dict*>(y.asObject());
+      if (x == y) continue;
+      if (dx->size() != dy->size()) return false;
+      std::vector<std::pair<Value, Value>> ex, ey;
+      forEachEntry(dx, [&](Value k, Value v) { ex.emplace_back(k, v); });
+      forEachEntry(dy, [&](Value k, Value v) { ey.emplace_back(k, v); });
+      for (size_t i = ex.size(); i-- > 0;) {
+        if (compareKeys(ex[i].first, ey[i].first) != 0) return false;
+        todo.push_back({ex[i].second, ey[i].second});
+      }
     } else if (isObj(x, ObjType::Rev) && isObj(y, ObjType::Rev)) {
       todo.push_back(
           {static_cast<Rev*>(x.asObject())->primal, static_cast<Rev*>(y.asObject())->primal});

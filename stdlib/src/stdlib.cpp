@@ -46,6 +46,7 @@ void openPrimitives(VM& vm) {
   prim::openVectorPrimitives(r);
   prim::openRandomPrimitives(r);
   prim::openErrorPrimitives(r);
+  prim::openRecordPrimitives(r);
   r.checkEachOnce();
 }
 

@@ -6,13 +6,19 @@
 // closure, a closure of the transformed proto whose environment is mapped through
 // *j lazily, on first call; of a primitive, a Rep native that follows the
 // rep-function convention by calling the transform of the primitive's eta
-// expansion. *j-inverse undoes each of these. zero is the symbolic zero (a
-// conformant zero of any shape, O(1)); plus adds sensitivities structurally and
-// returns the other side in O(1) when one is zero. Nothing here recurses in C++
-// along the data: structures are walked with explicit stacks.
+// expansion; of a record or a dict, the record (dict) of the *j of its fields
+// (values), memoised both ways as for pairs. *j-inverse undoes each of these. zero is
+// the symbolic zero (a conformant zero of any shape, O(1)), except for a record (a
+// record of its type holding its fields' zeros) and a dict (its keys with its values'
+// zeros); plus adds sensitivities structurally (records of one type
+// field by field, dicts of the same keys value by value) and returns the other side in
+// O(1) when one is zero. Nothing here recurses in C++ along the data: structures are
+// walked with explicit stacks.
 #include <string>
 #include <vector>
 
+#include "dlam/aggregate.h"
+#include "dlam/dict.h"
 #include "dlam/scratch.h"
 #include "dlam/vm.h"
 
@@ -30,6 +36,10 @@ Value* memoSlot(Obj* o) {
       return &static_cast<Native*>(o)->memo;
     case ObjType::Vector:
       return &static_cast<Vector*>(o)->memo;
+    case ObjType::Record:
+      return &static_cast<Record*>(o)->memo;
+    case ObjType::Dict:
+      return &static_cast<Dict*>(o)->memo;
     default:
       return nullptr;
   }
@@ -328,8 +338,14 @@ Value VM::jLeaf(Value v) {
       setMemo(*this, o, false, r);
       return r;
     }
+    case ObjType::Record:
+      if (isRecordType(static_cast<Record*>(o))) return v;  // like a symbol: its own image
+      return adMap(v, false);
+    case ObjType::Dict:
+      return adMap(v, false);
     case ObjType::Proto:
     case ObjType::Pair:
+    case ObjType::DictNode:
       break;
   }
   runtimeError("*j: unexpected value " + show(v, true));
@@ -346,6 +362,11 @@ Value VM::jInvLeaf(Value v) {
     case ObjType::Symbol:
     case ObjType::ErrorObject:
       return v;
+    case ObjType::Record:
+      if (isRecordType(static_cast<Record*>(o))) return v;
+      return adMap(v, true);
+    case ObjType::Dict:
+      return adMap(v, true);
     case ObjType::Rev:
       return static_cast<Rev*>(o)->primal;
     case ObjType::Closure: {
@@ -392,7 +413,7 @@ Value VM::jInvLeaf(Value v) {
 // no pair for an element (a list of numbers, of their sensitivities) is mapped along
 // its spine, back to front, without the general walk's stacks.
 Value VM::adMap(Value root, bool inverse) {
-  {
+  if (isPair(root)) {
     std::vector<Pair*> spine;
     Value p = root;
     for (; isPair(p) && getMemo(p.asObject(), inverse).isUndefined(); p = asPair(p)->cdr) {
@@ -417,29 +438,44 @@ Value VM::adMap(Value root, bool inverse) {
   };
   std::vector<Item> work{{root, false}};
   std::vector<Value> results;
+  std::vector<Value> parts;
   while (!work.empty()) {
     Item it = work.back();
     work.pop_back();
     if (!it.expanded) {
-      if (isPair(it.v)) {
+      bool pair = isPair(it.v);
+      if (pair || isAggregate(it.v)) {
         Value m = getMemo(it.v.asObject(), inverse);
         if (!m.isUndefined()) {
           results.push_back(m);
           continue;
         }
         work.push_back({it.v, true});
-        work.push_back({asPair(it.v)->cdr, false});
-        work.push_back({asPair(it.v)->car, false});
+        if (pair) {
+          work.push_back({asPair(it.v)->cdr, false});
+          work.push_back({asPair(it.v)->car, false});
+        } else {
+          parts.clear();
+          partsOf(it.v, parts);
+          for (size_t i = parts.size(); i-- > 0;) work.push_back({parts[i], false});
+        }
         continue;
       }
       results.push_back(inverse ? jInvLeaf(it.v) : jLeaf(it.v));
       continue;
     }
-    Value cdr = results.back();
-    results.pop_back();
-    Value car = results.back();
-    results.pop_back();
-    Value p = cons(car, cdr);
+    Value p;
+    if (isPair(it.v)) {
+      Value cdr = results.back();
+      results.pop_back();
+      Value car = results.back();
+      results.pop_back();
+      p = cons(car, cdr);
+    } else {
+      size_t n = partCount(it.v);
+      p = rebuild(*this, it.v, results.data() + results.size() - n);
+      results.resize(results.size() - n);
+    }
     setMemo(*this, it.v.asObject(), inverse, p);
     setMemo(*this, p.asObject(), !inverse, it.v);
     results.push_back(p);
@@ -450,10 +486,42 @@ Value VM::adMap(Value root, bool inverse) {
 Value VM::starJ(Value v) { return isPair(v) ? adMap(v, false) : jLeaf(v); }
 Value VM::starJInverse(Value v) { return isPair(v) ? adMap(v, true) : jInvLeaf(v); }
 
+// A record's zero is a record of its type holding its fields' zeros, a dict's a dict of
+// its keys holding its values' zeros; everything else's is the symbolic zero (or 0). Records and
+// dicts nested in one another are walked with a stack.
 Value VM::zeroOf(Value v) {
   v = unwrapAttached(v);
   if (v.isNumber()) return Value::number(0);
-  return Value::zero();
+  if (!isAggregate(v)) return Value::zero();
+  struct Item {
+    Value v;
+    bool expanded;
+  };
+  std::vector<Item> work{{v, false}};
+  std::vector<Value> results, parts;
+  while (!work.empty()) {
+    Item it = work.back();
+    work.pop_back();
+    Value x = unwrapAttached(it.v);
+    if (!it.expanded) {
+      if (x.isNumber()) {
+        results.push_back(Value::number(0));
+      } else if (!isAggregate(x)) {
+        results.push_back(Value::zero());
+      } else {
+        work.push_back({x, true});
+        parts.clear();
+        partsOf(x, parts);
+        for (size_t i = parts.size(); i-- > 0;) work.push_back({parts[i], false});
+      }
+      continue;
+    }
+    size_t n = partCount(x);
+    Value z = rebuild(*this, x, results.data() + results.size() - n);
+    results.resize(results.size() - n);
+    results.push_back(z);
+  }
+  return results.back();
 }
 
 Vector* VM::dense(Vector* v) {
@@ -511,17 +579,24 @@ Value plusTree(VM& vm, Value a, Value b) {
     bool expanded;
   };
   std::vector<Item> work{{a, b, false}};
-  std::vector<Value> results;
+  std::vector<Value> results, xs, ys;
   while (!work.empty()) {
     Item it = work.back();
     work.pop_back();
-    Value x = it.a, y = it.b;
+    Value x = unwrapAttached(it.a), y = unwrapAttached(it.b);
     if (it.expanded) {
-      Value cdr = results.back();
-      results.pop_back();
-      Value car = results.back();
-      results.pop_back();
-      results.push_back(vm.cons(car, cdr));
+      if (isPair(x)) {
+        Value cdr = results.back();
+        results.pop_back();
+        Value car = results.back();
+        results.pop_back();
+        results.push_back(vm.cons(car, cdr));
+      } else {
+        size_t n = partCount(x);
+        Value r = rebuild(vm, x, results.data() + results.size() - n);
+        results.resize(results.size() - n);
+        results.push_back(r);
+      }
       continue;
     }
     if (Value r = plusShallow(x, y); !r.isUndefined()) {
@@ -532,6 +607,15 @@ Value plusTree(VM& vm, Value a, Value b) {
       work.push_back({x, y, true});
       work.push_back({asPair(x)->cdr, asPair(y)->cdr, false});
       work.push_back({asPair(x)->car, asPair(y)->car, false});
+      continue;
+    }
+    if (isAggregate(x) && isAggregate(y) && sameAggregateShape(x, y)) {
+      work.push_back({x, y, true});
+      xs.clear();
+      ys.clear();
+      partsOf(x, xs);
+      partsOf(y, ys);
+      for (size_t i = xs.size(); i-- > 0;) work.push_back({xs[i], ys[i], false});
       continue;
     }
     if (isObj(x, ObjType::Rev) && isObj(y, ObjType::Rev)) {
@@ -566,6 +650,11 @@ Value plusEnd(VM& vm, Value a, Value b) {
         vm.plus(static_cast<Rev*>(a.asObject())->primal, static_cast<Rev*>(b.asObject())->primal)));
   if (a.isNil() && b.isNil()) return a;
   if (Value r = plusVectors(vm, a, b); !r.isUndefined()) return r;  // without plusTree's stacks
+  if (isObj(a, ObjType::Dict) && isObj(b, ObjType::Dict))  // entries' sensitivities: O(log n)
+    if (Value r =
+            dictPlusShared(vm, static_cast<Dict*>(a.asObject()), static_cast<Dict*>(b.asObject()));
+        !r.isUndefined())
+      return r;
   return plusTree(vm, a, b);
 }
 }  // namespace

@@ -73,6 +73,12 @@ uint64_t objectFootprint(const Obj* o) {
       return Arena::footprint(vectorSize(o->aux));
     case ObjType::ErrorObject:
       return Arena::footprint(sizeof(ErrorObject));
+    case ObjType::Record:
+      return Arena::footprint(recordSize(o->aux));
+    case ObjType::Dict:
+      return Arena::footprint(sizeof(Dict));
+    case ObjType::DictNode:
+      return Arena::footprint(sizeof(DictNode));
   }
   return 0;
 }
@@ -258,6 +264,15 @@ Vector* VM::makeVector(uint32_t n) {
   return v;
 }
 
+Record* VM::makeRecord(Value type, uint32_t n) {
+  auto* r = static_cast<Record*>(allocate(ObjType::Record, recordSize(n)));
+  r->aux = n;
+  r->type = type;
+  r->memo = Value::nil();
+  for (uint32_t i = 0; i < n; ++i) r->fields[i] = Value::nil();
+  return r;
+}
+
 Vector* VM::makeSparse(uint32_t n, uint32_t i, double x, Value next) {
   Vector* v = makeVector(kSparseItems);
   v->flags |= kSparse;
@@ -368,6 +383,28 @@ void VM::markRoots(std::vector<Obj*>& work) {
       markValue(static_cast<ErrorObject*>(o)->message, work);
       markValue(static_cast<ErrorObject*>(o)->irritants, work);
       break;
+    case ObjType::Record: {
+      auto* r = static_cast<Record*>(o);
+      markValue(r->type, work);
+      markValue(r->memo, work);
+      for (uint32_t i = 0; i < r->aux; ++i) markValue(r->fields[i], work);
+      break;
+    }
+    case ObjType::Dict: {
+      auto* d = static_cast<Dict*>(o);
+      markValue(d->root, work);
+      markValue(d->memo, work);
+      markValue(d->zero, work);
+      break;
+    }
+    case ObjType::DictNode: {
+      auto* n = static_cast<DictNode*>(o);
+      markValue(n->key, work);
+      markValue(n->value, work);
+      markValue(n->left, work);
+      markValue(n->right, work);
+      break;
+    }
     case ObjType::String:
       break;
   }

@@ -1,15 +1,17 @@
 // printer.cpp — the textual form of every value (VM::show), for display, write,
 // the REPL and error messages.
 //
-// Printing never recurses in C++: nested lists and reverse-tagged values are
+// Printing never recurses in C++: nested lists, records, dicts and reverse-tagged values are
 // walked with an explicit stack, so a list nested a million levels deep prints
 // like a flat one. Cycles cannot occur (pairs are immutable; closures, the only
 // objects that could close a loop, print opaquely), so there is no cycle check.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "dlam/dict.h"
 #include "dlam/lexical.h"
 #include "dlam/vm.h"
 
@@ -145,7 +147,8 @@ std::string_view nativeName(const Native* n) { return n->name ? n->name : ""; }
 // One pending step of the walk: print a value, continue a list after its first
 // element, or close a bracket opened earlier.
 struct Task {
-  enum Kind : uint8_t { Show, ListRest, CloseParen, CloseAngle } kind;
+  // Label: " NAME: " before a record's field (v its name) or a dict's value (v its key).
+  enum Kind : uint8_t { Show, ListRest, CloseParen, CloseAngle, Label } kind;
   Value v;
 };
 
@@ -168,6 +171,14 @@ std::string VM::show(Value root, bool write) {
         continue;
       case Task::CloseAngle:
         out += '>';
+        continue;
+      case Task::Label:
+        out += ' ';
+        if (isSymbol(t.v) && !needsBars(asSymbol(t.v)->name))
+          out += asSymbol(t.v)->name;
+        else
+          out += show(t.v, true);  // a key: a number, a string or a symbol, no deeper
+        out += ": ";
         continue;
       case Task::ListRest:
         if (t.v.isNil()) {
@@ -276,6 +287,38 @@ std::string VM::show(Value root, bool write) {
         out += ')';
         break;
       }
+      case ObjType::Record: {
+        auto* r = static_cast<Record*>(o);
+        if (isRecordType(r)) {
+          out += "#<record-type ";
+          out += show(r->fields[0], write);
+          out += '>';
+          break;
+        }
+        auto* type = static_cast<Record*>(r->type.asObject());
+        out += "#<";
+        out += asSymbol(type->fields[0])->name;
+        todo.push_back({Task::CloseAngle, Value()});
+        for (uint32_t i = r->count(); i-- > 0;) {
+          todo.push_back({Task::Show, r->fields[i]});
+          todo.push_back({Task::Label, type->fields[i + 1]});
+        }
+        break;
+      }
+      case ObjType::Dict: {
+        out += "#<dict";
+        todo.push_back({Task::CloseAngle, Value()});
+        size_t first = todo.size();
+        forEachEntry(static_cast<Dict*>(o), [&](Value k, Value x) {
+          todo.push_back({Task::Label, k});
+          todo.push_back({Task::Show, x});
+        });
+        std::reverse(todo.begin() + static_cast<std::ptrdiff_t>(first), todo.end());
+        break;
+      }
+      case ObjType::DictNode:
+        out += "#<dict-node>";
+        break;
     }
   }
   return out;

@@ -36,6 +36,9 @@ enum class ObjType : uint8_t {
   Foreign,      // libffi function
   Vector,       // immutable vector of doubles
   ErrorObject,  // what (error msg irritant ...) raises, or a caught runtime error
+  Record,       // a record of a type made by define-record-type, or such a type
+  Dict,         // a persistent map (its entries: a tree of DictNodes)
+  DictNode,     // one entry of a dict's tree (never a value of its own)
 };
 
 // Obj::flags bits.
@@ -50,6 +53,7 @@ enum ObjFlag : uint16_t {
   kRemembered = 1 << 7,       // old, and in the VM's remembered set (it may point at young objects)
   kSparse = 1 << 8,           // vector: a node of a sparse sensitivity (see Vector)
   kSparseOverDense = 1 << 9,  // sparse node: the chain ends in a dense vector
+  kZeroTree = 1 << 10,        // dict node: every value in its subtree is the symbolic zero
 };
 
 // Obj::marked: the arena's epoch when the object was last marked (1 to kMaxEpoch), 0
@@ -283,6 +287,41 @@ const double* elementsOf(const Vector* v, Buffer& buffer) {
   denseInto(v, buffer.data());
   return buffer.data();
 }
+
+// A record: the values of its fields, in the order of its type's fields. Its type is a
+// Record too, whose own type is void (isRecordType): fields [name, field name ...], the
+// names symbols. Records are immutable; *j maps a record field by field, as it maps a
+// pair (memo: both ways), so a record's image and its sensitivity are records of its type.
+struct Record : Obj {
+  // aux: number of fields.
+  Value type;
+  Value memo;
+  Value fields[1];
+  uint32_t count() const { return aux; }
+};
+inline size_t recordSize(uint32_t nfields) {
+  return offsetof(Record, fields) + sizeof(Value) * (nfields ? nfields : 1);
+}
+inline bool isRecordType(const Record* r) { return r->type.isVoid(); }
+
+// A dict: a persistent map from keys (numbers, strings, symbols) to values, kept as an
+// AVL tree of DictNodes ordered by compareKeys (dict.h), shared between the dicts made
+// from one another. `zero` holds, once made, a dict of its keys whose values are all the
+// symbolic zero, so that the sensitivity of one entry (%dict-onehot) costs O(log n).
+struct Dict : Obj {
+  // aux: number of entries.
+  Value root;  // a DictNode, or nil when empty
+  Value memo;  // *j / *j-inverse (as for pairs)
+  Value zero;  // its keys with symbolic zeros, once made, else nil
+  uint32_t size() const { return aux; }
+};
+struct DictNode : Obj {
+  // aux: height of the subtree (a leaf: 1).
+  Value key;
+  Value value;
+  Value left;  // nil: no subtree
+  Value right;
+};
 
 inline bool isObj(Value v, ObjType t) { return v.isObject() && v.asObject()->type == t; }
 // v without its reverse tags (every level): the primal of a tagged value, for what is

@@ -183,6 +183,8 @@ class VM {
   }
   Attached* makeAttached(Value primal, Value rep);
   Vector* makeVector(uint32_t n);
+  // A record of n fields (nil until the caller stores them) of `type` (object.h).
+  Record* makeRecord(Value type, uint32_t n);
   // A sparse sensitivity node (object.h): element i of a vector of length n is x, and
   // the rest is `next` (another node of the same n) or 0 (next nil).
   Vector* makeSparse(uint32_t n, uint32_t i, double x, Value next);
