@@ -50,6 +50,7 @@ const char kUsage[] =
     "  -e, --eval CODE     run CODE (the arguments after it are script arguments)\n"
     "  --config FILE.lua   load a configuration file; may be repeated, later files win\n"
     "  --sandbox           turn off foreign calls and file inclusion\n"
+    "  --full-trace        error traces also show the standard library's frames\n"
     "  --disasm FILE       print bytecode instead of running\n"
     "  --version           print the version and exit\n"
     "  -h, --help          print this help and exit\n"
@@ -95,6 +96,7 @@ struct Options {
   std::vector<std::string> args;     // script arguments
   std::vector<std::string> configs;  // --config files, in order
   bool sandbox = false;
+  bool fullTrace = false;
 };
 
 // "--name VALUE" or "--name=VALUE"; advances i past what it consumed.
@@ -151,6 +153,8 @@ Options parseArgs(int argc, char** argv) {
     }
     if (a == "--sandbox") {
       o.sandbox = true;
+    } else if (a == "--full-trace") {
+      o.fullTrace = true;
     } else if (takeValue(argc, argv, i, "--config", value)) {
       o.configs.push_back(std::move(value));
     } else if (takeValue(argc, argv, i, "-e", value) || takeValue(argc, argv, i, "--eval", value)) {
@@ -244,6 +248,7 @@ int run(int argc, char** argv) {
   dlam::Config cfg;
   cfg.ffiEnabled = true;  // the CLI allows foreign calls unless told otherwise
   for (const auto& file : o.configs) dlam::loadConfigFile(file, cfg);
+  cfg.fullTrace = o.fullTrace;
   if (o.sandbox) {
     cfg.sandbox = true;
     cfg.ffiEnabled = false;

@@ -4,7 +4,9 @@
 // VM goes on working after each.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "dlam/compiler.h"
 #include "dlam/stdlib.h"
@@ -64,6 +66,48 @@ TEST(LibraryErrors, NameTheFunctionCalledAndTheProblem) {
           vm, "((jacobian (lambda (v) (list (* (car v) (cadr v)) (car v)))) '(1 2))", "ok.dlam")),
       "((2 1) (1 0))");
   EXPECT_EQ(vm.show(dlam::evalSource(vm, "((derivative (derivative cos)) 0)", "ok.dlam")), "-1");
+}
+
+}  // namespace
+
+namespace {
+
+// The trace of an error raised in a comparator that sort (written in the prelude) calls:
+// the files of its entries, innermost first.
+std::vector<std::string> traceFiles(bool fullTrace) {
+  dlam::Config cfg;
+  cfg.fullTrace = fullTrace;
+  dlam::VM vm(cfg);
+  vm.output = [](std::string_view) {};
+  dlam::openStdlib(vm);
+  std::vector<std::string> files;
+  try {
+    dlam::evalSource(vm,
+                     "(define (f x) (car x))\n"
+                     "(define (g l) (sort l (lambda (a b) (< (f a) b))))\n"
+                     "(list (g '(3 1 2)))\n",
+                     "sort.dlam");
+    ADD_FAILURE() << "no error";
+  } catch (const dlam::Error& e) {
+    EXPECT_EQ(e.message, "car: expected pair as argument 1, got 1");
+    EXPECT_EQ(e.file, "sort.dlam");
+    EXPECT_EQ(e.loc.line, 1u);
+    for (const dlam::TraceEntry& t : e.trace) files.push_back(t.file);
+  }
+  return files;
+}
+
+TEST(LibraryErrors, TracesFoldTheLibrarysFramesUnlessFullTrace) {
+  // Folded: f, the comparator, then the program's call of g at the top level.
+  std::vector<std::string> folded = traceFiles(false);
+  EXPECT_EQ(folded, std::vector<std::string>(folded.size(), "sort.dlam"));
+  EXPECT_EQ(folded.size(), 3u);
+  // Full: sort's loops between the comparator and the top level.
+  std::vector<std::string> full = traceFiles(true);
+  EXPECT_GT(full.size(), folded.size());
+  EXPECT_NE(std::find(full.begin(), full.end(), "<prelude>"), full.end());
+  EXPECT_EQ(full.front(), "sort.dlam");
+  EXPECT_EQ(full.back(), "sort.dlam");
 }
 
 }  // namespace

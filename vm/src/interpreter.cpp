@@ -86,6 +86,11 @@ void VM::buildTrace(Error& e) {
   std::vector<Run> inner, outer;
   uint64_t gap = 0;
   const CallFrame* located = nullptr;  // the innermost frame of user code
+  bool hasUserFrame = false;
+  for (const CallFrame& f : frames_)
+    if (f.closure && f.closure->proto->file != "<prelude>" &&
+        f.closure->proto->file != "<primitive>")
+      hasUserFrame = true;
   for (size_t i = frames_.size(); i-- > 0;) {
     const CallFrame& f = frames_[i];
     if (!f.closure) continue;
@@ -93,7 +98,11 @@ void VM::buildTrace(Error& e) {
     SrcLoc loc = frameLoc(f);
     // The error is located at the innermost frame of user code: library frames
     // (the prelude, eta-expanded primitives) stay in the trace only.
-    if (!located && p->file != "<prelude>" && p->file != "<primitive>") located = &f;
+    bool library = p->file == "<prelude>" || p->file == "<primitive>";
+    if (!located && !library) located = &f;
+    // The library's frames are folded into the user's call that reached them (the
+    // frame below), unless --full-trace; a trace of nothing else keeps them.
+    if (library && !config_.fullTrace && hasUserFrame) continue;
     std::vector<Run>& runs = outer.empty() ? inner : outer;
     if (!runs.empty() && runs.back().proto == p && runs.back().loc.line == loc.line &&
         runs.back().loc.col == loc.col) {

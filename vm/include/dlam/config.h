@@ -15,6 +15,9 @@ struct Config {
   bool ffiEnabled = false;                               // ffi.enabled
   std::optional<std::vector<std::string>> ffiLibraries;  // ffi.libraries: nullopt = any
   bool sandbox = false;                                  // --sandbox: no foreign calls, no include
+  // --full-trace: error traces show the standard library's frames too (by default a run
+  // of them is folded into the user's call that reached it).
+  bool fullTrace = false;
 };
 
 }  // namespace dlam
