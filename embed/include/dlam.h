@@ -205,6 +205,14 @@ DLAM_API dlam_status dlam_set_global(dlam_vm *vm, const char *name, dlam_val val
 DLAM_API dlam_status dlam_call(dlam_vm *vm, dlam_val fn, int argc, const dlam_val *argv,
                                dlam_val *result);
 
+/* dlam_call for the common case of a host that passes numbers: calls fn with the argc
+** numbers x[0..argc-1] (x may be NULL when argc is 0). A number result is stored in *out
+** (and *result, if not NULL, set to NULL); any other result is given as a handle in
+** *result (which must then not be NULL: else DLAM_ERR_API after the call). One crossing of
+** the boundary instead of a handle per argument and per result. */
+DLAM_API dlam_status dlam_call_numbers(dlam_vm *vm, dlam_val fn, int argc, const double *x,
+                                       double *out, dlam_val *result);
+
 /* ---- values -------------------------------------------------------------------------- */
 
 /* A handle to the number x (a NaN becomes the canonical NaN, +nan.0). */

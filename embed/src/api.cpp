@@ -781,6 +781,31 @@ dlam_status dlam_call(dlam_vm* vm, dlam_val fn, int argc, const dlam_val* argv, 
   });
 }
 
+dlam_status dlam_call_numbers(dlam_vm* vm, dlam_val fn, int argc, const double* x, double* out,
+                              dlam_val* result) {
+  if (result) *result = nullptr;
+  return guarded(vm, "dlam_call_numbers", [&] {
+    if (argc < 0) apiError("dlam_call_numbers: argc is negative");
+    if (argc > 0 && !x) apiError("dlam_call_numbers: x is NULL");
+    if (!out) apiError("dlam_call_numbers: out is NULL");
+    Value f = vm->resolve(fn, "dlam_call_numbers", "the procedure");
+    dlam::Scratch<Value> args(static_cast<size_t>(argc));
+    for (int i = 0; i < argc; ++i) args[i] = Value::numberChecked(x[i]);
+    RunScope run(vm);
+    Value r = vm->vm->call(f, args.data(), argc);
+    if (result) *result = nullptr;  // (again: a nested call may have used the same variable)
+    if (r.isNumber()) {
+      *out = r.asNumber();
+    } else if (r.isZero()) {
+      *out = 0.0;
+    } else {
+      if (!result) apiError("dlam_call_numbers: the result is not a number and result is NULL");
+      *result = vm->newHandle(r);
+    }
+    return DLAM_OK;
+  });
+}
+
 dlam_val dlam_number(dlam_vm* vm, double x) {
   dlam_val out = nullptr;
   guarded(vm, "dlam_number", [&] {
