@@ -254,3 +254,17 @@ def test_bad_input_leaves_the_vm_usable(vm):
         other.eval("1")
     with pytest.raises(dlam.ApiError, match="closed"):
         theirs(1.0)
+
+
+# ---- the example -------------------------------------------------------------------------
+
+def test_example_fit_py():
+    import os
+    import subprocess
+    import sys
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    env = dict(os.environ, PYTHONPATH=os.path.join(root, "python"))
+    out = subprocess.run([sys.executable, os.path.join(root, "examples", "embed", "fit.py")],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("a = 0.8000, b = 1.7000")

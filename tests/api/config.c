@@ -83,8 +83,8 @@ int main(void) {
     dlam_config_init(&c);
     c.stack_limit = 1000;
     vm = dlam_new_with(&c);
-    CHECK_OK(vm, dlam_eval(vm, "(define (count n) (if (= n 0) 0 (+ 1 (count (- n 1)))))", "s",
-                           NULL));
+    CHECK_OK(vm,
+             dlam_eval(vm, "(define (count n) (if (= n 0) 0 (+ 1 (count (- n 1)))))", "s", NULL));
     CHECK(eval_number(vm, "(count 900)") == 900);
     CHECK_EVAL_ERROR(vm, "(count 100000)", "deep", DLAM_ERR_LIMIT, "stack overflow");
     dlam_free(vm);

@@ -1,5 +1,5 @@
 /* values.c — what a value is and how it prints, for hosts converting values of any type:
-** dlam_type_of, dlam_to_string, dlam_boolean. */
+** dlam_type_of, dlam_to_string, dlam_boolean, and dlam_call_numbers. */
 #include "check.h"
 
 static int type_of(dlam_vm* vm, const char* source) {
@@ -62,6 +62,32 @@ int main(void) {
   dlam_release(vm, t);
   dlam_release(vm, f);
   dlam_release(vm, not_fn);
+
+  /* dlam_call_numbers: a number back in *out; anything else as a handle */
+  {
+    dlam_val fn = NULL, res = (dlam_val)1;
+    double x[2] = {3, 4}, out = -1;
+    CHECK_OK(vm, dlam_eval(vm, "(lambda (x y) (if (> x y) 'bigger (sqrt (+ (* x x) (* y y)))))",
+                           "cn.dlam", &fn));
+    CHECK_OK(vm, dlam_call_numbers(vm, fn, 2, x, &out, &res));
+    CHECK(out == 5 && res == NULL);
+    x[0] = 9;
+    CHECK_OK(vm, dlam_call_numbers(vm, fn, 2, x, &out, &res));
+    CHECK(res != NULL && dlam_type_of(vm, res) == DLAM_TYPE_SYMBOL);
+    dlam_release(vm, res);
+    CHECK_STATUS(vm, dlam_call_numbers(vm, fn, 2, x, &out, NULL), DLAM_ERR_API);
+    CHECK_CONTAINS(dlam_last_error(vm), "the result is not a number and result is NULL");
+    CHECK_STATUS(vm, dlam_call_numbers(vm, fn, 1, x, &out, &res), DLAM_ERR_RUNTIME);
+    CHECK_CONTAINS(dlam_last_error(vm), "expected 2 arguments, got 1");
+    CHECK_STATUS(vm, dlam_call_numbers(vm, fn, 2, NULL, &out, &res), DLAM_ERR_API);
+    CHECK_STATUS(vm, dlam_call_numbers(vm, fn, 2, x, NULL, &res), DLAM_ERR_API);
+    CHECK_STATUS(vm, dlam_call_numbers(vm, NULL, 2, x, &out, &res), DLAM_ERR_API);
+    CHECK_STATUS(NULL, dlam_call_numbers(NULL, fn, 2, x, &out, &res), DLAM_ERR_API);
+    dlam_release(vm, fn);
+    CHECK_STATUS(vm, dlam_call_numbers(vm, fn, 2, x, &out, &res), DLAM_ERR_API);
+    CHECK_CONTAINS(dlam_last_error(vm), "released handle");
+    CHECK(eval_number(vm, "(+ 1 2)") == 3);
+  }
   dlam_free(vm);
   return check_done();
 }
