@@ -609,6 +609,8 @@ class VM:
             try:
                 args = [vm_self._from_dlam(_dup(vm, argv[i]), True) for i in range(argc)]
                 value = fn(*args)
+                if value is None:
+                    return _OK  # (void)
                 keep = []
                 h = vm_self._to_dlam(value, keep)
                 result[0] = _dup(vm, h)

@@ -139,6 +139,15 @@ def test_register_with_vjp_differentiates_in_dlam(vm):
         vm.eval("((gradient (lambda (x) ((gradient (lambda (y) (hyp x y))) x))) 1.0)")
 
 
+def test_host_function_returning_none_returns_void(vm, capsys):
+    seen = []
+    vm.register("note", lambda x: seen.append(x))
+    assert vm.eval("(note 4)") is None
+    assert seen == [4.0]
+    vm.eval("(display (list (note 5)))")
+    assert capsys.readouterr().out == "(#<void>)"
+
+
 def test_register_without_vjp_cannot_be_differentiated(vm):
     vm.register("plain", lambda x: 2 * x)
     assert vm.eval("(plain 4)") == 8.0
