@@ -567,8 +567,6 @@ void configToStruct(const dlam::Config& cfg, dlam_config& c, LoadedConfig& into)
 
 // ---- the C API --------------------------------------------------------------------------
 
-extern "C" {
-
 namespace {
 
 // dlam_new and dlam_new_with: the configuration comes from the file at `path`, or from
@@ -617,6 +615,8 @@ dlam_vm* newVm(const char* config_lua_path, const dlam_config* c) {
 }
 
 }  // namespace
+
+extern "C" {
 
 dlam_vm* dlam_new(const char* config_lua_path) { return newVm(config_lua_path, nullptr); }
 
