@@ -1026,6 +1026,70 @@ def report(opts, selected, all_results):
 
 
 # --------------------------------------------------------------------------
+# Embedding: the cost of crossing the host boundary (group "embed")
+# --------------------------------------------------------------------------
+
+EMBED_GROUP = "embed"
+EMBED_GRADIENT_TARGET = 1.2   # dlam_value_and_gradient / (value-and-gradient f) in a dlam loop
+EMBED_PYTHON_TARGET = 1.5     # a trivial function called from Python: dlam / lupa
+
+
+def _embed_run(argv, timeout=600):
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, str(e)
+    if out.returncode != 0:
+        return None, first_line(out.stderr or out.stdout)
+    return out.stdout, None
+
+
+def report_embedding(opts):
+    """Runs the embedding benchmarks (examples/embed/embed_overhead, python/bench_call.py)
+    and prints their figures and targets."""
+    import re
+    print("\n### embedding\n")
+    build = os.path.dirname(os.path.abspath(opts.dlam))
+    prog = os.path.join(build, "embed", "examples", "embed_overhead")
+    iterations = "20000" if opts.quick else "200000"
+    out, why = _embed_run([prog, iterations]) if os.path.exists(prog) else (None, f"{prog} not built")
+    if out is None:
+        print(f"- dlam_value_and_gradient: not measured: {why}")
+    else:
+        api = re.search(r"dlam_value_and_gradient\s+(\d+) ns\s+\(([\d.]+)x", out)
+        loop = re.search(r"in a loop\s+(\d+) ns", out)
+        gcs = re.search(r"collections: (\d+) by dlam_value_and_gradient, (\d+) by the dlam loop",
+                        out)
+        if not (api and loop and gcs):
+            print(f"- dlam_value_and_gradient: not measured: unexpected output {first_line(out)}")
+        else:
+            ratio = float(api.group(2))
+            print(f"- dlam_value_and_gradient {api.group(1)} ns per call, (value-and-gradient f) in "
+                  f"a dlam loop {loop.group(1)} ns: {ratio:.2f}x, target <= "
+                  f"{EMBED_GRADIENT_TARGET:g}x: {'PASS' if ratio <= EMBED_GRADIENT_TARGET else 'MISS'}")
+            print(f"- collections over {iterations} gradients: {gcs.group(1)} from C, "
+                  f"{gcs.group(2)} in the dlam loop (target: no more from C): "
+                  f"{'PASS' if int(gcs.group(1)) <= int(gcs.group(2)) + 1 else 'MISS'}")
+    script = os.path.join(ROOT, "python", "bench_call.py")
+    lib = os.path.join(build, "embed", "libdlam.so")
+    env_argv = ["/usr/bin/python3", script, "--lib", lib] + (["--quick"] if opts.quick else [])
+    out, why = _embed_run(env_argv) if os.path.exists(script) else (None, f"{script} missing")
+    if out is None:
+        print(f"- Python call overhead: not measured: {why}")
+    else:
+        for line in out.splitlines():
+            m = re.match(r"ratio ([\d.]+) (\S+)", line)
+            if m:
+                ratio = float(m.group(1))
+                print(f"- a trivial function called from Python: dlam/{m.group(2)} = {ratio:.2f}x, "
+                      f"target <= {EMBED_PYTHON_TARGET:g}x: "
+                      f"{'PASS' if ratio <= EMBED_PYTHON_TARGET else 'MISS'}")
+            elif line.strip():
+                print(f"  {line}")
+
+
+# --------------------------------------------------------------------------
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -1066,13 +1130,14 @@ def main(argv=None):
 
     names = [n for o in opts.only for n in o.split(",") if n]
     if names:
-        known = {w.name for w in WORKLOADS} | {w.group for w in WORKLOADS}
+        known = {w.name for w in WORKLOADS} | {w.group for w in WORKLOADS} | {EMBED_GROUP}
         bad = [n for n in names if n not in known]
         if bad:
             ap.error(f"unknown workload(s) {', '.join(bad)}; try --list")
         selected = [w for w in WORKLOADS if w.name in names or w.group in names]
     else:
         selected = WORKLOADS
+    embedding = not names or EMBED_GROUP in names
 
     opts.launcher, launcher_note = (None, "--no-launcher") if opts.no_launcher \
         else build_launcher()
@@ -1119,7 +1184,9 @@ def main(argv=None):
         else:
             all_results[batch[0].name] = bench_workload(opts, batch[0], unavailable)
 
-    problems = report(opts, selected, all_results)
+    problems = report(opts, selected, all_results) if selected else []
+    if embedding:
+        report_embedding(opts)
 
     if opts.json:
         data = {"when": time.time(), "runs": opts.runs, "dlam": opts.dlam, "workloads": {

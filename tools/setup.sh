@@ -15,6 +15,9 @@ packages=(
   python3                            # the benchmark runner and tools/adfuzz.py (a test)
   clang-format                       # tools/format.sh --check (CI)
   clang                              # tools/test.sh's clang build (build-clang/)
+  python3-numpy python3-pytest       # the Python package (python/) and its tests
+  python3-setuptools python3-pip     # installing it (pip install --no-build-isolation ./python)
+  python3-lupa                       # the Python call-overhead benchmark's peer
 )
 
 # One dpkg-query for all of them; a package it does not know is simply absent from its output.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# test.sh — builds dlam and runs every test, then every test again built with clang (with
-# warnings as errors), the lang suite and the C++ allocation-failure sweep again under GC stress, every test under AddressSanitizer + UndefinedBehaviorSanitizer
-# (with LeakSanitizer), and the multi-VM threads test under ThreadSanitizer. Exits non-zero if
-# anything fails.
+# test.sh — builds dlam and runs every test and the Python package's tests, then every test
+# again built with clang (with warnings as errors), the lang suite and the C++
+# allocation-failure sweep again under GC stress, every test under AddressSanitizer +
+# UndefinedBehaviorSanitizer (with LeakSanitizer), and the multi-VM threads test under
+# ThreadSanitizer. Exits non-zero if anything fails.
 #
 # Environment:
 #   DLAM_SKIP_SETUP=1     do not run tools/setup.sh
@@ -32,6 +33,12 @@ cmake --build build -j"$jobs"
 
 section "all tests (build/)"
 ctest --test-dir build --output-on-failure -j"$jobs" || failed+=("tests")
+
+section "the Python package (python/, pytest against build/embed/libdlam.so)"
+# Debian's interpreter, which has python3-numpy and python3-pytest (tools/setup.sh); its exit
+# status counts, and its summary line closes the section.
+DLAM_LIBRARY="$PWD/build/embed/libdlam.so" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+  python/tests || failed+=("python")
 
 if [[ "${DLAM_SKIP_CLANG:-0}" != 1 ]]; then
   section "every test built with clang, warnings as errors (build-clang/)"

@@ -45,6 +45,7 @@
 #define DLAM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #if defined(__GNUC__) || defined(__clang__)
 #define DLAM_API __attribute__((visibility("default")))
@@ -96,6 +97,57 @@ typedef enum {
 ** to defaults, so a config that was meant to restrict a script cannot be skipped by
 ** accident. */
 DLAM_API dlam_vm *dlam_new(const char *config_lua_path);
+
+/* ---- configuration ---------------------------------------------------------------- */
+
+/* The settings of a VM, for dlam_new_with. Fill it with dlam_config_init (the defaults),
+** then change the fields you want, or read a Lua configuration file into it with
+** dlam_config_load_lua. dlam_new_with copies what it needs: the struct and the strings
+** it points at may go once the VM is made. */
+typedef struct dlam_config {
+  size_t heap_limit_mb;            /* the GC heap's limit, 1 .. 2^40 (default 1024) */
+  size_t stack_limit;              /* dlam frames, 1 .. 2^32 - 1 (default 1000000) */
+  uint64_t instruction_limit;      /* per run (see dlam_new); 0: none (default) */
+  const char *const *include_path; /* directories of (include "file"); default { "." } */
+  size_t include_path_len;
+  int ffi_enabled;                  /* 0 or 1: foreign-function allowed (default 0) */
+  const char *const *ffi_libraries; /* the libraries foreign-function may open; NULL: any */
+  size_t ffi_libraries_len;
+  int file_io; /* 0 or 1: the file procedures (default 0) */
+  /* Where all of the VM's output goes (display, write, newline, print...): called with
+  ** stream 1 (standard output) or 2 (standard error) and the bytes (not NUL-terminated).
+  ** NULL: the process's stdout and stderr. Called on the thread running the VM. */
+  void (*write)(void *ud, int stream, const char *bytes, size_t n);
+  void *write_ud; /* given to write */
+  void *loaded_;  /* private: the strings dlam_config_load_lua read (dlam_config_free) */
+} dlam_config;
+
+/* Fills cfg with the defaults of an embedded VM (those of dlam_new(NULL)). */
+DLAM_API void dlam_config_init(dlam_config *cfg);
+
+/* Reads the Lua configuration file at path (heap_limit_mb, stack_limit,
+** instruction_limit, include_path, ffi = { enabled, libraries }) into cfg, which must
+** have been initialised: the keys the file sets replace cfg's values, the others stay.
+** On error (a missing file, an unknown key, a value of the wrong type) cfg is unchanged
+** and the status is DLAM_ERR_CONFIG (DLAM_ERR_API for a NULL cfg or path, a bad value
+** already in cfg); dlam_config_error(cfg) then says why ("FILE:LINE: error: ..."). The
+** strings read are owned by cfg until dlam_config_free. */
+DLAM_API dlam_status dlam_config_load_lua(dlam_config *cfg, const char *path);
+
+/* The error of the last dlam_config_load_lua on cfg that failed ("" if none). Valid
+** until the next call on cfg. */
+DLAM_API const char *dlam_config_error(const dlam_config *cfg);
+
+/* Frees what dlam_config_load_lua stored in cfg (the strings it read; include_path and
+** ffi_libraries, if they still point at them, go back to the defaults). NULL is ignored. */
+DLAM_API void dlam_config_free(dlam_config *cfg);
+
+/* Creates a VM with the settings in cfg (NULL: the defaults), as dlam_new does. A bad
+** value in cfg (a heap_limit_mb of 0, a NULL entry in include_path, an ffi_enabled
+** that is neither 0 nor 1, ...) gives a VM on which every call fails with
+** DLAM_ERR_CONFIG and dlam_last_error names the field ("error: dlam_config:
+** heap_limit_mb must be from 1 to 2^40, got 0"). Returns NULL only if out of memory. */
+DLAM_API dlam_vm *dlam_new_with(const dlam_config *cfg);
 
 /* Frees the VM and everything it allocated; all its handles become invalid. Any
 ** thread may free a VM (not only the one that created it). NULL is ignored. Must not
@@ -153,6 +205,14 @@ DLAM_API dlam_status dlam_set_global(dlam_vm *vm, const char *name, dlam_val val
 DLAM_API dlam_status dlam_call(dlam_vm *vm, dlam_val fn, int argc, const dlam_val *argv,
                                dlam_val *result);
 
+/* dlam_call for the common case of a host that passes numbers: calls fn with the argc
+** numbers x[0..argc-1] (x may be NULL when argc is 0). A number result is stored in *out
+** (and *result, if not NULL, set to NULL); any other result is given as a handle in
+** *result (which must then not be NULL: else DLAM_ERR_API after the call). One crossing of
+** the boundary instead of a handle per argument and per result. */
+DLAM_API dlam_status dlam_call_numbers(dlam_vm *vm, dlam_val fn, int argc, const double *x,
+                                       double *out, dlam_val *result);
+
 /* ---- values -------------------------------------------------------------------------- */
 
 /* A handle to the number x (a NaN becomes the canonical NaN, +nan.0). */
@@ -177,6 +237,34 @@ DLAM_API dlam_val dlam_vector_of_numbers(dlam_vm *vm, const double *xs, size_t n
 ** numbers nor a vector is DLAM_ERR_RUNTIME. */
 DLAM_API dlam_status dlam_to_numbers(dlam_vm *vm, dlam_val list, double *out, size_t capacity,
                                      size_t *count);
+
+/* A handle to the boolean b (0: #f, anything else: #t). */
+DLAM_API dlam_val dlam_boolean(dlam_vm *vm, int b);
+
+/* What a value is, for a host that converts values of any type. */
+typedef enum {
+  DLAM_TYPE_NUMBER,  /* dlam_to_number reads it (the symbolic zero sensitivity too) */
+  DLAM_TYPE_BOOLEAN, /* #t or #f */
+  DLAM_TYPE_NULL,    /* the empty list */
+  DLAM_TYPE_PAIR,    /* a pair (a non-empty list) */
+  DLAM_TYPE_VECTOR,  /* a vector of numbers: dlam_to_numbers reads it */
+  DLAM_TYPE_STRING,  /* dlam_to_string reads it */
+  DLAM_TYPE_SYMBOL,
+  DLAM_TYPE_PROCEDURE, /* anything dlam_call can call */
+  DLAM_TYPE_VOID,      /* the value of (void), a define, a display... */
+  DLAM_TYPE_OTHER
+} dlam_type;
+
+/* The dlam_type of v, or -1 on error (a NULL, released or foreign handle: DLAM_ERR_API in
+** dlam_last_error). */
+DLAM_API int dlam_type_of(dlam_vm *vm, dlam_val v);
+
+/* The printed form of v (for a string: its characters, for display != 0, as display shows
+** them; else as write and the REPL show values) in buf[0..capacity-1], NUL-terminated.
+** *length (if not NULL) receives its length without the NUL, also when it does not fit
+** (DLAM_ERR_API, nothing stored): pass capacity 0 (buf may then be NULL) to ask for it. */
+DLAM_API dlam_status dlam_to_string(dlam_vm *vm, dlam_val v, int display, char *buf,
+                                    size_t capacity, size_t *length);
 
 /* Releases the handle v: its value may be collected, and v must not be used again
 ** (doing so is DLAM_ERR_API). NULL is ignored; an invalid handle sets

@@ -120,16 +120,10 @@ class Vm {
  public:
   // Defaults, or the Lua configuration file at config_path. Throws dlam::Exception
   // (DLAM_ERR_CONFIG for a bad configuration, DLAM_ERR_LIMIT when out of memory).
-  explicit Vm(const char* config_path = nullptr) : vm_(dlam_new(config_path)) {
-    if (!vm_) throw Exception(DLAM_ERR_LIMIT, "dlam_new: out of memory");
-    const char* err = dlam_last_error(vm_);
-    if (err[0] != '\0') {
-      Exception e(DLAM_ERR_CONFIG, err);
-      dlam_free(vm_);
-      throw e;
-    }
-  }
+  explicit Vm(const char* config_path = nullptr) : vm_(dlam_new(config_path)) { checkMade(); }
   explicit Vm(const std::string& config_path) : Vm(config_path.c_str()) {}
+  // A VM with the settings of cfg (dlam_new_with); a bad setting throws DLAM_ERR_CONFIG.
+  explicit Vm(const dlam_config& cfg) : vm_(dlam_new_with(&cfg)) { checkMade(); }
   ~Vm() { dlam_free(vm_); }
   Vm(Vm&& o) noexcept : vm_(std::exchange(o.vm_, nullptr)) {}
   Vm& operator=(Vm&& o) noexcept {
@@ -191,6 +185,18 @@ class Vm {
   int exitCode() const noexcept { return dlam_exit_code(vm_); }
 
  private:
+  // A VM that could not be made (out of memory, a bad configuration) throws.
+  void checkMade() {
+    if (!vm_) throw Exception(DLAM_ERR_LIMIT, "dlam_new: out of memory");
+    const char* err = dlam_last_error(vm_);
+    if (err[0] != '\0') {
+      Exception e(DLAM_ERR_CONFIG, err);
+      dlam_free(vm_);
+      vm_ = nullptr;
+      throw e;
+    }
+  }
+
   dlam_vm* vm_;
 };
 

@@ -23,6 +23,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config_loader.h"
@@ -483,13 +484,94 @@ double sensitivity(dlam::VM& vm, Value v, size_t i) {
                                             " is not a number: " + shortShow(vm, v));
 }
 
+// ---- dlam_config ------------------------------------------------------------------------
+
+const char* const kDefaultIncludePath[] = {"."};
+const char* const kNoLibraries[] = {nullptr};  // an empty allow-list (not NULL: any)
+
+// What dlam_config_load_lua read: its strings, and the error of the last load that failed.
+struct LoadedConfig {
+  std::vector<std::string> includePath, ffiLibraries;
+  std::vector<const char*> includePtrs, ffiPtrs;
+  std::string error;
+};
+
+[[noreturn]] void configError(const std::string& message) {
+  throw dlam::Error(ErrorKind::Config, "dlam_config: " + message);
+}
+
+std::vector<std::string> configStrings(const char* field, const char* const* xs, size_t n) {
+  if (n > 0 && !xs)
+    configError(std::string(field) + " is NULL and " + field + "_len is " + std::to_string(n));
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i) {
+    if (!xs[i]) configError(std::string(field) + "[" + std::to_string(i) + "] is NULL");
+    out.emplace_back(xs[i]);
+  }
+  return out;
+}
+
+void configFlag(const char* field, int v) {
+  if (v != 0 && v != 1)
+    configError(std::string(field) + " must be 0 or 1, got " + std::to_string(v));
+}
+
+// The settings of a dlam_config, checked (DLAM_ERR_CONFIG naming the field).
+dlam::Config configFromStruct(const dlam_config& c) {
+  dlam::Config cfg;
+  if (c.heap_limit_mb < 1 || c.heap_limit_mb > (size_t{1} << 40))
+    configError("heap_limit_mb must be from 1 to 2^40, got " + std::to_string(c.heap_limit_mb));
+  if (c.stack_limit < 1 || c.stack_limit > 0xffffffffull)
+    configError("stack_limit must be from 1 to 2^32 - 1, got " + std::to_string(c.stack_limit));
+  if (c.instruction_limit > uint64_t(INT64_MAX))
+    configError("instruction_limit must be at most 2^63 - 1, got " +
+                std::to_string(c.instruction_limit));
+  configFlag("ffi_enabled", c.ffi_enabled);
+  configFlag("file_io", c.file_io);
+  if (!c.write && c.write_ud) configError("write_ud is set but write is NULL");
+  cfg.heapLimitMb = c.heap_limit_mb;
+  cfg.stackLimit = c.stack_limit;
+  cfg.instructionLimit = c.instruction_limit;
+  cfg.includePath = configStrings("include_path", c.include_path, c.include_path_len);
+  cfg.ffiEnabled = c.ffi_enabled != 0;
+  if (c.ffi_libraries)
+    cfg.ffiLibraries = configStrings("ffi_libraries", c.ffi_libraries, c.ffi_libraries_len);
+  else if (c.ffi_libraries_len)
+    configError("ffi_libraries is NULL (any library) and ffi_libraries_len is " +
+                std::to_string(c.ffi_libraries_len));
+  return cfg;
+}
+
+// Stores a checked configuration back into a dlam_config, its strings owned by `into`.
+void configToStruct(const dlam::Config& cfg, dlam_config& c, LoadedConfig& into) {
+  into.includePath = cfg.includePath;
+  into.includePtrs.clear();
+  for (const auto& p : into.includePath) into.includePtrs.push_back(p.c_str());
+  into.ffiPtrs.clear();
+  if (cfg.ffiLibraries) {
+    into.ffiLibraries = *cfg.ffiLibraries;
+    for (const auto& p : into.ffiLibraries) into.ffiPtrs.push_back(p.c_str());
+  }
+  c.heap_limit_mb = cfg.heapLimitMb;
+  c.stack_limit = cfg.stackLimit;
+  c.instruction_limit = cfg.instructionLimit;
+  c.include_path = into.includePtrs.data();
+  c.include_path_len = into.includePtrs.size();
+  c.ffi_enabled = cfg.ffiEnabled ? 1 : 0;
+  c.ffi_libraries =
+      cfg.ffiLibraries ? (into.ffiPtrs.empty() ? kNoLibraries : into.ffiPtrs.data()) : nullptr;
+  c.ffi_libraries_len = into.ffiPtrs.size();
+}
+
 }  // namespace
 
 // ---- the C API --------------------------------------------------------------------------
 
-extern "C" {
+namespace {
 
-dlam_vm* dlam_new(const char* config_lua_path) {
+// dlam_new and dlam_new_with: the configuration comes from the file at `path`, or from
+// `c` (which also gives the write callback), or is the default.
+dlam_vm* newVm(const char* config_lua_path, const dlam_config* c) {
   try {
     auto D = std::make_unique<dlam_vm>();
     D->tag = tagFor(D.get());
@@ -500,11 +582,19 @@ dlam_vm* dlam_new(const char* config_lua_path) {
         kGenMask);
     dlam::Config cfg;  // an embedded VM: foreign calls off unless the config turns them on
     try {
-      if (config_lua_path) dlam::loadConfigFile(config_lua_path, cfg);
+      if (c)
+        cfg = configFromStruct(*c);
+      else if (config_lua_path)
+        dlam::loadConfigFile(config_lua_path, cfg);
       // The instruction limit is per run (RunScope); the standard library loads without it.
       D->instructionLimit = cfg.instructionLimit;
       cfg.instructionLimit = 0;
       D->vm = std::make_unique<VmImpl>(cfg, D.get());
+      if (c && c->write) {
+        auto write = c->write;
+        void* ud = c->write_ud;
+        D->vm->output = [write, ud](std::string_view s) { write(ud, 1, s.data(), s.size()); };
+      }
       dlam_vm* raw = D.get();
       D->vm->rootProviders.push_back([raw](std::vector<Obj*>& out) { raw->markHandles(out); });
       dlam::openStdlib(*D->vm);
@@ -522,6 +612,91 @@ dlam_vm* dlam_new(const char* config_lua_path) {
   } catch (...) {
     return nullptr;
   }
+}
+
+}  // namespace
+
+extern "C" {
+
+dlam_vm* dlam_new(const char* config_lua_path) { return newVm(config_lua_path, nullptr); }
+
+dlam_vm* dlam_new_with(const dlam_config* cfg) {
+  if (cfg) return newVm(nullptr, cfg);
+  dlam_config defaults;
+  dlam_config_init(&defaults);
+  return newVm(nullptr, &defaults);
+}
+
+void dlam_config_init(dlam_config* cfg) {
+  if (!cfg) return;
+  dlam::Config d;
+  std::memset(static_cast<void*>(cfg), 0, sizeof *cfg);
+  cfg->heap_limit_mb = d.heapLimitMb;
+  cfg->stack_limit = d.stackLimit;
+  cfg->instruction_limit = d.instructionLimit;
+  cfg->include_path = kDefaultIncludePath;
+  cfg->include_path_len = 1;
+  cfg->ffi_enabled = d.ffiEnabled ? 1 : 0;
+}
+
+dlam_status dlam_config_load_lua(dlam_config* cfg, const char* path) {
+  if (!cfg) return DLAM_ERR_API;
+  auto* loaded = static_cast<LoadedConfig*>(cfg->loaded_);
+  try {
+    if (!loaded) {
+      loaded = new LoadedConfig;
+      cfg->loaded_ = loaded;
+    }
+    loaded->error.clear();
+    if (!path) {
+      loaded->error = "error: dlam_config_load_lua: path is NULL";
+      return DLAM_ERR_API;
+    }
+    dlam::Config c;
+    try {
+      c = configFromStruct(*cfg);
+    } catch (const dlam::Error& e) {
+      loaded->error = e.format();
+      return DLAM_ERR_API;
+    }
+    try {
+      dlam::loadConfigFile(path, c);
+    } catch (const dlam::Error& e) {
+      loaded->error = e.format();
+      return statusOf(e.kind);
+    }
+    // The strings go into a new store first: cfg may point into the old one.
+    auto fresh = std::make_unique<LoadedConfig>();
+    configToStruct(c, *cfg, *fresh);
+    delete loaded;
+    cfg->loaded_ = fresh.release();
+    return DLAM_OK;
+  } catch (...) {
+    if (loaded) loaded->error.clear();
+    return DLAM_ERR_LIMIT;  // out of memory
+  }
+}
+
+const char* dlam_config_error(const dlam_config* cfg) {
+  if (!cfg) return "error: dlam_config_error: the config is NULL";
+  auto* loaded = static_cast<const LoadedConfig*>(cfg->loaded_);
+  return loaded ? loaded->error.c_str() : "";
+}
+
+void dlam_config_free(dlam_config* cfg) {
+  if (!cfg || !cfg->loaded_) return;
+  auto* loaded = static_cast<LoadedConfig*>(cfg->loaded_);
+  // Pointers into the strings it holds go back to the defaults; the host's own stay.
+  if (cfg->include_path == loaded->includePtrs.data()) {
+    cfg->include_path = kDefaultIncludePath;
+    cfg->include_path_len = 1;
+  }
+  if (cfg->ffi_libraries == loaded->ffiPtrs.data() || cfg->ffi_libraries == kNoLibraries) {
+    cfg->ffi_libraries = nullptr;
+    cfg->ffi_libraries_len = 0;
+  }
+  delete loaded;
+  cfg->loaded_ = nullptr;
 }
 
 void dlam_free(dlam_vm* vm) {
@@ -602,6 +777,31 @@ dlam_status dlam_call(dlam_vm* vm, dlam_val fn, int argc, const dlam_val* argv, 
     // The arguments are in handles (rooted) and vm.call copies them to the stack.
     Value r = vm->vm->call(f, args.data(), argc);
     if (result) *result = vm->newHandle(r);
+    return DLAM_OK;
+  });
+}
+
+dlam_status dlam_call_numbers(dlam_vm* vm, dlam_val fn, int argc, const double* x, double* out,
+                              dlam_val* result) {
+  if (result) *result = nullptr;
+  return guarded(vm, "dlam_call_numbers", [&] {
+    if (argc < 0) apiError("dlam_call_numbers: argc is negative");
+    if (argc > 0 && !x) apiError("dlam_call_numbers: x is NULL");
+    if (!out) apiError("dlam_call_numbers: out is NULL");
+    Value f = vm->resolve(fn, "dlam_call_numbers", "the procedure");
+    dlam::Scratch<Value> args(static_cast<size_t>(argc));
+    for (int i = 0; i < argc; ++i) args[i] = Value::numberChecked(x[i]);
+    RunScope run(vm);
+    Value r = vm->vm->call(f, args.data(), argc);
+    if (result) *result = nullptr;  // (again: a nested call may have used the same variable)
+    if (r.isNumber()) {
+      *out = r.asNumber();
+    } else if (r.isZero()) {
+      *out = 0.0;
+    } else {
+      if (!result) apiError("dlam_call_numbers: the result is not a number and result is NULL");
+      *result = vm->newHandle(r);
+    }
     return DLAM_OK;
   });
 }
@@ -698,6 +898,61 @@ dlam_status dlam_to_numbers(dlam_vm* vm, dlam_val list, double* out, size_t capa
       Value x = dlam::asPair(p)->car;
       out[i++] = x.isNumber() ? x.asNumber() : 0.0;
     }
+    return DLAM_OK;
+  });
+}
+
+dlam_val dlam_boolean(dlam_vm* vm, int b) {
+  dlam_val out = nullptr;
+  guarded(vm, "dlam_boolean", [&] {
+    out = vm->newHandle(Value::boolean(b != 0));
+    return DLAM_OK;
+  });
+  return out;
+}
+
+int dlam_type_of(dlam_vm* vm, dlam_val v) {
+  int type = -1;
+  guarded(vm, "dlam_type_of", [&] {
+    Value x = vm->resolve(v, "dlam_type_of", "the value");
+    if (x.isNumber() || x.isZero())
+      type = DLAM_TYPE_NUMBER;
+    else if (x.isBool())
+      type = DLAM_TYPE_BOOLEAN;
+    else if (x.isNil())
+      type = DLAM_TYPE_NULL;
+    else if (x.isVoid())
+      type = DLAM_TYPE_VOID;
+    else if (dlam::isPair(x))
+      type = DLAM_TYPE_PAIR;
+    else if (dlam::isObj(x, dlam::ObjType::Vector))
+      type = DLAM_TYPE_VECTOR;
+    else if (dlam::isObj(x, dlam::ObjType::String))
+      type = DLAM_TYPE_STRING;
+    else if (dlam::isObj(x, dlam::ObjType::Symbol))
+      type = DLAM_TYPE_SYMBOL;
+    else if (dlam::isProcedure(x))
+      type = DLAM_TYPE_PROCEDURE;
+    else
+      type = DLAM_TYPE_OTHER;
+    return DLAM_OK;
+  });
+  return type;
+}
+
+dlam_status dlam_to_string(dlam_vm* vm, dlam_val v, int display, char* buf, size_t capacity,
+                           size_t* length) {
+  if (length) *length = 0;
+  return guarded(vm, "dlam_to_string", [&] {
+    Value x = vm->resolve(v, "dlam_to_string", "the value");
+    if (capacity > 0 && !buf) apiError("dlam_to_string: buf is NULL");
+    std::string s = vm->vm->show(x, display == 0);
+    if (length) *length = s.size();
+    if (s.size() >= capacity)
+      apiError("dlam_to_string: the text has " + std::to_string(s.size()) +
+               " bytes, more than the capacity " + std::to_string(capacity) + " less its NUL");
+    std::memcpy(buf, s.data(), s.size());
+    buf[s.size()] = '\0';
     return DLAM_OK;
   });
 }

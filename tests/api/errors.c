@@ -85,6 +85,10 @@ static void test_null_vm(void) {
   CHECK(dlam_register(NULL, "f", 0, NULL, NULL) == DLAM_ERR_API);
   CHECK(dlam_register_numeric(NULL, "f", 0, NULL, NULL, NULL) == DLAM_ERR_API);
   CHECK(dlam_dup(NULL, NULL) == NULL);
+  CHECK(dlam_boolean(NULL, 1) == NULL);
+  CHECK(dlam_type_of(NULL, NULL) == -1);
+  CHECK(dlam_to_string(NULL, NULL, 0, NULL, 0, &n) == DLAM_ERR_API);
+  CHECK(dlam_vector_of_numbers(NULL, NULL, 0) == NULL);
   dlam_release(NULL, (dlam_val)1);
   dlam_set_error(NULL, "x");
   dlam_interrupt(NULL);
@@ -110,6 +114,12 @@ static void test_bad_handles(dlam_vm* vm) {
   CHECK_CONTAINS(dlam_last_error(vm), "name is NULL");
   CHECK(dlam_list_of_numbers(vm, NULL, 3) == NULL);
   CHECK_CONTAINS(dlam_last_error(vm), "xs is NULL");
+  CHECK(dlam_type_of(vm, NULL) == -1);
+  CHECK_CONTAINS(dlam_last_error(vm), "dlam_type_of: the value is NULL");
+  CHECK_STATUS(vm, dlam_to_string(vm, NULL, 0, NULL, 0, NULL), DLAM_ERR_API);
+  CHECK_CONTAINS(dlam_last_error(vm), "dlam_to_string: the value is NULL");
+  CHECK_STATUS(vm, dlam_to_string(vm, n, 0, NULL, 4, NULL), DLAM_ERR_API);
+  CHECK_CONTAINS(dlam_last_error(vm), "dlam_to_string: buf is NULL");
 
   /* a released handle */
   dlam_release(vm, n);
@@ -118,6 +128,10 @@ static void test_bad_handles(dlam_vm* vm) {
   CHECK_STATUS(vm, dlam_set_global(vm, "x", n), DLAM_ERR_API);
   CHECK_STATUS(vm, dlam_call(vm, n, 0, NULL, NULL), DLAM_ERR_API);
   CHECK(dlam_dup(vm, n) == NULL);
+  CHECK(dlam_type_of(vm, n) == -1);
+  CHECK_CONTAINS(dlam_last_error(vm), "released handle");
+  CHECK_STATUS(vm, dlam_to_string(vm, n, 1, NULL, 0, NULL), DLAM_ERR_API);
+  CHECK_CONTAINS(dlam_last_error(vm), "released handle");
   dlam_release(vm, n); /* double release: reported, harmless */
   CHECK_CONTAINS(dlam_last_error(vm), "dlam_release: the handle is a released handle");
   /* ... also after its slot was reused by a new handle */
@@ -139,6 +153,12 @@ static void test_bad_handles(dlam_vm* vm) {
   CHECK_STATUS(vm, dlam_to_number(vm, theirs, &d), DLAM_ERR_API);
   CHECK_CONTAINS(dlam_last_error(vm), "not a handle of this VM");
   CHECK_STATUS(vm, dlam_set_global(vm, "x", theirs), DLAM_ERR_API);
+  CHECK(dlam_type_of(vm, theirs) == -1);
+  CHECK_CONTAINS(dlam_last_error(vm), "not a handle of this VM");
+  CHECK_STATUS(vm, dlam_to_string(vm, theirs, 1, NULL, 0, NULL), DLAM_ERR_API);
+  CHECK_CONTAINS(dlam_last_error(vm), "not a handle of this VM");
+  CHECK_STATUS(vm, dlam_value_and_gradient(vm, theirs, 0, NULL, NULL, NULL), DLAM_ERR_API);
+  CHECK_CONTAINS(dlam_last_error(vm), "not a handle of this VM");
   dlam_release(vm, theirs); /* not released in `other` */
   CHECK_OK(other, dlam_to_number(other, theirs, &d));
   CHECK(d == 5);

@@ -617,11 +617,19 @@ void VM::gradientBoundary(bool end) {
   // A gradient taken in code being differentiated belongs to the outer one's tape.
   if (!frames_.empty() && frames_.back().closure && frames_.back().closure->proto->adLevel > 0)
     return;
-  uint64_t total = bytesAllocated_ + bytesFreed_;
   if (!end) {
-    tapeStart_ = total;
+    // The collection the last gradient's end asked for runs before this one starts, when
+    // its tape is dead. In a dlam loop a safe point between the two runs it; a host
+    // calling dlam_value_and_gradient back to back has none (no code runs in between),
+    // and it would run at the first safe point inside this gradient, tracing the tape
+    // being built and making it old (a full collection there counts the whole heap as
+    // tape: tapeOld_, which asks for another full one at the end, and so on, about one
+    // collection every few calls).
+    safePoint();
+    tapeStart_ = bytesAllocated_ + bytesFreed_;
     return;
   }
+  uint64_t total = bytesAllocated_ + bytesFreed_;
   if (tapeStart_ > total)
     return;  // (its start was inside differentiated code, or an error ended one)
   uint64_t used = total - tapeStart_;

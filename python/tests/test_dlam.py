@@ -1,0 +1,279 @@
+"""test_dlam.py — the Python package: configuration, conversion both ways, calls, gradients
+against analytic values and central differences, host functions with their vjp inside dlam,
+errors both ways, captured output, interrupts from another thread, and bad input."""
+import math
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import dlam
+
+
+@pytest.fixture
+def vm():
+    v = dlam.VM()
+    yield v
+    v.close()
+
+
+def central(f, x, h=1e-6):
+    return (f(x + h) - f(x - h)) / (2 * h)
+
+
+# ---- configuration -----------------------------------------------------------------------
+
+def test_config_keywords_take_effect():
+    vm = dlam.VM(heap_limit_mb=16, instruction_limit=100000, stack_limit=1000)
+    with pytest.raises(dlam.LimitError, match="instruction limit exceeded"):
+        vm.eval("(let loop () (loop))")
+    vm.eval("(define (count n) (if (= n 0) 0 (+ 1 (count (- n 1)))))")
+    assert vm.eval("(count 900)") == 900.0
+    with pytest.raises(dlam.LimitError, match="stack overflow"):
+        vm.eval("(count 100000)")
+    vm2 = dlam.VM(heap_limit_mb=16)
+    with pytest.raises(dlam.LimitError, match=r"heap limit exceeded \(16 MB\)"):
+        vm2.eval("(let loop ((acc '())) (loop (cons 1 acc)))")
+    assert vm2.eval("(+ 1 2)") == 3.0
+
+
+def test_config_ffi_and_lua_file(tmp_path):
+    vm = dlam.VM(ffi={"enabled": True, "libraries": ["libm.so.6"]})
+    erf = vm.eval("(foreign-function \"libm.so.6\" \"erf\" '(double) 'double)")
+    assert erf(0.5) == pytest.approx(math.erf(0.5), abs=1e-15)
+    with pytest.raises(dlam.RuntimeError, match="foreign calls are disabled"):
+        dlam.VM().eval("(foreign-function \"libm.so.6\" \"erf\" '(double) 'double)")
+    cfg = tmp_path / "c.lua"
+    cfg.write_text("instruction_limit = 50000\n")
+    with pytest.raises(dlam.LimitError, match="instruction limit"):
+        dlam.VM(config=str(cfg)).eval("(let loop () (loop))")
+    cfg.write_text("stack_limit = 100\nheap_limt_mb = 3\n")
+    with pytest.raises(dlam.ConfigError, match=r"c\.lua:2:1: error: unknown configuration key "
+                                                r"'heap_limt_mb'"):
+        dlam.VM(config=str(cfg))
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"heap_limit_mb": 0}, "heap_limit_mb must be an integer >= 1, got 0"),
+    ({"heap_limit_mb": "big"}, "heap_limit_mb must be an integer"),
+    ({"stack_limit": -5}, "stack_limit must be an integer >= 1"),
+    ({"instruction_limit": 1.5}, "instruction_limit must be an integer >= 0"),
+    ({"include_path": "."}, "include_path must be a list of strings"),
+    ({"ffi_enabled": 1}, "ffi_enabled must be True or False"),
+    ({"file_io": None}, "file_io must be True or False"),
+    ({"ffi": {"enable": True}}, "ffi must be a dict with keys enabled and libraries"),
+    ({"heap_limt_mb": 5}, "unknown configuration key 'heap_limt_mb'"),
+])
+def test_bad_config_is_config_error(kw, message):
+    with pytest.raises(dlam.ConfigError, match=message):
+        dlam.VM(**kw)
+    assert issubclass(dlam.ConfigError, dlam.Error)
+
+
+# ---- values and calls --------------------------------------------------------------------
+
+def test_conversions(vm):
+    assert vm.eval("(+ 1 2)") == 3.0
+    assert vm.eval("(list 1 2.5)") == [1.0, 2.5]
+    v = vm.eval("(vector 1 2 3)")
+    assert isinstance(v, np.ndarray) and v.dtype == np.float64 and list(v) == [1, 2, 3]
+    assert vm.eval("#t") is True and vm.eval("#f") is False
+    assert vm.eval("\"a\\\"b\"") == 'a"b'
+    assert vm.eval("'()") == []
+    assert vm.eval("(define x 1)") is None
+    sym = vm.eval("'(a (b))")
+    assert isinstance(sym, dlam.Value) and str(sym) == "(a (b))"
+    f = vm.eval("(lambda (x y) (list (vector-ref x 1) (car y) (if z 1 0)))")
+    vm["z"] = True
+    assert f(np.array([4.0, 5.0]), [7, 8]) == [5.0, 7.0, 1.0]
+    vm["w"] = [1, 2, 3]
+    assert vm.eval("(apply + w)") == 6.0
+    assert vm["w"] == [1.0, 2.0, 3.0]
+    vm["nested"] = [1, [2, 3.5], True]
+    assert str(vm["nested"]) == "(1 (2 3.5) #t)"
+    with pytest.raises(KeyError):
+        vm["undefined-thing"]
+
+
+def test_calls_from_python(vm):
+    vm.eval("(define (f x) (vector-dot x x)) (define (g x y) (* x (sin y)))")
+    f, g = vm["f"], vm["g"]
+    assert f(np.arange(3.0)) == 5.0
+    assert g(2, 0.5) == pytest.approx(2 * math.sin(0.5), abs=1e-15)
+    assert vm.call("g", 2.0, 0.0) == 0.0
+    assert vm["car"]([3, 4]) == 3.0
+
+
+def test_value_and_grad(vm):
+    vm.eval("(define (f x) (vector-dot x x))")
+    v, g = vm.value_and_grad(vm["f"], np.arange(3.0))
+    assert v == 5.0 and list(g) == [0.0, 2.0, 4.0]
+    vm.eval("(define (h x) (* x (sin x)))")
+    y, d = vm.value_and_grad(vm["h"], 0.7)
+    assert y == pytest.approx(0.7 * math.sin(0.7), abs=1e-15)
+    assert d == pytest.approx(math.sin(0.7) + 0.7 * math.cos(0.7), abs=1e-14)
+    assert d == pytest.approx(central(lambda t: t * math.sin(t), 0.7), abs=1e-8)
+    v, g = vm.value_and_grad("f", [1.0, -2.0])
+    assert v == 5.0 and list(g) == [2.0, -4.0]
+
+
+# ---- host functions ----------------------------------------------------------------------
+
+def test_register_with_vjp_differentiates_in_dlam(vm):
+    vm.register("hostf", lambda x: x ** 3, vjp=lambda x, ybar: 3 * x * x * ybar)
+    assert vm.eval("(hostf 2)") == 8.0
+    # a closure capturing the differentiated variable, first order against analytic and
+    # central differences
+    vm.eval("(define (k a) ((gradient (lambda (x) (* a (hostf x)))) a))")
+    assert vm.eval("(k 1.5)") == pytest.approx(1.5 * 3 * 1.5 ** 2, abs=1e-13)
+    assert vm.eval("(k 1.5)") == pytest.approx(
+        central(lambda x: 1.5 * x ** 3, 1.5), abs=1e-6)
+    vm.register("hyp", lambda x, y: math.hypot(x, y),
+                vjp=lambda x, y, ybar: (ybar * x / math.hypot(x, y), ybar * y / math.hypot(x, y)))
+    v, g = vm.value_and_grad(vm.eval("(lambda (v) (hyp (vector-ref v 0) (vector-ref v 1)))"),
+                             np.array([3.0, 4.0]))
+    assert v == 5.0 and g[0] == pytest.approx(0.6) and g[1] == pytest.approx(0.8)
+    # the second derivative through a host vjp is an error naming the function
+    with pytest.raises(dlam.RuntimeError, match="%hyp-primal: has no derivative"):
+        vm.eval("((gradient (lambda (x) ((gradient (lambda (y) (hyp x y))) x))) 1.0)")
+
+
+def test_host_function_returning_none_returns_void(vm, capsys):
+    seen = []
+    vm.register("note", lambda x: seen.append(x))
+    assert vm.eval("(note 4)") is None
+    assert seen == [4.0]
+    vm.eval("(display (list (note 5)))")
+    assert capsys.readouterr().out == "(#<void>)"
+
+
+def test_register_without_vjp_cannot_be_differentiated(vm):
+    vm.register("plain", lambda x: 2 * x)
+    assert vm.eval("(plain 4)") == 8.0
+    with pytest.raises(dlam.RuntimeError, match="plain"):
+        vm.eval("((gradient (lambda (x) (plain x))) 1.0)")
+
+
+def test_python_exception_in_host_function_comes_back(vm):
+    def bad(x):
+        raise ValueError("boom %s" % x)
+
+    vm.register("bad", bad)
+    with pytest.raises(dlam.RuntimeError, match=r"b\.dlam:1:6: error: bad: ValueError: boom 2") \
+            as info:
+        vm.eval("(+ 1 (bad 2))", "b.dlam")
+    assert isinstance(info.value.__cause__, ValueError)
+    assert vm.eval("(+ 1 2)") == 3.0
+    # a host function returning something that does not convert
+    vm.register("weird", lambda: object())
+    with pytest.raises(dlam.RuntimeError, match="TypeError"):
+        vm.eval("(weird)")
+    # a dlam error inside a call a host function makes
+    vm.register("reenter", lambda: vm.eval("(car 1)", "inner.dlam"))
+    with pytest.raises(dlam.RuntimeError, match="inner.dlam:1:1") as info:
+        vm.eval("(reenter)")
+    assert isinstance(info.value.__cause__, dlam.RuntimeError)
+    assert vm.eval("(* 6 7)") == 42.0
+
+
+def test_errors_map_to_classes(vm):
+    with pytest.raises(dlam.SyntaxError, match=r"s\.dlam:1:1: error: unterminated list \(opened here\)"):
+        vm.eval("(+ 1", "s.dlam")
+    with pytest.raises(dlam.RuntimeError, match=r"<eval>:1:1: error: car: expected pair"):
+        vm.eval("(car 5)")
+    with pytest.raises(dlam.Exit) as info:
+        vm.eval("(exit 3)")
+    assert info.value.code == 3
+    for cls in (dlam.SyntaxError, dlam.RuntimeError, dlam.LimitError, dlam.ConfigError):
+        assert issubclass(cls, dlam.Error)
+    assert vm.eval("(+ 1 2)") == 3.0
+
+
+# ---- output and threads ------------------------------------------------------------------
+
+def test_output_goes_to_sys_stdout(vm, capsys):
+    vm.eval("(display \"hello\") (newline) (print (list 1 2))")
+    assert capsys.readouterr().out == "hello\n(1 2)\n"
+
+
+def test_interrupt_from_another_thread(vm):
+    timer = threading.Timer(0.2, vm.interrupt)
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(dlam.LimitError, match="interrupted"):
+        vm.eval("(let loop () (loop))")
+    assert time.monotonic() - start < 10
+    timer.join()
+    assert vm.eval("(+ 1 2)") == 3.0
+    threading.Timer(0.2, dlam.interrupt, args=(vm,)).start()
+    with pytest.raises(dlam.LimitError, match="interrupted"):
+        vm.eval("(let loop () (loop))")
+
+
+def test_gil_is_released_while_dlam_runs(vm):
+    ticks = []
+    done = threading.Event()
+
+    def ticker():
+        while not done.is_set():
+            ticks.append(1)
+            time.sleep(0.001)
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    vm.eval("(let loop ((i 0)) (if (< i 3000000) (loop (+ i 1)) i))")
+    done.set()
+    t.join()
+    assert len(ticks) > 5
+
+
+# ---- bad input ---------------------------------------------------------------------------
+
+def test_bad_input_leaves_the_vm_usable(vm):
+    other = dlam.VM()
+    theirs = other.eval("(lambda (x) x)")
+    with pytest.raises(dlam.ApiError, match="another VM"):
+        vm.call(theirs, 1.0)
+    with pytest.raises(dlam.ApiError, match="another VM"):
+        vm["x"] = theirs
+    f = vm.eval("(lambda (x) x)")
+    f.release()
+    with pytest.raises(dlam.ApiError, match="released"):
+        f(1.0)
+    with pytest.raises(TypeError):
+        vm.call(None, 1.0)
+    with pytest.raises(TypeError):
+        vm["car"](object())
+    with pytest.raises(TypeError):
+        vm["vector-length"](np.zeros((2, 2)))
+    with pytest.raises(TypeError):
+        vm.value_and_grad(None, 1.0)
+    with pytest.raises(dlam.RuntimeError, match="expected a procedure"):
+        vm.value_and_grad(vm.eval("'a"), 1.0)
+    with pytest.raises(dlam.RuntimeError, match="not a number"):
+        vm.value_and_grad(vm.eval("(lambda (x) (list x))"), 1.0)
+    with pytest.raises(TypeError):
+        vm.register("x", 5)
+    with pytest.raises(TypeError):
+        vm.eval(None)
+    assert vm.eval("(+ 1 2)") == 3.0
+    other.close()
+    with pytest.raises(dlam.ApiError, match="closed"):
+        other.eval("1")
+    with pytest.raises(dlam.ApiError, match="closed"):
+        theirs(1.0)
+
+
+# ---- the example -------------------------------------------------------------------------
+
+def test_example_fit_py():
+    import os
+    import subprocess
+    import sys
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    env = dict(os.environ, PYTHONPATH=os.path.join(root, "python"))
+    out = subprocess.run([sys.executable, os.path.join(root, "examples", "embed", "fit.py")],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("a = 0.8000, b = 1.7000")
