@@ -45,6 +45,7 @@ void openPrimitives(VM& vm) {
   prim::openHofPrimitives(r);
   prim::openVectorPrimitives(r);
   prim::openRandomPrimitives(r);
+  prim::openPortPrimitives(r);
   r.checkEachOnce();
 }
 

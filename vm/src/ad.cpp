@@ -273,6 +273,7 @@ Value VM::jLeaf(Value v) {
   switch (o->type) {
     case ObjType::String:
     case ObjType::Symbol:
+    case ObjType::Port:
       return v;
     case ObjType::Rev:
       return Value::object(makeRev(v));
@@ -343,6 +344,7 @@ Value VM::jInvLeaf(Value v) {
   switch (o->type) {
     case ObjType::String:
     case ObjType::Symbol:
+    case ObjType::Port:
       return v;
     case ObjType::Rev:
       return static_cast<Rev*>(o)->primal;

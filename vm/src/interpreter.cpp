@@ -128,8 +128,9 @@ void VM::buildTrace(Error& e) {
   if (e.file.empty()) e.file = currentFile;
 }
 
-void VM::raise(ErrorKind kind, const std::string& message) {
-  Error e(kind, message);
+void VM::raise(ErrorKind kind, const std::string& message) { raiseError(Error(kind, message)); }
+
+void VM::raiseError(Error e) {
   buildTrace(e);
   throw e;
 }

@@ -15,6 +15,7 @@ struct Config {
   bool ffiEnabled = false;                               // ffi.enabled
   std::optional<std::vector<std::string>> ffiLibraries;  // ffi.libraries: nullopt = any
   bool sandbox = false;                                  // --sandbox: no foreign calls, no include
+  bool fileIo = false;  // file_io: the file procedures (open-input-file, read-lines...) work
 };
 
 }  // namespace dlam

@@ -35,6 +35,7 @@ enum class ObjType : uint8_t {
   Attached,  // value with an attached *j (AD)
   Foreign,   // libffi function
   Vector,    // immutable vector of doubles
+  Port,      // input or output port, or the end-of-file object (dlam/port.h)
 };
 
 // Obj::flags bits.
