@@ -53,15 +53,19 @@ Value eofObject(VM& vm) { return vm.global(kEofObject); }
 
 // ---- characters (one-character strings for now) --------------------------------------
 
+// The character whose UTF-8 text is utf8 (one character: nextChar's bytes).
 Value charValue(VM& vm, std::string_view utf8) { return vm.makeString(utf8); }
 
 // The UTF-8 text of the character in a[i], or a type error naming `who`.
-std::string_view charText(VM& vm, const char* who, Value* a, int i) {
+std::string charText(VM& vm, const char* who, Value* a, int i) {
   Value v = unwrapAttached(a[i]);
   if (isString(v)) {
     std::string_view s = asString(v)->view();
-    size_t len = s.empty() ? 0 : static_cast<unsigned char>(s[0]) < 0x80 ? 1 : utf8SequenceLength(s.data(), s.data() + s.size());
-    if (len != 0 && len == s.size()) return s;
+    size_t len = s.empty() ? 0
+                 : static_cast<unsigned char>(s[0]) < 0x80
+                     ? 1
+                     : utf8SequenceLength(s.data(), s.data() + s.size());
+    if (len != 0 && len == s.size()) return std::string(s);
   }
   vm.typeError(who, i, "character", a[i]);
 }
@@ -91,6 +95,10 @@ std::string pathArg(VM& vm, const char* who, Value* a, int i) {
   vm.runtimeError(std::string(who) + ": cannot " + what + " '" + path + "': " + std::strerror(err));
 }
 
+void checkOpen(VM& vm, const char* who, const Port* p) {
+  if (p->closed) vm.runtimeError(std::string(who) + ": the port '" + p->name + "' is closed");
+}
+
 // The port in a[i] if the call has that argument, else the current port of that name.
 Port* portArg(VM& vm, const char* who, Value* a, int n, int i, bool input) {
   if (i >= n) return hiddenPort(vm, input ? kCurrentInput : kCurrentOutput);
@@ -98,7 +106,7 @@ Port* portArg(VM& vm, const char* who, Value* a, int n, int i, bool input) {
   if (!isPort(v) || (input ? !asPort(v)->isInput() : !asPort(v)->isOutput()))
     vm.typeError(who, i, input ? "input port" : "output port", a[i]);
   Port* p = asPort(v);
-  if (p->closed) vm.runtimeError(std::string(who) + ": the port '" + p->name + "' is closed");
+  checkOpen(vm, who, p);
   return p;
 }
 
@@ -309,6 +317,7 @@ Value read(VM& vm, Value* a, int n) {
 }  // namespace
 
 void writeToPort(VM& vm, const char* who, Port* p, std::string_view text) {
+  checkOpen(vm, who, p);  // (the current output may be a file the thunk closed)
   switch (p->kind) {
     case PortKind::StdOut:
       if (p->sink)
@@ -379,7 +388,8 @@ Value flushOutputPort(VM& vm, Value* a, int n) {
 
 Value openInputFile(VM& vm, Value* a, int) {
   requireFiles(vm, "open-input-file");
-  return Value::object(openFile(vm, "open-input-file", pathArg(vm, "open-input-file", a, 0), false));
+  return Value::object(
+      openFile(vm, "open-input-file", pathArg(vm, "open-input-file", a, 0), false));
 }
 
 Value openOutputFile(VM& vm, Value* a, int) {
@@ -513,7 +523,10 @@ Value withOutputToFile(VM& vm, Value* a, int) {
     vm.defineGlobal(kCurrentOutput, before.get());
   };
   vm.defineGlobal(kCurrentOutput, Value::object(file));
-  vm.output = [&vm, file](std::string_view s) { writeToPort(vm, "with-output-to-file", file, s); };
+  // Errors name the procedure writing (display, print...): the native being called.
+  vm.output = [&vm, file](std::string_view s) {
+    writeToPort(vm, vm.callingNative ? vm.callingNative->name : "with-output-to-file", file, s);
+  };
   Value r;
   try {
     r = callClosing(vm, file, thunk.get(), nullptr, 0);
@@ -590,10 +603,11 @@ Value readCsv(VM& vm, Value* a, int n) {
   const char* who = "read-csv";
   char sep = ',';
   if (n > 1) {
-    std::string_view s = charText(vm, who, a, 1);
+    std::string s = charText(vm, who, a, 1);
     if (s.size() != 1 || s[0] == '"' || s[0] == '\n' || s[0] == '\r')
-      vm.runtimeError("read-csv: the separator must be a one-byte character other than a quote "
-                      "or a line end");
+      vm.runtimeError(
+          "read-csv: the separator must be a one-byte character other than a quote "
+          "or a line end");
     sep = s[0];
   }
   std::string path = pathArg(vm, who, a, 0);

@@ -27,8 +27,9 @@ static void check_disabled(dlam_vm* vm) {
   }
   CHECK(access("/tmp/dlam_api_never", F_OK) != 0);
   /* String ports and the standard ports work. */
-  CHECK(eval_number(vm, "(let ((p (open-output-string))) (write '(1 2) p) "
-                        "(string-length (get-output-string p)))") == 5);
+  CHECK(eval_number(vm,
+                    "(let ((p (open-output-string))) (write '(1 2) p) "
+                    "(string-length (get-output-string p)))") == 5);
   CHECK(eval_number(vm, "(length (read (open-input-string \"(+ 1 2) 7\")))") == 3);
   CHECK(eval_number(vm, "(if (output-port? (current-error-port)) 1 0)") == 1);
 }
