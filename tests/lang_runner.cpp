@@ -13,7 +13,8 @@
 //   ; expect length: N         the next line of stdout has exactly N characters
 //   ; expect error: MESSAGE    exit status 1 (or `expect exit`); the first line of stderr is
 //                              `FILE:LINE:COL: error: MESSAGE`, MESSAGE exactly as written
-//                              ({dir} and {tests} stand for the directories, as in `args:`);
+//                              ({dir}, {tests} and {tmp} stand for the directories, as in
+//                              `args:`);
 //                              the other lines of stderr are the indented trace
 //   ; expect error match: REGEX  instead of `expect error:`, for a message with a part that no
 //                              script can know: MESSAGE matches REGEX entirely (ECMAScript);
@@ -691,6 +692,7 @@ TEST_P(Lang, Script) {
   for (const auto& a : s.args) argv.push_back(withTmp(a));
   argv.push_back(s.path);
   for (const auto& a : s.scriptArgs) argv.push_back(withTmp(a));
+  if (s.errorMessage && !s.errorIsRegex) s.errorMessage = withTmp(*s.errorMessage);
   double timeout = s.timeout * envDouble("DLAM_LANG_TIMEOUT_SCALE", 1.0);
   // Run from the tests directory, not the script's: includes must resolve relative to the
   // including file, not to the working directory.

@@ -27,8 +27,8 @@
 #include "dlam/error.h"
 #include "dlam/mapped_array.h"
 #include "dlam/object.h"
-#include "dlam/random.h"
 #include "dlam/port.h"
+#include "dlam/random.h"
 #include "dlam/value.h"
 
 namespace dlam {
