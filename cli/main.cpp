@@ -3,6 +3,11 @@
 //
 // Exit status: 0 success, 1 an error in the script (syntax, runtime, limit),
 // 2 a usage or configuration error.
+//
+// Standard output is line-buffered on a terminal and fully buffered otherwise (-u:
+// unbuffered). It is flushed before anything goes to standard error (cli::reportMessage,
+// the current error port) and at every exit: the end of the run, an error, a limit,
+// (exit) (finish and reportException below).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -51,6 +56,9 @@ const char kUsage[] =
     "  --config FILE.lua   load a configuration file; may be repeated, later files win\n"
     "  --sandbox           turn off foreign calls and file inclusion\n"
     "  --full-trace        error traces also show the standard library's frames\n"
+    "  --sandbox           turn off foreign calls, file inclusion and file access\n"
+    "  -u                  unbuffered standard output (otherwise line-buffered on a\n"
+    "                      terminal, fully buffered elsewhere)\n"
     "  --disasm FILE       print bytecode instead of running\n"
     "  --version           print the version and exit\n"
     "  -h, --help          print this help and exit\n"
@@ -67,8 +75,9 @@ const char kUsage[] =
     "  include_path      = { \".\" }   -- directories searched by include\n"
     "  ffi = { enabled = true, libraries = { \"libm.so.6\" } }\n"
     "                                -- foreign calls; libraries: an allow-list, nil: any\n"
-    "On the command line foreign calls are enabled unless the configuration turns\n"
-    "them off or --sandbox is given.\n"
+    "  file_io           = true      -- the file procedures (open-input-file, ...)\n"
+    "On the command line foreign calls and file access are enabled unless the\n"
+    "configuration turns them off or --sandbox is given.\n"
     "\n"
     "REPL: a form may span several lines; ,help and ,quit; Ctrl-D leaves;\n"
     "history in ~/.dlam_history.\n"
@@ -97,6 +106,7 @@ struct Options {
   std::vector<std::string> configs;  // --config files, in order
   bool sandbox = false;
   bool fullTrace = false;
+  bool unbuffered = false;  // -u
 };
 
 // "--name VALUE" or "--name=VALUE"; advances i past what it consumed.
@@ -155,6 +165,8 @@ Options parseArgs(int argc, char** argv) {
       o.sandbox = true;
     } else if (a == "--full-trace") {
       o.fullTrace = true;
+    } else if (a == "-u") {
+      o.unbuffered = true;
     } else if (takeValue(argc, argv, i, "--config", value)) {
       o.configs.push_back(std::move(value));
     } else if (takeValue(argc, argv, i, "-e", value) || takeValue(argc, argv, i, "--eval", value)) {
@@ -245,13 +257,20 @@ int finish(int status) {
 int run(int argc, char** argv) {
   Options o = parseArgs(argc, argv);
 
+  if (o.unbuffered)
+    std::setvbuf(stdout, nullptr, _IONBF, 0);
+  else
+    std::setvbuf(stdout, nullptr, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ);
+
   dlam::Config cfg;
-  cfg.ffiEnabled = true;  // the CLI allows foreign calls unless told otherwise
+  cfg.ffiEnabled = true;  // the CLI allows foreign calls and files unless told otherwise
+  cfg.fileIo = true;
   for (const auto& file : o.configs) dlam::loadConfigFile(file, cfg);
   cfg.fullTrace = o.fullTrace;
   if (o.sandbox) {
     cfg.sandbox = true;
     cfg.ffiEnabled = false;
+    cfg.fileIo = false;
   }
 
   if (o.mode == Mode::Default) o.mode = isatty(STDIN_FILENO) ? Mode::Default : Mode::Stdin;

@@ -13,7 +13,8 @@
 //   ; expect length: N         the next line of stdout has exactly N characters
 //   ; expect error: MESSAGE    exit status 1 (or `expect exit`); the first line of stderr is
 //                              `FILE:LINE:COL: error: MESSAGE`, MESSAGE exactly as written
-//                              ({dir} and {tests} stand for the directories, as in `args:`);
+//                              ({dir}, {tests} and {tmp} stand for the directories, as in
+//                              `args:`);
 //                              the other lines of stderr are the indented trace
 //   ; expect error match: REGEX  instead of `expect error:`, for a message with a part that no
 //                              script can know: MESSAGE matches REGEX entirely (ECMAScript);
@@ -25,7 +26,8 @@
 //   ; expect exit: N           exit status N (stderr is then not checked unless `expect error`)
 //   ; expect stderr: REGEX     stderr (all of it) contains a match of REGEX
 //   ; args: ARG...             arguments before the script path ({dir}: the script's directory,
-//                              {tests}: the tests directory)
+//                              {tests}: the tests directory, {tmp}: an empty directory made
+//                              for this run and removed after it)
 //   ; script-args: ARG...      arguments after the script path (seen as `command-line`)
 //   ; timeout: SECONDS         instead of the default 60 s
 //   ; tags: TAG...             DLAM_LANG_SKIP_TAGS="heavy other" skips scripts with those tags
@@ -669,10 +671,28 @@ TEST_P(Lang, Script) {
       if (s.tags.count(tag)) GTEST_SKIP() << "tagged `" << tag << "` (DLAM_LANG_SKIP_TAGS)";
   }
 
+  // {tmp}: a directory of this run's own, for scripts that write files.
+  struct TempDir {
+    std::string path;
+    ~TempDir() {
+      std::error_code ec;
+      if (!path.empty()) fs::remove_all(path, ec);
+    }
+  } tmp;
+  auto withTmp = [&](std::string a) {
+    if (a.find("{tmp}") == std::string::npos) return a;
+    if (tmp.path.empty()) {
+      std::string pattern = (fs::temp_directory_path() / "dlam-lang-XXXXXX").string();
+      if (!mkdtemp(pattern.data())) ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
+      tmp.path = pattern;
+    }
+    return replaceAll(a, "{tmp}", tmp.path);
+  };
   std::vector<std::string> argv{DLAM_BIN};
-  argv.insert(argv.end(), s.args.begin(), s.args.end());
+  for (const auto& a : s.args) argv.push_back(withTmp(a));
   argv.push_back(s.path);
-  argv.insert(argv.end(), s.scriptArgs.begin(), s.scriptArgs.end());
+  for (const auto& a : s.scriptArgs) argv.push_back(withTmp(a));
+  if (s.errorMessage && !s.errorIsRegex) s.errorMessage = withTmp(*s.errorMessage);
   double timeout = s.timeout * envDouble("DLAM_LANG_TIMEOUT_SCALE", 1.0);
   // Run from the tests directory, not the script's: includes must resolve relative to the
   // including file, not to the working directory.

@@ -208,6 +208,22 @@ Value evalFile(VM& vm, const std::string& path, const std::function<void(Value)>
   return evalSource(vm, text, path, onValue);
 }
 
+bool readDatum(VM& vm, std::string_view text, const std::string& file, SrcLoc start, Value& out,
+               size_t& used) {
+  try {
+    // The syntax lives only until it is converted: it may take the room the heap leaves.
+    SxArena arena;
+    uint64_t limit = vm.config().heapLimitMb << 20, live = vm.gcStats().liveBytes;
+    arena.allowMore(!limit ? UINT64_MAX : limit > live ? limit - live : 0, vm.config().heapLimitMb);
+    Sx* datum = readOne(arena, text, file, start, used);
+    if (!datum) return false;
+    out = quoteDatum(vm, datum);
+    return true;
+  } catch (const std::bad_alloc&) {
+    outOfMemory(file, start);
+  }
+}
+
 std::vector<Proto*> compileSource(VM& vm, std::string_view source, const std::string& file) {
   try {
     Toplevel t(vm, nullptr, false);

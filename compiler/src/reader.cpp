@@ -139,12 +139,32 @@ bool parseRadixInteger(std::string_view t, int radix, double& out) {
 
 class Reader {
  public:
-  Reader(SxArena& arena, std::string_view source, const std::string& file)
-      : arena_(arena), p_(source.data()), end_(source.data() + source.size()), file_(file) {}
+  Reader(SxArena& arena, std::string_view source, const std::string& file, SrcLoc start = {1, 1})
+      : arena_(arena),
+        p_(source.data()),
+        end_(source.data() + source.size()),
+        file_(file),
+        line_(start.line),
+        col_(start.col) {}
 
   std::vector<Sx*> readAll() {
     skipPreamble();
+    return readData(false);
+  }
+
+  // The first datum (nullptr if there is none), and the bytes read up to its end.
+  Sx* readOne(size_t& used) {
+    const char* begin = p_;
+    std::vector<Sx*> one = readData(true);
+    used = static_cast<size_t>(p_ - begin);
+    return one.empty() ? nullptr : one[0];
+  }
+
+ private:
+  // Every datum up to the end of the text, or (first) up to the end of the first one.
+  std::vector<Sx*> readData(bool first) {
     for (;;) {
+      if (first && !results_.empty()) break;
       skipAtmosphere();
       if (p_ == end_) break;
       SrcLoc here = loc();
@@ -210,7 +230,6 @@ class Reader {
     return std::move(results_);
   }
 
- private:
   // One open construct still waiting for input: a list, a quote-like prefix that
   // wraps the next datum, or a `#;` that discards it.
   struct Frame {
@@ -619,8 +638,8 @@ class Reader {
   const char* p_;
   const char* end_;
   const std::string& file_;
-  uint32_t line_ = 1;
-  uint32_t col_ = 1;
+  uint32_t line_;
+  uint32_t col_;
   std::vector<Frame> stack_;
   std::vector<Sx*> results_;
 };
@@ -637,6 +656,16 @@ std::vector<Sx*> readAll(SxArena& arena, std::string_view source, const std::str
     return Reader(arena, source, file).readAll();
   } catch (Error& e) {
     if (e.file.empty()) e.file = file;  // the heap limit, from the arena
+    throw;
+  }
+}
+
+Sx* readOne(SxArena& arena, std::string_view source, const std::string& file, SrcLoc start,
+            size_t& used) {
+  try {
+    return Reader(arena, source, file, start).readOne(used);
+  } catch (Error& e) {
+    if (e.file.empty()) e.file = file;
     throw;
   }
 }

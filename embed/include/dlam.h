@@ -82,9 +82,12 @@ typedef enum {
 /* Creates a VM with the standard library loaded.
 **
 ** config_lua_path: a Lua configuration file (heap_limit_mb, stack_limit,
-** instruction_limit, include_path, ffi; see the README), or NULL for the defaults.
-** The defaults of an embedded VM: 1024 MB heap, 10^6 frames, no instruction limit,
-** include path ".", foreign calls disabled (a config must set ffi.enabled = true).
+** instruction_limit, include_path, ffi, file_io; see the README), or NULL for the
+** defaults. The defaults of an embedded VM: 1024 MB heap, 10^6 frames, no instruction
+** limit, include path ".", foreign calls disabled (a config must set ffi.enabled = true),
+** file access disabled (a config must set file_io = true: open-input-file, read-lines and
+** the other procedures naming a file are errors until then; string ports and the
+** standard ports work).
 ** instruction_limit counts per run: each dlam_eval, dlam_run_file, dlam_call or
 ** dlam_value_and_gradient made by the host (not from inside a host function) may
 ** execute that many instructions.

@@ -534,6 +534,7 @@ dlam::Config configFromStruct(const dlam_config& c) {
   cfg.instructionLimit = c.instruction_limit;
   cfg.includePath = configStrings("include_path", c.include_path, c.include_path_len);
   cfg.ffiEnabled = c.ffi_enabled != 0;
+  cfg.fileIo = c.file_io != 0;
   if (c.ffi_libraries)
     cfg.ffiLibraries = configStrings("ffi_libraries", c.ffi_libraries, c.ffi_libraries_len);
   else if (c.ffi_libraries_len)
@@ -558,6 +559,7 @@ void configToStruct(const dlam::Config& cfg, dlam_config& c, LoadedConfig& into)
   c.include_path = into.includePtrs.data();
   c.include_path_len = into.includePtrs.size();
   c.ffi_enabled = cfg.ffiEnabled ? 1 : 0;
+  c.file_io = cfg.fileIo ? 1 : 0;
   c.ffi_libraries =
       cfg.ffiLibraries ? (into.ffiPtrs.empty() ? kNoLibraries : into.ffiPtrs.data()) : nullptr;
   c.ffi_libraries_len = into.ffiPtrs.size();

@@ -49,7 +49,7 @@ constexpr uint64_t kMaxStackLimit = 0xffffffffull;
 constexpr uint64_t kMaxInstructionLimit = uint64_t(std::numeric_limits<int64_t>::max());
 
 const char* const kKnownKeys[] = {"heap_limit_mb", "stack_limit", "instruction_limit",
-                                  "include_path", "ffi"};
+                                  "include_path",  "ffi",         "file_io"};
 const char* const kKnownFfiKeys[] = {"enabled", "libraries"};
 
 struct LoaderState {
@@ -518,6 +518,11 @@ class Validator {
         if (auto v = strings(-1, name, loc)) cfg.includePath = std::move(*v);
       } else if (name == "ffi") {
         ffi(-1, cfg);
+      } else if (name == "file_io") {
+        if (lua_type(L, -1) == LUA_TBOOLEAN)
+          cfg.fileIo = lua_toboolean(L, -1);
+        else
+          report(loc, "'file_io' must be a boolean, got " + describe(L, -1));
       } else {
         report(loc, "unknown configuration key '" + name + "'" + suggestion(name, kKnownKeys));
       }

@@ -10,6 +10,7 @@
 //   instruction_limit  integer >= 0 (0: no limit)
 //   include_path       array of strings
 //   ffi                { enabled = boolean, libraries = array of strings | nil }
+//   file_io            boolean
 //
 // Keys the file does not set keep the values already in `cfg`.
 #pragma once

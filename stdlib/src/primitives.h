@@ -1,6 +1,7 @@
 // primitives.h — private helpers shared by the primitive families
 // (primitives_math.cpp, primitives_lists.cpp, primitives_io.cpp, primitives_hof.cpp,
-// primitives_vectors.cpp, primitives_errors.cpp, primitives_records.cpp).
+// primitives_vectors.cpp, primitives_errors.cpp, primitives_records.cpp,
+// primitives_ports.cpp).
 //
 // Argument indices passed to VM::typeError are 0-based positions in `args`;
 // typeError prints them 1-based ("car: expected pair as argument 1, got 5").
@@ -68,5 +69,12 @@ void openVectorPrimitives(Registrar& r);
 void openRandomPrimitives(Registrar& r);
 void openErrorPrimitives(Registrar& r);
 void openRecordPrimitives(Registrar& r);
+void openPortPrimitives(Registrar& r);
+
+// Output (primitives_ports.cpp): `text` written to the output port args[i] if the call
+// has that argument (checked: an open output port), else to the current output port.
+void writeOutput(VM& vm, const char* who, Value* args, int nargs, int i, std::string_view text);
+// `text` written to port p (an open output port); a failed write is an error naming `who`.
+void writeToPort(VM& vm, const char* who, Port* p, std::string_view text);
 
 }  // namespace dlam::prim

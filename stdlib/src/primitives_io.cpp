@@ -2,7 +2,8 @@
 // print, error, assert, exit, disasm, gc-stats, and R7RS's clocks (current-second,
 // current-jiffy, jiffies-per-second) for timing from a script.
 //
-// All output goes through vm.output so embedders and tests can capture it.
+// All output goes through vm.output so embedders and tests can capture it (display,
+// write and newline to a port given them: primitives_ports.cpp).
 // (collect-garbage) lives in primitives_ad.cpp: it only requests a collection at
 // the next safe point, since natives are not safe points themselves.
 #include <chrono>
@@ -22,18 +23,19 @@ void emit(VM& vm, const std::string& s) {
 // without result expressions), which -e and the REPL do not print.
 Value voidValue(VM&, Value*, int) { return Value::voidValue(); }
 
-Value display(VM& vm, Value* a, int) {
-  emit(vm, vm.show(a[0], false));
+// display, write and newline take an optional port (primitives_ports.cpp).
+Value display(VM& vm, Value* a, int n) {
+  writeOutput(vm, "display", a, n, 1, vm.show(a[0], false));
   return Value::voidValue();
 }
 
-Value write(VM& vm, Value* a, int) {
-  emit(vm, vm.show(a[0], true));
+Value write(VM& vm, Value* a, int n) {
+  writeOutput(vm, "write", a, n, 1, vm.show(a[0], true));
   return Value::voidValue();
 }
 
-Value newline(VM& vm, Value*, int) {
-  vm.output("\n");
+Value newline(VM& vm, Value* a, int n) {
+  writeOutput(vm, "newline", a, n, 0, "\n");
   return Value::voidValue();
 }
 

@@ -47,6 +47,7 @@ void openPrimitives(VM& vm) {
   prim::openRandomPrimitives(r);
   prim::openErrorPrimitives(r);
   prim::openRecordPrimitives(r);
+  prim::openPortPrimitives(r);
   r.checkEachOnce();
 }
 

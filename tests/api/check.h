@@ -103,6 +103,15 @@ static inline void write_temp_file(char* path, size_t size, const char* suffix, 
   close(fd);
 }
 
+/* A VM made with a configuration file holding lua (written to a temporary file, removed). */
+static inline dlam_vm* new_vm_with_config(const char* lua) {
+  char path[256];
+  write_temp_file(path, sizeof path, ".lua", lua);
+  dlam_vm* vm = dlam_new(path);
+  unlink(path);
+  return vm;
+}
+
 static inline int check_done(void) {
   if (check_failures) {
     fprintf(stderr, "%d check(s) failed\n", check_failures);

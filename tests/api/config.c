@@ -70,6 +70,21 @@ int main(void) {
     dlam_free(vm);
   }
 
+  /* file_io: off by default, on when the struct says 1 */
+  {
+    dlam_config c;
+    dlam_config_init(&c);
+    dlam_vm* vm = dlam_new_with(&c);
+    CHECK_EVAL_ERROR(vm, "(file-exists? \"/\")", "io", DLAM_ERR_RUNTIME,
+                     "file-exists?: file access is disabled");
+    dlam_free(vm);
+    c.file_io = 1;
+    vm = dlam_new_with(&c);
+    CHECK_OK(vm, dlam_eval(vm, "(define e (file-exists? \"/\"))", "io", NULL));
+    CHECK(eval_number(vm, "(if e 1 0)") == 1);
+    dlam_free(vm);
+  }
+
   /* heap_limit_mb, stack_limit, instruction_limit take effect */
   {
     dlam_config c;

@@ -195,6 +195,23 @@ TEST(Config, FfiWrongTypes) {
             "'ffi.libraries[1]' must be a string, got boolean");
 }
 
+// file_io turns the file procedures on or off; anything but a boolean is an error.
+TEST(Config, FileIo) {
+  EXPECT_FALSE(Config{}.fileIo);
+  EXPECT_TRUE(load("file_io = true\n").fileIo);
+  TempDir tmp;
+  Config cfg;
+  cfg.fileIo = true;  // (as the command line sets it before loading)
+  dlam::loadConfigFile(tmp.write("file_io = false\n"), cfg);
+  EXPECT_FALSE(cfg.fileIo);
+  Error e = loadError("stack_limit = 10\n  file_io = \"yes\"\n");
+  EXPECT_EQ(e.message, "'file_io' must be a boolean, got string");
+  EXPECT_EQ(e.loc.line, 2u);
+  EXPECT_EQ(e.loc.col, 3u);
+  EXPECT_EQ(loadError("file_oi = true").message,
+            "unknown configuration key 'file_oi' (did you mean 'file_io'?)");
+}
+
 TEST(Config, UnknownKeyWithLine) {
   std::string path;
   Error e = loadError("stack_limit = 100\n-- comment\n  heap_limt_mb = 1024\n", &path);

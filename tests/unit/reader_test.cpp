@@ -578,3 +578,33 @@ TEST(Reader, TenMegabytes) {
   std::string big = "\"" + std::string(10 * 1000 * 1000, 'a') + "\"";
   EXPECT_EQ(readAll(big).data[0]->text.size(), 10u * 1000 * 1000);
 }
+
+// readOne (for `read`): the first datum only, the bytes up to its end, locations that
+// start where the text starts in its file, nothing for blanks and comments.
+TEST(Reader, ReadOneStopsAfterTheFirstDatum) {
+  SxArena arena;
+  size_t used = 0;
+  std::string_view text = "  ; c\n (a b) 42 rest";
+  Sx* d = dlam::readOne(arena, text, "data.txt", {10, 5}, used);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(show(d), "(a b)");
+  EXPECT_EQ(used, text.find(')') + 1);
+  EXPECT_EQ(d->loc.line, 11u);  // the second line of the text, which starts at line 10
+  EXPECT_EQ(d->loc.col, 2u);
+  Sx* n = dlam::readOne(arena, text.substr(used), "data.txt", {11, 7}, used);
+  ASSERT_NE(n, nullptr);
+  EXPECT_EQ(n->number, 42);
+  EXPECT_EQ(n->loc.col, 8u);
+  EXPECT_EQ(used, 3u);
+  EXPECT_EQ(dlam::readOne(arena, " ; only a comment\n #| and a block |# ", "d", {1, 1}, used),
+            nullptr);
+  try {
+    dlam::readOne(arena, "\n  (a", "data.txt", {3, 1}, used);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.incomplete);
+    EXPECT_EQ(e.file, "data.txt");
+    EXPECT_EQ(e.loc.line, 4u);
+    EXPECT_EQ(e.loc.col, 3u);
+  }
+}

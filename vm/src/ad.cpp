@@ -284,6 +284,7 @@ Value VM::jLeaf(Value v) {
     case ObjType::String:
     case ObjType::Symbol:
     case ObjType::ErrorObject:
+    case ObjType::Port:
       return v;
     case ObjType::Rev:
       return Value::object(makeRev(v));
@@ -361,6 +362,7 @@ Value VM::jInvLeaf(Value v) {
     case ObjType::String:
     case ObjType::Symbol:
     case ObjType::ErrorObject:
+    case ObjType::Port:
       return v;
     case ObjType::Record:
       if (isRecordType(static_cast<Record*>(o))) return v;

@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "dlam/port.h"
 #include "dlam/vm.h"
 
 namespace dlam {
@@ -79,6 +80,8 @@ uint64_t objectFootprint(const Obj* o) {
       return Arena::footprint(sizeof(Dict));
     case ObjType::DictNode:
       return Arena::footprint(sizeof(DictNode));
+    case ObjType::Port:
+      return Arena::footprint(sizeof(Port));
   }
   return 0;
 }
@@ -119,6 +122,9 @@ void finalize(Obj* o) {
     case ObjType::Native:
     case ObjType::Foreign:
       static_cast<Native*>(o)->~Native();
+      break;
+    case ObjType::Port:
+      static_cast<Port*>(o)->~Port();  // writes what is buffered, closes its file
       break;
     default:
       break;
@@ -164,11 +170,30 @@ void VM::pastThreshold(uint64_t undo) {
 #endif
 }
 
-void VM::noteProtoBytes(Proto* p) {
-  uint64_t bytes = protoBytes(*p);
-  bytesAllocated_ = bytesAllocated_ - p->ownedBytes + bytes;
-  p->ownedBytes = bytes;
+void VM::noteProtoBytes(Proto* p) { noteOwnedBytes(p->ownedBytes, protoBytes(*p)); }
+
+void VM::noteOwnedBytes(uint64_t& owned, uint64_t bytes) {
+  bytesAllocated_ = bytesAllocated_ - owned + bytes;
+  owned = bytes;
   if (bytesAllocated_ >= nextGc_) pastThreshold(0);
+}
+
+// The C++ memory an object owns and counts (VM::noteOwnedBytes): a proto's code and
+// IR, a port's buffer; 0 for other objects.
+static uint64_t ownedBytesOf(const Obj* o) {
+  if (o->type == ObjType::Proto) return static_cast<const Proto*>(o)->ownedBytes;
+  if (o->type == ObjType::Port) return static_cast<const Port*>(o)->ownedBytes;
+  return 0;
+}
+
+Port* VM::makePort(PortKind kind) {
+  void* mem = allocate(ObjType::Port, sizeof(Port));
+  Obj header = *static_cast<Obj*>(mem);
+  auto* p = new (mem) Port();
+  static_cast<Obj&>(*p) = header;
+  p->kind = kind;
+  track(p);
+  return p;
 }
 
 void VM::countExternal(int64_t delta) {
@@ -406,6 +431,7 @@ void VM::markRoots(std::vector<Obj*>& work) {
       break;
     }
     case ObjType::String:
+    case ObjType::Port:
       break;
   }
 }
@@ -530,7 +556,7 @@ void VM::collectGarbage(GcKind kind) {
     uint64_t footprint = objectFootprint(o);
     arena_.mark(o, footprint);
     ++marked;
-    if (o->type == ObjType::Proto) markedOwned += static_cast<const Proto*>(o)->ownedBytes;
+    markedOwned += ownedBytesOf(o);
     markedBytes += footprint;
     traceChildren(o, work);
   }

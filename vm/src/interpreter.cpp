@@ -137,10 +137,11 @@ void VM::buildTrace(Error& e) {
   if (e.file.empty()) e.file = currentFile;
 }
 
-void VM::raise(ErrorKind kind, const std::string& message) {
-  Error e(kind, message);
+void VM::raise(ErrorKind kind, const std::string& message) { raiseError(Error(kind, message)); }
+
+void VM::raiseError(Error e) {
   // A handler may take a runtime error: the trace is built if none does (handlers.cpp).
-  if (kind != ErrorKind::Runtime || !handlerActive()) buildTrace(e);
+  if (e.kind != ErrorKind::Runtime || !handlerActive()) buildTrace(e);
   throw e;
 }
 

@@ -319,6 +319,18 @@ std::string VM::show(Value root, bool write) {
       case ObjType::DictNode:
         out += "#<dict-node>";
         break;
+      case ObjType::Port: {
+        auto* port = static_cast<Port*>(o);
+        if (port->kind == PortKind::Eof) {
+          out += "#<eof>";
+          break;
+        }
+        out += port->isInput() ? "#<input-port " : "#<output-port ";
+        out += port->name;
+        if (port->closed) out += " (closed)";
+        out += '>';
+        break;
+      }
     }
   }
   return out;

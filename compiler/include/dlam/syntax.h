@@ -71,6 +71,12 @@ class SxArena {
 // Iterative: nesting depth is limited only by memory.
 std::vector<Sx*> readAll(SxArena& arena, std::string_view source, const std::string& file);
 
+// Reads the first datum of `source` (nullptr if it holds none: blanks and comments only),
+// for `read`: `start` is the line and column where the text starts in `file`, and `used`
+// receives the bytes read up to the end of the datum (or of the text). Errors as readAll.
+Sx* readOne(SxArena& arena, std::string_view source, const std::string& file, SrcLoc start,
+            size_t& used);
+
 // The number `text` denotes as the reader reads it (decimal, +inf.0, -inf.0, +nan.0,
 // #x #o #b #d prefixes), digits in `radix` (2, 8, 10 or 16) when it has no prefix.
 // False when it is not a number (string->number's #f).

@@ -90,9 +90,9 @@ namespace dlam {
   X(VectorLength, "vector-length", 1, 1, Data)    \
   X(VectorOnehot, "%vector-onehot", 3, 4, Data)   \
   X(Apply, "apply", 1, -1, Control)               \
-  X(Display, "display", 1, 1, Io)                 \
-  X(Write, "write", 1, 1, Io)                     \
-  X(Newline, "newline", 0, 0, Io)                 \
+  X(Display, "display", 1, 2, Io)                 \
+  X(Write, "write", 1, 2, Io)                     \
+  X(Newline, "newline", 0, 1, Io)                 \
   X(Print, "print", 1, 1, Io)                     \
   X(Error, "error", 1, -1, Io)                    \
   X(Assert, "assert", 1, 2, Io)                   \

@@ -18,6 +18,7 @@ struct Config {
   // --full-trace: error traces show the standard library's frames too (by default a run
   // of them is folded into the user's call that reached it).
   bool fullTrace = false;
+  bool fileIo = false;  // file_io: the file procedures (open-input-file, read-lines...) work
 };
 
 }  // namespace dlam

@@ -39,6 +39,7 @@ enum class ObjType : uint8_t {
   Record,       // a record of a type made by define-record-type, or such a type
   Dict,         // a persistent map (its entries: a tree of DictNodes)
   DictNode,     // one entry of a dict's tree (never a value of its own)
+  Port,         // input or output port, or the end-of-file object (dlam/port.h)
 };
 
 // Obj::flags bits.

@@ -27,6 +27,7 @@
 #include "dlam/error.h"
 #include "dlam/mapped_array.h"
 #include "dlam/object.h"
+#include "dlam/port.h"
 #include "dlam/random.h"
 #include "dlam/value.h"
 
@@ -212,6 +213,12 @@ class VM {
   // has filled the proto, and the sweeper uncounts the same number when the proto dies.
   // May raise the heap-limit error (the proto stays counted until it is collected).
   void noteProtoBytes(Proto* p);
+  // The same for any object owning C++ memory (a port's buffer): `owned` is its count
+  // (Proto::ownedBytes, Port::ownedBytes), which becomes `bytes`. The collector
+  // uncounts it when the object dies.
+  void noteOwnedBytes(uint64_t& owned, uint64_t bytes);
+  // A new port of this kind (dlam/port.h), closed to nothing yet (fd -1, empty buffer).
+  Port* makePort(PortKind kind);
   // Counts `delta` more bytes (fewer when negative) of memory the VM does not own that
   // lives while it works: the syntax of the sources being compiled (the driver). They
   // count against the heap limit with the objects until given back, and raise no error
@@ -296,6 +303,9 @@ class VM {
   // Raises a runtime error located at the instruction being executed, with a trace.
   [[noreturn]] void runtimeError(const std::string& message);
   [[noreturn]] void limitError(const std::string& message);
+  // Raises `e` with the trace of the running frames. A file and location it has are
+  // kept (an error in data a native read, as `read`'s), else it is located as above.
+  [[noreturn]] void raiseError(Error e);
   // The limit error of a call past the frame cap (callee: the function called, if known).
   [[noreturn]] void stackOverflow(const Proto* callee);
   // Frames above stack_limit kept for whoever starts a recursion: the top level, an
@@ -492,7 +502,7 @@ class VM {
   uint64_t liveObjects_ = 0;
   uint64_t allocationCount_ = 0;
   size_t stackHigh_ = 0;           // registers above stackTop_ possibly written since the last GC
-  std::vector<Obj*> finalizable_;  // protos, symbols, natives: objects owning C++ members
+  std::vector<Obj*> finalizable_;  // protos, symbols, natives, ports: objects owning C++ members
   [[noreturn]] void outOfMemory(uint64_t bytes);
   void allocationThreshold(uint64_t bytes);
   void pastThreshold(uint64_t undo);
