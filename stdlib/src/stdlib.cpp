@@ -46,6 +46,9 @@ void openPrimitives(VM& vm) {
   prim::openVectorPrimitives(r);
   prim::openRandomPrimitives(r);
   prim::openErrorPrimitives(r);
+  prim::openCharPrimitives(r);
+  prim::openStringPrimitives(r);
+  prim::openFormatPrimitives(r);
   r.checkEachOnce();
 }
 

@@ -50,6 +50,8 @@ enum ObjFlag : uint16_t {
   kRemembered = 1 << 7,       // old, and in the VM's remembered set (it may point at young objects)
   kSparse = 1 << 8,           // vector: a node of a sparse sensitivity (see Vector)
   kSparseOverDense = 1 << 9,  // sparse node: the chain ends in a dense vector
+  kAsciiKnown = 1 << 10,      // string: whether it is all ASCII was found (kAscii says)
+  kAscii = 1 << 11,           // string: every byte is ASCII (a character index is a byte index)
 };
 
 // Obj::marked: the arena's epoch when the object was last marked (1 to kMaxEpoch), 0
