@@ -1,6 +1,6 @@
 // primitives_strings.cpp — the string procedures over characters: string-ref,
 // substring, string-copy, string, make-string, string->list, list->string,
-// string-split, string-join, string-index, string-contains, string-prefix?,
+// string-split, string-join, string-index (of a character), string-contains, string-prefix?,
 // string-suffix?, string-upcase, string-downcase, string-trim (and -left, -right),
 // string-length. (string-append, the comparisons and the conversions to numbers and
 // symbols are primitives_lists.cpp's; string-for-each and string-map the prelude's.)
@@ -235,11 +235,10 @@ Value indexOfByte(String* s, size_t at) {
   return Value::number(static_cast<double>(isAscii(s) ? at : countChars(s->view().substr(0, at))));
 }
 
-// (string-index s c): the index of the first c in s, or #f. With a procedure instead of
-// a character, the first character it holds for (the prelude's %string-index-pred).
-Value stringIndex(VM& vm, Value* a, int n) {
+// (%string-index-char s c): the index of the first c in s, or #f (the prelude's
+// string-index calls this for a character; it takes a predicate itself).
+Value stringIndexChar(VM& vm, Value* a, int) {
   String* s = stringObj(vm, "string-index", a, 0);
-  if (isProcedure(unwrapAttached(a[1]))) return handOver(vm, "%string-index-pred", a, n);
   Value c = unwrapAttached(a[1]);
   if (!c.isChar()) vm.typeError("string-index", 1, "character or procedure", a[1]);
   std::string bytes;
@@ -325,7 +324,7 @@ void openStringPrimitives(Registrar& r) {
   vm.defineNative("list->string", listToString, 1, 1);
   vm.defineNative("string-split", stringSplit, 2, 2);
   vm.defineNative("string-join", stringJoin, 1, 2);
-  vm.defineNative("string-index", stringIndex, 2, 2);
+  vm.defineNative("%string-index-char", stringIndexChar, 2, 2);
   vm.defineNative("string-contains", stringContains, 2, 2);
   vm.defineNative("string-prefix?", stringPrefixP, 2, 2);
   vm.defineNative("string-suffix?", stringSuffixP, 2, 2);
