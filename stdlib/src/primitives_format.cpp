@@ -80,7 +80,7 @@ Value format(VM& vm, Value* a, int n) {
     };
     if (i == fmt.size())
       vm.runtimeError("format: the format ends in an incomplete directive '" + directive() + "'");
-    char c = static_cast<char>(fmt[i] | 0x20);  // lower case
+    char c = fmt[i] >= 'A' && fmt[i] <= 'Z' ? static_cast<char>(fmt[i] + 32) : fmt[i];
     bool numbered = i - start > 1;
     if (numbered && c != 'f')
       vm.runtimeError("format: bad directive '" + directive() +

@@ -156,6 +156,10 @@ Value makeString(VM& vm, Value* a, int n) {
   std::string one;
   appendChar(one, n == 2 ? charArg(vm, "make-string", a, 1) : ' ');
   if (k > (size_t(1) << 32) / one.size()) vm.runtimeError("make-string: string too long");
+  // The text is built before the string is allocated: past the heap limit, it is not built.
+  uint64_t limit = vm.config().heapLimitMb << 20;
+  if (limit && k * one.size() > limit)
+    vm.limitError("heap limit exceeded (" + std::to_string(vm.config().heapLimitMb) + " MB)");
   std::string out;
   out.reserve(k * one.size());
   for (size_t i = 0; i < k; ++i) out += one;
