@@ -8,7 +8,8 @@
 // A string holds UTF-8, and an index counts characters (lexical.h's decodeChar, by
 // which a byte of ill-formed UTF-8 is one character too). A string that is all ASCII
 // is flagged so once found out (kAscii, object.h): its indices are byte offsets, O(1);
-// in another string, finding index k walks the k characters before it.
+// in another string, finding index k walks the characters before it from the last
+// index looked up in that string, or from its start (VM::charCursor).
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -46,7 +47,7 @@ bool isAscii(String* s) {
   return ascii;
 }
 
-// The number of characters of bytes [0, n) of v.
+// The number of characters of v.
 size_t countChars(std::string_view v) {
   size_t n = 0;
   for (size_t i = 0, len; i < v.size(); i += len, ++n)
@@ -54,7 +55,18 @@ size_t countChars(std::string_view v) {
   return n;
 }
 
-size_t charLength(String* s) { return isAscii(s) ? s->length() : countChars(s->view()); }
+// The VM's cursor into s (vm.h): kept if it is at s, else moved to its start.
+VM::CharCursor& cursorAt(VM& vm, String* s) {
+  if (vm.charCursor.string != s) vm.charCursor = VM::CharCursor{s, 0, 0, SIZE_MAX};
+  return vm.charCursor;
+}
+
+size_t charLength(VM& vm, String* s) {
+  if (isAscii(s)) return s->length();
+  VM::CharCursor& cur = cursorAt(vm, s);
+  if (cur.length == SIZE_MAX) cur.length = cur.index + countChars(s->view().substr(cur.offset));
+  return cur.length;
+}
 
 // A character index argument: a non-negative integer (untagged in differentiated code).
 size_t indexArg(VM& vm, const char* who, const Value* a, int i) {
@@ -67,22 +79,28 @@ size_t indexArg(VM& vm, const char* who, const Value* a, int i) {
 
 [[noreturn]] void rangeError(VM& vm, const char* who, size_t k, String* s) {
   vm.runtimeError(std::string(who) + ": index " + std::to_string(k) +
-                  " out of range for a string of length " + std::to_string(charLength(s)));
+                  " out of range for a string of length " + std::to_string(charLength(vm, s)));
 }
 
-// The byte offset of character k of s (k may be the length: the end), or an error.
+// The byte offset of character k of s (k may be the length: the end), or an error. In a
+// string that is not all ASCII, the walk starts at the VM's cursor when that is at or
+// before k, and leaves the cursor at k.
 size_t byteOffset(VM& vm, const char* who, String* s, size_t k) {
   std::string_view v = s->view();
   if (isAscii(s)) {
     if (k > v.size()) rangeError(vm, who, k, s);
     return k;
   }
-  size_t i = 0, len;
-  for (size_t n = 0; n < k; ++n) {
+  VM::CharCursor& cur = cursorAt(vm, s);
+  size_t n = 0, i = 0, len;
+  if (cur.index <= k) n = cur.index, i = cur.offset;
+  for (; n < k; ++n) {
     if (i == v.size()) rangeError(vm, who, k, s);
     decodeChar(v.data() + i, v.data() + v.size(), len);
     i += len;
   }
+  cur.index = k;
+  cur.offset = i;
   return i;
 }
 
@@ -124,7 +142,7 @@ Value listOf(VM& vm, const std::vector<Value>& items) {
 
 // (string-length s): the number of characters.
 Value stringLength(VM& vm, Value* a, int) {
-  return Value::number(static_cast<double>(charLength(stringObj(vm, "string-length", a, 0))));
+  return Value::number(static_cast<double>(charLength(vm, stringObj(vm, "string-length", a, 0))));
 }
 
 // (string-ref s k)
