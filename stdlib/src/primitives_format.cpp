@@ -126,6 +126,8 @@ Value format(VM& vm, Value* a, int n) {
 }  // namespace
 
 void openFormatPrimitives(Registrar& r) {
-  VM& vm = r.vm; vm.defineNative("format", format, 1, -1); }
+  VM& vm = r.vm;
+  vm.defineNative("format", format, 1, -1);
+}
 
 }  // namespace dlam::prim
