@@ -215,6 +215,8 @@ inline Atom Expander::expr(Sx* x, const std::string& nameHint) {
       return constAtom(Value::boolean(x->boolean), x->loc);
     case Sx::String:
       return constAtom(vm_.makeString(x->text), x->loc);
+    case Sx::Char:
+      return constAtom(Value::character(x->code), x->loc);
     case Sx::Symbol:
       return resolveSymbol(x);
     case Sx::Vector:
@@ -545,6 +547,9 @@ Value quoteDatum(VM& vm, const Sx* datum) {
         continue;
       case Sx::String:
         values.push_back(vm.makeString(x->text));
+        continue;
+      case Sx::Char:
+        values.push_back(Value::character(x->code));
         continue;
       case Sx::Symbol:
         values.push_back(vm.symbol(x->text));

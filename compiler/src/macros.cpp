@@ -102,6 +102,7 @@ class Rules {
       return x->kind == Sx::Number &&
              (x->number == p.asNumber() || (std::isnan(x->number) && std::isnan(p.asNumber())));
     if (p.isBool()) return x->kind == Sx::Bool && x->boolean == p.isTruthy();
+    if (p.isChar()) return x->kind == Sx::Char && x->code == p.asChar();
     if (isString(p))
       return x->kind == Sx::String && x->text == static_cast<String*>(p.asObject())->view();
     return false;  // a vector pattern (never matched: vectors hold numbers only)
@@ -200,6 +201,11 @@ class Rules {
     if (t.isBool()) {
       Sx* n = make(Sx::Bool);
       n->boolean = t.isTruthy();
+      return n;
+    }
+    if (t.isChar()) {
+      Sx* n = make(Sx::Char);
+      n->code = t.asChar();
       return n;
     }
     if (isString(t)) {

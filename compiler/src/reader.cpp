@@ -2,7 +2,8 @@
 //
 // Owns the lexical syntax of dlam: comments (`;`, nestable `#| |#`, `#;` datum
 // comments), lists with ( ) and [ ], dotted tails, the quote family (' ` , ,@),
-// numbers, booleans, strings and symbols, plus the syntax errors for all of them.
+// numbers, booleans, characters, strings and symbols, plus the syntax errors for all
+// of them.
 // The reader is iterative: open lists and pending prefixes live on an explicit
 // stack, so a million levels of nesting cost heap memory, never C++ stack.
 //
@@ -16,6 +17,8 @@
 //    an "invalid number" error: `1+`, `1/2` (no rationals), `1e`, `1.2.3`, `12abc`.
 //    Other tokens such as `+`, `-`, `...`, `->x`, `.foo` are symbols; a lone `.` is
 //    the dot of a dotted list.
+//  - `#\\a` (any one character, a delimiter too: `#\\(`), `#\\space` and the other
+//    names of lexical.h, `#\\x3bb` (a code point in hex) are characters.
 //  - `#x`, `#o`, `#b`, `#d` radix prefixes; `#t #f #true #false`; a `#!` line at the
 //    very start (a script's shebang) and a UTF-8 byte-order mark are skipped.
 //  - Source must be valid UTF-8 in symbols and strings; control bytes other than
@@ -213,6 +216,11 @@ class Reader {
             stack_.back().node->kind = Sx::Vector;
             break;
           }
+          if (c == '#' && p_ + 1 != end_ && p_[1] == '\\') {
+            beginDatum(here);
+            deliver(readChar(here));
+            break;
+          }
           if (c == '#' && p_ + 1 != end_ && p_[1] == ';') {
             advance(), advance();
             stack_.push_back(Frame{Frame::Skip, here, nullptr, 0, Frame::NoDot, SrcLoc{}, "#;"});
@@ -402,18 +410,7 @@ class Reader {
   void readToken() {
     SrcLoc here = loc();
     const char* start = p_;
-    while (p_ != end_) {
-      unsigned char c = static_cast<unsigned char>(*p_);
-      if (isDelimiter(c)) break;
-      if (c < 0x20 || c == 0x7F) fail(loc(), "unexpected character " + hexByte(c));
-      if (c >= 0x80) {
-        size_t len = utf8SequenceLength(p_, end_);
-        if (len == 0) fail(loc(), "invalid UTF-8 byte " + hexByte(c));
-        advanceBy(len);
-      } else {
-        advance();
-      }
-    }
+    while (p_ != end_ && !isDelimiter(static_cast<unsigned char>(*p_))) skipTokenChar();
     std::string_view t(start, static_cast<size_t>(p_ - start));
 
     if (t == ".") {
@@ -442,6 +439,59 @@ class Reader {
       d->text.assign(t);
     }
     deliver(d);
+  }
+
+  // Steps over one character of a token, rejecting control bytes and ill-formed UTF-8.
+  void skipTokenChar() {
+    unsigned char c = static_cast<unsigned char>(*p_);
+    if (c < 0x20 || c == 0x7F) fail(loc(), "unexpected character " + hexByte(c));
+    if (c >= 0x80) {
+      size_t len = utf8SequenceLength(p_, end_);
+      if (len == 0) fail(loc(), "invalid UTF-8 byte " + hexByte(c));
+      advanceBy(len);
+    } else {
+      advance();
+    }
+  }
+
+  // A character, at `#\\`: the one character after it (whitespace and delimiters
+  // included: `#\\ `, `#\\(`), or, when more follow up to a delimiter, a name
+  // (kCharNames) or x and a code point in hex.
+  Sx* readChar(SrcLoc here) {
+    advance(), advance();
+    if (p_ == end_) fail(here, "expected a character after '#\\'");
+    const char* start = p_;
+    auto first = static_cast<unsigned char>(*p_);
+    if (isWhitespace(first))
+      advance();
+    else
+      skipTokenChar();
+    if (!isDelimiter(first))
+      while (p_ != end_ && !isDelimiter(static_cast<unsigned char>(*p_))) skipTokenChar();
+    std::string_view t(start, static_cast<size_t>(p_ - start));
+    Sx* d = arena_.make(Sx::Char, here);
+    size_t len = 0;
+    d->code = decodeChar(t.data(), t.data() + t.size(), len);
+    if (len == t.size()) return d;
+    for (const CharName& n : kCharNames) {
+      if (t == n.name) {
+        d->code = n.code;
+        return d;
+      }
+    }
+    if (t[0] == 'x' && t.size() <= 9) {
+      uint32_t code = 0;
+      size_t i = 1;
+      while (i < t.size() && digitValue(t[i]) < 16)
+        code = code * 16 + static_cast<uint32_t>(digitValue(t[i++]));
+      if (i == t.size()) {
+        if (!isScalarValue(code))
+          fail(here, "bad character '#\\" + std::string(t) + "' (not a Unicode scalar value)");
+        d->code = code;
+        return d;
+      }
+    }
+    fail(here, "unknown character name '#\\" + std::string(t) + "'");
   }
 
   // True when `t` is a number (value stored); false when it is a symbol. Throws

@@ -1,7 +1,8 @@
 // primitives.h — private helpers shared by the primitive families
 // (primitives_math.cpp, primitives_lists.cpp, primitives_io.cpp, primitives_hof.cpp,
 // primitives_vectors.cpp, primitives_errors.cpp, primitives_records.cpp,
-// primitives_ports.cpp).
+// primitives_ports.cpp, primitives_chars.cpp, primitives_strings.cpp,
+// primitives_format.cpp).
 //
 // Argument indices passed to VM::typeError are 0-based positions in `args`;
 // typeError prints them 1-based ("car: expected pair as argument 1, got 5").
@@ -60,6 +61,17 @@ inline Value handOver(VM& vm, const char* name, Value* a, int n) {
   return vm.tailCall(vm.global(name), a, n);
 }
 
+// The character in args[i], or a type error naming `who` (primitives_chars.cpp).
+uint32_t charArg(VM& vm, const char* who, const Value* args, int i);
+// Simple (one character to one) case maps and the whitespace class of Unicode, for the
+// scripts primitives_chars.cpp lists; other characters map to themselves.
+uint32_t upcaseChar(uint32_t c);
+uint32_t downcaseChar(uint32_t c);
+bool isWhitespaceChar(uint32_t c);
+
+// The text of the string in args[i], or a type error naming `who` (primitives_strings.cpp).
+std::string_view stringArg(VM& vm, const char* who, const Value* args, int i);
+
 void openMathPrimitives(Registrar& r);
 void openListPrimitives(Registrar& r);
 void openIoPrimitives(Registrar& r);
@@ -76,5 +88,8 @@ void openPortPrimitives(Registrar& r);
 void writeOutput(VM& vm, const char* who, Value* args, int nargs, int i, std::string_view text);
 // `text` written to port p (an open output port); a failed write is an error naming `who`.
 void writeToPort(VM& vm, const char* who, Port* p, std::string_view text);
+void openCharPrimitives(Registrar& r);
+void openStringPrimitives(Registrar& r);
+void openFormatPrimitives(Registrar& r);
 
 }  // namespace dlam::prim

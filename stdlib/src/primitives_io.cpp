@@ -39,8 +39,14 @@ Value newline(VM& vm, Value* a, int n) {
   return Value::voidValue();
 }
 
-Value print(VM& vm, Value* a, int) {
-  vm.output(vm.show(a[0], false) + "\n");
+// (print x ...): the values as display shows them, separated by spaces, then a newline.
+Value print(VM& vm, Value* a, int n) {
+  std::string line;
+  for (int i = 0; i < n; ++i) {
+    if (i) line += ' ';
+    line += vm.show(a[i], false);
+  }
+  vm.output(line + "\n");
   return Value::voidValue();
 }
 

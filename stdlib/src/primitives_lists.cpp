@@ -1,6 +1,6 @@
 // primitives_lists.cpp — the data primitives of SPEC §2: pairs and lists, type
 // predicates (and list?), eq?/eqv?/equal?, strings (number->string, string->number,
-// string-append, string-length, symbol->string, string->symbol, the comparisons
+// string-append, symbol->string, string->symbol, the comparisons
 // string=? string<? ...) and iota.
 //
 // Everything that walks a list or a structure loops (equal? with an explicit
@@ -284,16 +284,6 @@ Value stringToNumber(VM& vm, Value* a, int n) {
   return parseNumber(s, radix, x) ? Value::numberChecked(x) : Value::boolean(false);
 }
 
-// (string-length s): the number of characters of s.
-Value stringLength(VM& vm, Value* a, int) {
-  // Characters, not bytes: strings hold UTF-8 (the reader checks it), so count the
-  // bytes that start a character.
-  double n = 0;
-  for (char c : text(vm, "string-length", a, 0))
-    n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-  return Value::number(n);
-}
-
 Value symbolToString(VM& vm, Value* a, int) {
   Value s = unwrapAttached(a[0]);
   if (!isSymbol(s)) vm.typeError("symbol->string", 0, "symbol", a[0]);
@@ -370,7 +360,6 @@ void openListPrimitives(Registrar& r) {
   r.define(NativeId::NumberToString, numberToString);
   r.define(NativeId::StringAppend, stringAppend);
   vm.defineNative("string->number", stringToNumber, 1, 2);
-  vm.defineNative("string-length", stringLength, 1, 1);
   vm.defineNative("symbol->string", symbolToString, 1, 1);
   vm.defineNative("string->symbol", stringToSymbol, 1, 1);
   vm.defineNative("string=?", stringCompare<0>, 1, -1);

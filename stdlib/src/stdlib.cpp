@@ -48,6 +48,9 @@ void openPrimitives(VM& vm) {
   prim::openErrorPrimitives(r);
   prim::openRecordPrimitives(r);
   prim::openPortPrimitives(r);
+  prim::openCharPrimitives(r);
+  prim::openStringPrimitives(r);
+  prim::openFormatPrimitives(r);
   r.checkEachOnce();
 }
 

@@ -48,6 +48,8 @@ std::string show(const Sx* x) {
       return x->text;
     case Sx::String:
       return "\"" + x->text + "\"";
+    case Sx::Char:
+      return "#<char " + std::to_string(x->code) + ">";
     case Sx::Vector:
     case Sx::List: {
       std::string s = x->kind == Sx::Vector ? "#(" : "(";
@@ -486,9 +488,30 @@ TEST(Reader, VectorLiterals) {
   EXPECT_SYNTAX_ERROR("#(1 2", "unterminated list", 1u, 1u, true);
 }
 
+TEST(Reader, Characters) {
+  // One character (a delimiter or a blank too), a name, or x and hex digits.
+  EXPECT_EQ(showAll("#\\a #\\( #\\) #\\; #\\  #\\\" #\\x #\\X"),
+            "#<char 97> | #<char 40> | #<char 41> | #<char 59> | #<char 32> | #<char 34> | "
+            "#<char 120> | #<char 88>");
+  EXPECT_EQ(showAll("(#\\space #\\newline #\\tab #\\null #\\delete #\\x3bb #\\x1F600)"),
+            "(#<char 32> #<char 10> #<char 9> #<char 0> #<char 127> #<char 955> #<char 128512>)");
+  EXPECT_EQ(showAll("#\\\u03bb #\\\u00e9(a)"), "#<char 955> | #<char 233> | (a)");
+  EXPECT_EQ(showAll("'#\\a"), "(quote #<char 97>)");
+  EXPECT_EQ(readAll("#\\\n").data[0]->code, 10u);
+  EXPECT_SYNTAX_ERROR("(x #\\foo)", "unknown character name '#\\foo'", 1u, 4u, false);
+  EXPECT_SYNTAX_ERROR("\n  #\\Space", "unknown character name '#\\Space'", 2u, 3u, false);
+  EXPECT_SYNTAX_ERROR("#\\ab", "unknown character name '#\\ab'", 1u, 1u, false);
+  EXPECT_SYNTAX_ERROR("#\\xd800", "bad character '#\\xd800' (not a Unicode scalar value)", 1u, 1u,
+                      false);
+  EXPECT_SYNTAX_ERROR("#\\x110000", "not a Unicode scalar value", 1u, 1u, false);
+  EXPECT_SYNTAX_ERROR("#\\", "expected a character after '#\\'", 1u, 1u, false);
+  EXPECT_SYNTAX_ERROR("#\\\x01", "unexpected character 0x01", 1u, 3u, false);
+  EXPECT_SYNTAX_ERROR("#\\\xff", "invalid UTF-8 byte 0xff", 1u, 3u, false);
+}
+
 TEST(Reader, ErrorUnknownHash) {
   EXPECT_SYNTAX_ERROR("#[1 2)", "unknown '#' syntax '#['", 1u, 1u, false);
-  EXPECT_SYNTAX_ERROR("(x #\\a)", "unknown '#' syntax '#\\a'", 1u, 4u, false);
+  EXPECT_SYNTAX_ERROR("(x #&a)", "unknown '#' syntax '#&a'", 1u, 4u, false);
   EXPECT_SYNTAX_ERROR("#tru", "unknown '#' syntax", 1u, 1u, false);
   EXPECT_SYNTAX_ERROR("#", "unknown '#' syntax '#'", 1u, 1u, false);
 }

@@ -511,6 +511,7 @@ void VM::collectGarbage(GcKind kind) {
   // VM::dense's last result is not a root: kept only until a collection, it holds
   // neither its sparse chain nor the dense copy past one.
   denseOf_[0] = denseOf_[1] = Value::nil();
+  charCursor = CharCursor{};
   if (major) {
     // Everything is young again (the remembered set too): the marking finds all that lives.
     arena_.unmarkAll();

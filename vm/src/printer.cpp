@@ -121,6 +121,27 @@ void appendEscaped(std::string& out, std::string_view s, char quote) {
 
 void appendWrittenString(std::string& out, std::string_view s) { appendEscaped(out, s, '"'); }
 
+// A character as `write` writes it, as the reader reads it back: #\space and the other
+// names of kCharNames, #\x<hex> for the other control characters (and the raw-byte
+// characters of ill-formed strings, lexical.h), else #\ and the character itself.
+void appendWrittenChar(std::string& out, uint32_t c) {
+  out += "#\\";
+  for (const CharName& n : kCharNames) {
+    if (n.code == c) {
+      out += n.name;
+      return;
+    }
+  }
+  if (c < 0x20 || (c >= 0x7f && c < 0xa0) || !isScalarValue(c)) {
+    char buf[16];
+    auto r = std::to_chars(buf, buf + sizeof buf, c, 16);
+    out += 'x';
+    out.append(buf, r.ptr);
+    return;
+  }
+  appendUtf8(out, c);
+}
+
 // Whether the reader would take the name, written plainly, for something else than
 // this symbol (lexical.h): empty, a delimiter or a control character in it, `#` syntax,
 // `.`, or a number.
@@ -213,6 +234,10 @@ std::string VM::show(Value root, bool write) {
         out += "#<undefined>";
       else if (v.isZero())
         out += '0';  // the symbolic zero sensitivity
+      else if (v.isChar() && write)
+        appendWrittenChar(out, v.asChar());
+      else if (v.isChar())
+        appendChar(out, v.asChar());
       else
         out += "#<unknown>";
       continue;

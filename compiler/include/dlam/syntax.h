@@ -13,12 +13,13 @@
 namespace dlam {
 
 struct Sx {
-  enum Kind : uint8_t { List, Symbol, Number, String, Bool, Vector };
+  enum Kind : uint8_t { List, Symbol, Number, String, Bool, Vector, Char };
   Kind kind;
   bool boolean = false;  // Bool
   SrcLoc loc;
   uint32_t mark = 0;  // Symbol: put in by the macro expansion of this number (0: by the source)
   double number = 0;  // Number
+  uint32_t code = 0;  // Char: the code point
   std::string text;   // Symbol name, or String contents (escapes decoded)
   std::vector<Sx*> items;  // List elements; Vector: its elements (numbers), `#(1 2 3)`
   Sx* tail = nullptr;      // List: the cdr after the last item for dotted lists `(a b . c)`

@@ -93,7 +93,7 @@ namespace dlam {
   X(Display, "display", 1, 2, Io)                 \
   X(Write, "write", 1, 2, Io)                     \
   X(Newline, "newline", 0, 1, Io)                 \
-  X(Print, "print", 1, 1, Io)                     \
+  X(Print, "print", 0, -1, Io)                    \
   X(Error, "error", 1, -1, Io)                    \
   X(Assert, "assert", 1, 2, Io)                   \
   X(StarJ, "*j", 1, 1, Ad)                        \

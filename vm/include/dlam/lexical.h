@@ -2,7 +2,8 @@
 // and the printer (whose `write` output must read back): UTF-8, as strings and symbols
 // hold it (encoding a code point, checking a sequence: the reader rejects ill-formed
 // text, the printer escapes the bytes a string made with C's \xHH may hold), the bytes
-// that end a token, and the tokens that are numbers rather than symbols.
+// that end a token, the tokens that are numbers rather than symbols, the names of
+// characters (#\space), and how a string's bytes are taken as characters.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -66,6 +67,60 @@ inline size_t utf8SequenceLength(const char* p, const char* end) {
   if (c >= 0xF1 && c <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
   if (c == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
   return 0;
+}
+
+// The names of characters in `#\name` syntax (R7RS's), as the reader takes them and
+// `write` writes them.
+struct CharName {
+  const char* name;
+  uint32_t code;
+};
+inline constexpr CharName kCharNames[] = {
+    {"alarm", 0x07}, {"backspace", 0x08}, {"delete", 0x7f}, {"escape", 0x1b}, {"newline", 0x0a},
+    {"null", 0x00},  {"return", 0x0d},    {"space", 0x20},  {"tab", 0x09},
+};
+
+// A string's byte that is not part of well-formed UTF-8 (C's \xHH can put one in) is
+// taken as the character kRawByteBase + byte, U+DC80 to U+DCFF: a lone surrogate, which
+// no well-formed text holds, so that taking a string apart into characters and putting
+// them back together gives back its bytes (Python's "surrogateescape").
+constexpr uint32_t kRawByteBase = 0xDC00;
+inline bool isRawByteChar(uint32_t c) {
+  return c >= kRawByteBase + 0x80 && c <= kRawByteBase + 0xFF;
+}
+
+// Whether c is a Unicode scalar value (what #\x... and integer->char take).
+inline bool isScalarValue(uint32_t c) { return c <= 0x10FFFF && !(c >= 0xD800 && c <= 0xDFFF); }
+
+// The character that starts at p (p < end), and its length in bytes in `len`.
+inline uint32_t decodeChar(const char* p, const char* end, size_t& len) {
+  auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(p[i])); };
+  uint32_t c = b(0);
+  if (c < 0x80) {
+    len = 1;
+    return c;
+  }
+  len = utf8SequenceLength(p, end);
+  switch (len) {
+    case 2:
+      return (c & 0x1F) << 6 | (b(1) & 0x3F);
+    case 3:
+      return (c & 0x0F) << 12 | (b(1) & 0x3F) << 6 | (b(2) & 0x3F);
+    case 4:
+      return (c & 0x07) << 18 | (b(1) & 0x3F) << 12 | (b(2) & 0x3F) << 6 | (b(3) & 0x3F);
+    default:
+      len = 1;
+      return kRawByteBase + c;
+  }
+}
+
+// Appends character c as a string holds it: UTF-8, or the byte a raw-byte character
+// stands for.
+inline void appendChar(std::string& out, uint32_t c) {
+  if (isRawByteChar(c))
+    out += static_cast<char>(c - kRawByteBase);
+  else
+    appendUtf8(out, c);
 }
 
 }  // namespace dlam

@@ -55,6 +55,8 @@ enum ObjFlag : uint16_t {
   kSparse = 1 << 8,           // vector: a node of a sparse sensitivity (see Vector)
   kSparseOverDense = 1 << 9,  // sparse node: the chain ends in a dense vector
   kZeroTree = 1 << 10,        // dict node: every value in its subtree is the symbolic zero
+  kAsciiKnown = 1 << 11,      // string: whether it is all ASCII was found (kAscii says)
+  kAscii = 1 << 12,           // string: every byte is ASCII (a character index is a byte index)
 };
 
 // Obj::marked: the arena's epoch when the object was last marked (1 to kMaxEpoch), 0

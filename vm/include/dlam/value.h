@@ -2,8 +2,9 @@
 //
 // Doubles are stored unboxed. Every other value lives in the NaN space: heap
 // pointers carry the sign bit, small immediates (nil, booleans, void, the
-// "undefined" marker of letrec holes, the symbolic zero of AD) use tags 1..7.
-// Arithmetic on two doubles therefore never touches the heap.
+// "undefined" marker of letrec holes, the symbolic zero of AD) use tags 1..7, and a
+// character is its code point under the bit kCharTag (so chars never touch the heap
+// and eq? compares them by value). Arithmetic on two doubles never touches the heap.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -26,6 +27,9 @@ class Value {
     kTagZero = 6,
     kTagTailCall = 7,  // returned by a native that asked the VM to call something in its place
   };
+
+  // A character: kQNaN | kCharTag | code point (below 2^21).
+  static constexpr uint64_t kCharTag = 0x0000000100000000ull;
 
   constexpr Value() : bits_(kQNaN | kTagNil) {}
   static constexpr Value fromBits(uint64_t b) {
@@ -52,6 +56,7 @@ class Value {
   // The symbolic zero sensitivity: conforms to every shape, absorbed by plus in O(1).
   static constexpr Value zero() { return fromBits(kQNaN | kTagZero); }
   static constexpr Value tailCall() { return fromBits(kQNaN | kTagTailCall); }
+  static constexpr Value character(uint32_t cp) { return fromBits(kQNaN | kCharTag | cp); }
 
   bool isNumber() const { return (bits_ & kQNaN) != kQNaN; }
   bool isObject() const { return (bits_ & (kQNaN | kSignBit)) == (kQNaN | kSignBit); }
@@ -63,12 +68,14 @@ class Value {
   bool isUndefined() const { return bits_ == undefined().bits_; }
   bool isZero() const { return bits_ == zero().bits_; }
   bool isTailCall() const { return bits_ == tailCall().bits_; }
+  bool isChar() const { return (bits_ >> 32) == ((kQNaN | kCharTag) >> 32); }
 
   double asNumber() const {
     double d;
     std::memcpy(&d, &bits_, 8);
     return d;
   }
+  uint32_t asChar() const { return static_cast<uint32_t>(bits_); }
   Obj* asObject() const { return reinterpret_cast<Obj*>(bits_ & ~(kSignBit | kQNaN)); }
   uint64_t bits() const { return bits_; }
 

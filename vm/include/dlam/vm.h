@@ -456,6 +456,15 @@ class VM {
   // The native being called, set just before every call of a NativeFn (host
   // function trampolines use it to find their callback).
   Native* callingNative = nullptr;
+  // The string procedures' memory of the last string that is not all ASCII they looked
+  // into (primitives_strings.cpp): character `index` starts at byte `offset`, and its
+  // length in characters if counted (else SIZE_MAX). So a loop of string-ref over such
+  // a string walks it once, not once an index. Forgotten at each collection: it keeps
+  // nothing alive, and never names a string that is gone.
+  struct CharCursor {
+    const String* string = nullptr;
+    size_t index = 0, offset = 0, length = SIZE_MAX;
+  } charCursor;
   // The builtin native registered under an id (for opcode slow paths and AD rules).
   Native* builtin(NativeId id) const { return builtins_[static_cast<size_t>(id)]; }
   std::string currentFile;  // chunk name used for errors raised outside any frame
