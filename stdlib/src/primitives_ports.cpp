@@ -17,8 +17,7 @@
 // before, Port::sink). The current ports and the end-of-file object are kept in
 // globals whose names hold a control character, which no program can write.
 //
-// Characters: a character is a one-character string (charValue, charText), until the
-// language has a character type.
+// Characters are the language's character values (charValue, charText).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -51,23 +50,21 @@ const char kEofObject[] = "\x01eof-object";
 Port* hiddenPort(VM& vm, const char* name) { return asPort(vm.global(name)); }
 Value eofObject(VM& vm) { return vm.global(kEofObject); }
 
-// ---- characters (one-character strings for now) --------------------------------------
+// ---- characters ----------------------------------------------------------------------
 
-// The character whose UTF-8 text is utf8 (one character: nextChar's bytes).
-Value charValue(VM& vm, std::string_view utf8) { return vm.makeString(utf8); }
+// The character whose text (UTF-8, or one raw byte) is utf8: what nextChar read.
+Value charValue(VM&, std::string_view utf8) {
+  size_t len = 0;
+  return Value::character(decodeChar(utf8.data(), utf8.data() + utf8.size(), len));
+}
 
-// The UTF-8 text of the character in a[i], or a type error naming `who`.
+// The text of the character in a[i] as a string holds it, or a type error naming `who`.
 std::string charText(VM& vm, const char* who, Value* a, int i) {
   Value v = unwrapAttached(a[i]);
-  if (isString(v)) {
-    std::string_view s = asString(v)->view();
-    size_t len = s.empty() ? 0
-                 : static_cast<unsigned char>(s[0]) < 0x80
-                     ? 1
-                     : utf8SequenceLength(s.data(), s.data() + s.size());
-    if (len != 0 && len == s.size()) return std::string(s);
-  }
-  vm.typeError(who, i, "character", a[i]);
+  if (!v.isChar()) vm.typeError(who, i, "character", a[i]);
+  std::string out;
+  appendChar(out, v.asChar());
+  return out;
 }
 
 // ---- arguments and errors ----------------------------------------------------------

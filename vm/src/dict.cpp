@@ -12,6 +12,7 @@ namespace dlam {
 
 int keyRank(Value v) {
   if (v.isNumber()) return v.asNumber() != v.asNumber() ? -1 : 0;
+  if (v.isChar()) return 1;
   if (isString(v)) return 2;
   if (isSymbol(v)) return 3;
   return -1;
@@ -33,6 +34,8 @@ int compareKeys(Value a, Value b) {
       double x = a.asNumber(), y = b.asNumber();
       return x < y ? -1 : x > y;
     }
+    case 1:
+      return a.asChar() < b.asChar() ? -1 : a.asChar() > b.asChar();
     case 2:
       return compareBytes(asString(a)->view(), asString(b)->view());
     default:
