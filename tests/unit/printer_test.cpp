@@ -137,9 +137,10 @@ TEST(Printer, ReverseTaggedAndAttached) {
 TEST(Printer, Vectors) {
   dlam::VM vm;
   dlam::Vector* v = vm.makeVector(3);
-  v->items[0] = 1;
-  v->items[1] = 2.5;
-  v->items[2] = -0.0;
+  double* items = v->items;  // allocated for 3 (declared with 1: see Vector)
+  items[0] = 1;
+  items[1] = 2.5;
+  items[2] = -0.0;
   EXPECT_EQ(vm.show(Value::object(v)), "#(1 2.5 -0)");
   EXPECT_EQ(vm.show(Value::object(vm.makeVector(0))), "#()");
 }
