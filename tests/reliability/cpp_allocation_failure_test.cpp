@@ -628,12 +628,14 @@ TEST(CppAllocationFailureInTheVm, ACollectionThatFailsLeavesTheHeapWhole) {
 // The hook itself: each variant of operator new fails when chosen, and nothrow gives NULL.
 TEST(AllocHook, FailsTheChosenAllocation) {
   {
+    // Called directly: clang may elide a new-expression whose result is unused, which
+    // would shift the count.
     alloc_hook::Armed armed(2);
-    auto* a = new int(1);
-    EXPECT_THROW((void)new int(2), std::bad_alloc);
-    auto* b = new int[4];
-    delete a;
-    delete[] b;
+    void* a = ::operator new(sizeof(int));
+    EXPECT_THROW((void)::operator new(sizeof(int)), std::bad_alloc);
+    void* b = ::operator new[](4 * sizeof(int));
+    ::operator delete(a);
+    ::operator delete[](b);
   }
   EXPECT_TRUE(alloc_hook::failed());
   {
