@@ -112,6 +112,22 @@ bool parseDecimal(std::string_view t, double& out) {
   return true;
 }
 
+// The radix a `#x` `#o` `#b` `#d` prefix names (by its letter, either case), or 0.
+int radixOfPrefix(char c) {
+  switch (c | 0x20) {
+    case 'x':
+      return 16;
+    case 'o':
+      return 8;
+    case 'b':
+      return 2;
+    case 'd':
+      return 10;
+    default:
+      return 0;
+  }
+}
+
 // [sign] digits in `radix`, as a double (exact up to 2^64, correctly rounded enough beyond).
 bool parseRadixInteger(std::string_view t, int radix, double& out) {
   size_t i = 0;
@@ -518,27 +534,7 @@ class Reader {
       return d;
     }
     if (t.size() >= 2) {
-      int radix = 0;
-      switch (t[1]) {
-        case 'x':
-        case 'X':
-          radix = 16;
-          break;
-        case 'o':
-        case 'O':
-          radix = 8;
-          break;
-        case 'b':
-        case 'B':
-          radix = 2;
-          break;
-        case 'd':
-        case 'D':
-          radix = 10;
-          break;
-        default:
-          break;
-      }
+      int radix = radixOfPrefix(t[1]);
       if (radix != 0) {
         std::string_view digits = t.substr(2);
         double value = 0;
@@ -731,26 +727,8 @@ bool parseNumber(std::string_view t, int radix, double& out) {
     return true;
   }
   if (t.size() >= 2 && t[0] == '#') {
-    switch (t[1]) {
-      case 'x':
-      case 'X':
-        radix = 16;
-        break;
-      case 'o':
-      case 'O':
-        radix = 8;
-        break;
-      case 'b':
-      case 'B':
-        radix = 2;
-        break;
-      case 'd':
-      case 'D':
-        radix = 10;
-        break;
-      default:
-        return false;
-    }
+    radix = radixOfPrefix(t[1]);
+    if (radix == 0) return false;
     t.remove_prefix(2);
   }
   if (t.empty()) return false;
