@@ -37,6 +37,12 @@ struct ReverseCall {
     return t.call(st.out, std::move(xs));
   }
   Atom K(double c) { return t.constJ(Value::number(c), k); }
+  // Gives operand x of an elementwise operation of two operands its part of sensitivity
+  // s: s summed over the axes along which x was broadcast to the result's shape
+  // (%sum-to; s itself when x has the result's shape, and on numbers).
+  void give(const Atom& x, Atom s) {
+    if (x.kind == Atom::Local) addTo(st, x, op(NativeId::SumTo, {s, P(x)}));
+  }
   Atom y() { return t.primal(st, localAtom(bd.dst)); }
   Atom P(const Atom& x) { return t.primal(st, x); }
 
@@ -104,15 +110,17 @@ struct ReverseCall {
 
   // ---- arithmetic (binary chains after Transformer::expand) ----
   void add() {
-    addTo(st, *a, g);
-    if (argc == 2) addTo(st, *b, g);
+    if (argc == 1) addTo(st, *a, g);
+    if (argc != 2) return;
+    give(*a, g);
+    give(*b, g);
   }
   void sub() {
     if (argc == 1) {
       addTo(st, *a, op(NativeId::Sub, {g}));
     } else if (argc == 2) {
-      addTo(st, *a, g);
-      if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Sub, {g}));
+      give(*a, g);
+      if (b->kind == Atom::Local) give(*b, op(NativeId::Sub, {g}));
     }
   }
   void mul() {
@@ -123,8 +131,8 @@ struct ReverseCall {
       return;
     }
     if (argc == 2) {
-      if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::Mul, {g, P(*b)}));
-      if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Mul, {g, P(*a)}));
+      if (a->kind == Atom::Local) give(*a, op(NativeId::Mul, {g, P(*b)}));
+      if (b->kind == Atom::Local) give(*b, op(NativeId::Mul, {g, P(*a)}));
     }
   }
   void div() {
@@ -134,9 +142,9 @@ struct ReverseCall {
       addTo(st, *a, op(NativeId::Sub, {op(NativeId::Mul, {g, op(NativeId::Mul, {yy, yy})})}));
     } else if (argc == 2) {
       Atom bb = P(*b);
-      if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::Div, {g, bb}));
+      if (a->kind == Atom::Local) give(*a, op(NativeId::Div, {g, bb}));
       if (b->kind == Atom::Local)
-        addTo(st, *b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, y()}), bb})}));
+        give(*b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, y()}), bb})}));
     }
   }
   void expt() {
@@ -158,7 +166,7 @@ struct ReverseCall {
                 : op(NativeId::Mul,
                      {g, op(NativeId::Mul,
                             {bb, op(NativeId::Expt, {aa, t.constJ(Value::number(e - 1), tags)})})});
-        addTo(st, *a, da);
+        give(*a, da);
       }
       return;
     }
@@ -170,14 +178,14 @@ struct ReverseCall {
     // derivatives, so mixed second derivatives are right (1/a at b = 0). d/db is NaN
     // for a < 0, where the power is not differentiable in b.
     if (a->kind == Atom::Local)
-      addTo(st, *a,
-            op(NativeId::Mul,
-               {g, op(NativeId::Mul, {op(NativeId::ZeroIfZero, {bb}),
-                                      op(NativeId::Expt, {aa, op(NativeId::Sub, {bb, K(1)})})})}));
+      give(*a,
+           op(NativeId::Mul,
+              {g, op(NativeId::Mul, {op(NativeId::ZeroIfZero, {bb}),
+                                     op(NativeId::Expt, {aa, op(NativeId::Sub, {bb, K(1)})})})}));
     if (b->kind == Atom::Local) {
       Atom mask = op(NativeId::Mul, {op(NativeId::ZeroIfZero, {op(NativeId::Sign, {aa})}),
                                      op(NativeId::ZeroIfZero, {y()})});
-      addTo(st, *b, op(NativeId::Mul, {g, op(NativeId::Mul, {mask, op(NativeId::Log, {aa})})}));
+      give(*b, op(NativeId::Mul, {g, op(NativeId::Mul, {mask, op(NativeId::Log, {aa})})}));
     }
   }
   void sqrt() { addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Mul, {K(2), y()})})); }
@@ -188,12 +196,11 @@ struct ReverseCall {
     } else {
       Atom aa = P(*a), bb = P(*b);
       Atom lb = op(NativeId::Log, {bb});
-      if (a->kind == Atom::Local)
-        addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Mul, {aa, lb})}));
+      if (a->kind == Atom::Local) give(*a, op(NativeId::Div, {g, op(NativeId::Mul, {aa, lb})}));
       if (b->kind == Atom::Local)
-        addTo(st, *b,
-              op(NativeId::Sub,
-                 {op(NativeId::Div, {op(NativeId::Mul, {g, y()}), op(NativeId::Mul, {bb, lb})})}));
+        give(*b,
+             op(NativeId::Sub,
+                {op(NativeId::Div, {op(NativeId::Mul, {g, y()}), op(NativeId::Mul, {bb, lb})})}));
     }
   }
   void log1p() { addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Add, {K(1), P(*a)})})); }
@@ -221,10 +228,9 @@ struct ReverseCall {
       // atan2(a, b): d/da = b/(a²+b²), d/db = -a/(a²+b²)
       Atom aa = P(*a), bb = P(*b);
       Atom r2 = op(NativeId::Add, {op(NativeId::Mul, {aa, aa}), op(NativeId::Mul, {bb, bb})});
-      if (a->kind == Atom::Local)
-        addTo(st, *a, op(NativeId::Div, {op(NativeId::Mul, {g, bb}), r2}));
+      if (a->kind == Atom::Local) give(*a, op(NativeId::Div, {op(NativeId::Mul, {g, bb}), r2}));
       if (b->kind == Atom::Local)
-        addTo(st, *b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, aa}), r2})}));
+        give(*b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, aa}), r2})}));
     }
   }
   void sinh() { addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Cosh, {P(*a)})})); }
@@ -241,8 +247,8 @@ struct ReverseCall {
     // The sensitivity goes to the argument that was selected (the first on ties).
     Atom sel = id == NativeId::Max ? op(NativeId::Step, {P(*a), P(*b)})
                                    : op(NativeId::Step, {P(*b), P(*a)});
-    addTo(st, *a, op(NativeId::Mul, {g, sel}));
-    addTo(st, *b, op(NativeId::Mul, {g, op(NativeId::Sub, {K(1), sel})}));
+    give(*a, op(NativeId::Mul, {g, sel}));
+    give(*b, op(NativeId::Mul, {g, op(NativeId::Sub, {K(1), sel})}));
   }
 
   // ---- vectors: element i, and the sensitivity of a vector from that of element i
@@ -257,6 +263,13 @@ struct ReverseCall {
       return;
     }
     st.replace(a->var, op(NativeId::VectorOnehot, {P(*a), P(*b), g, so->atom}));
+  }
+  // ---- arrays: a broadcast's reverse sums, a sum's reverse broadcasts ----
+  void sumTo() {
+    if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::BroadcastTo, {g, P(*a)}));
+  }
+  void broadcastTo() {
+    if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::SumTo, {g, P(*a)}));
   }
   void vectorOnehot() {
     if (argc >= 3 && bd.args[3].kind == Atom::Local)
@@ -372,6 +385,8 @@ constexpr PrimitiveRules kRules[] = {
     {NativeId::RepResult, kImages, &R::identity},
     {NativeId::BpResult, kImages, &R::identity},
     {NativeId::CheckXbar, kImages, &R::checkXbar},
+    {NativeId::SumTo, kPrimals, &R::sumTo},
+    {NativeId::BroadcastTo, kPrimals, &R::broadcastTo},
 };
 
 constexpr bool everyRowInPlace() {

@@ -57,6 +57,11 @@ Value strip(VM&, Value* a, int) { return untagged(a[0]); }
 
 // (%sign x): -1, 0 or 1 — the derivative of abs.
 Value sign(VM& vm, Value* a, int) {
+  if (anyArray(a, 1)) [[unlikely]]
+    return arrayUnary(
+        vm, [](double x) { return x > 0   ? 1.0
+                                  : x < 0 ? -1.0
+                                          : 0.0; }, a[0]);
   double x = num(vm, "%sign", a, 0);
   return Value::number(x > 0 ? 1 : x < 0 ? -1 : 0);
 }
@@ -65,11 +70,16 @@ Value sign(VM& vm, Value* a, int) {
 // rule that makes the product exactly 0 there (arithWithZero), even with an infinite
 // or NaN factor beside it. Its derivative is the identity's.
 Value zeroIfZero(VM& vm, Value* a, int) {
+  // An array stays as it is: its zeros are plain zeros (no element is the symbolic zero).
+  if (anyArray(a, 1)) [[unlikely]]
+    return a[0];
   return num(vm, "%zero-if-zero", a, 0) == 0 ? Value::zero() : a[0];
 }
 
 // (%step a b): 1 if a >= b else 0 — which argument max selected.
 Value step(VM& vm, Value* a, int) {
+  if (anyArray(a, 2)) [[unlikely]]
+    return arrayBinary(vm, NativeId::Step, a[0], a[1]);
   return Value::number(num(vm, "%step", a, 0) >= num(vm, "%step", a, 1) ? 1 : 0);
 }
 
@@ -102,8 +112,7 @@ bool sameVectorShape(Value s, Value v) {
   s = untagged(s);
   bool sv = isObj(s, ObjType::Vector), vv = isObj(v, ObjType::Vector);
   if (sv != vv) return false;
-  return !sv || vectorLength(static_cast<Vector*>(s.asObject())) ==
-                    vectorLength(static_cast<Vector*>(v.asObject()));
+  return !sv || sameShape(static_cast<Vector*>(s.asObject()), static_cast<Vector*>(v.asObject()));
 }
 
 // (%materialize sens value): sens with every symbolic zero replaced by a zero of the
@@ -198,9 +207,9 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
     if (v.isNumber() || isObj(v, ObjType::Vector)) {
       Value z = Value::number(0);
       if (!v.isNumber()) {
-        uint32_t n = vectorLength(static_cast<Vector*>(v.asObject()));
-        Vector* zv = vm.makeVector(n);
-        for (uint32_t i = 0; i < n; ++i) zv->items[i] = 0;
+        auto* like = static_cast<Vector*>(v.asObject());
+        Vector* zv = vm.makeArray(like->rank, arrayShape(like));
+        for (uint32_t i = 0; i < zv->aux; ++i) zv->items[i] = 0;
         z = Value::object(zv);
       }
       for (int i = 0; i < tags; ++i) z = Value::object(vm.makeRev(z));

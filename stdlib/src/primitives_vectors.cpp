@@ -28,7 +28,8 @@ constexpr double kMaxVectorLength = 1u << 30;
 // The vector argument i, dense: a sparse sensitivity (object.h) that reaches a native
 // (the ybar of a user's pullback) is made dense first, in place of the argument.
 Vector* vec(VM& vm, const char* who, Value* a, int i) {
-  if (!isObj(a[i], ObjType::Vector)) vm.typeError(who, i, "vector", a[i]);
+  if (!isObj(a[i], ObjType::Vector) || static_cast<Vector*>(a[i].asObject())->rank != 1)
+    vm.typeError(who, i, "vector", a[i]);
   auto* v = static_cast<Vector*>(a[i].asObject());
   if (isSparse(v)) [[unlikely]] {
     v = vm.dense(v);
@@ -63,10 +64,14 @@ double element(VM& vm, const char* who, Value v) {
   return num(vm, who, args, 0);
 }
 
-Value isVector(VM&, Value* a, int) { return Value::boolean(isObj(a[0], ObjType::Vector)); }
+bool isRank1(Value x) {
+  return isObj(x, ObjType::Vector) && static_cast<Vector*>(x.asObject())->rank == 1;
+}
+
+Value isVector(VM&, Value* a, int) { return Value::boolean(isRank1(a[0])); }
 
 Value vectorLength(VM& vm, Value* a, int) {
-  if (!isObj(a[0], ObjType::Vector)) vm.typeError("vector-length", 0, "vector", a[0]);
+  if (!isRank1(a[0])) vm.typeError("vector-length", 0, "vector", a[0]);
   return Value::number(dlam::vectorLength(static_cast<Vector*>(a[0].asObject())));
 }
 

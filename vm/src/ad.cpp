@@ -271,7 +271,7 @@ Value VM::liftedBinary(NativeId id, uint32_t level, Value* args) {
     }
   }
   Value r = base->fn(*this, stripped, 2);
-  if (r.isNumber())
+  if (r.isNumber() || isObj(r, ObjType::Vector))
     for (uint32_t i = 0; i < level; ++i) r = Value::object(makeRev(r));
   return r;
 }
@@ -555,9 +555,18 @@ Value plusVectors(VM& vm, Value a, Value b) {
   if (!isObj(a, ObjType::Vector) || !isObj(b, ObjType::Vector)) return Value::undefined();
   auto *u = static_cast<Vector*>(a.asObject()), *v = static_cast<Vector*>(b.asObject());
   uint32_t n = vectorLength(u);
-  if (n != vectorLength(v))
-    vm.runtimeError("plus: sensitivities of vectors of different lengths (" + std::to_string(n) +
-                    " and " + std::to_string(vectorLength(v)) + ")");
+  if (!sameShape(u, v)) {
+    if (u->rank == 1 && v->rank == 1)
+      vm.runtimeError("plus: sensitivities of vectors of different lengths (" + std::to_string(n) +
+                      " and " + std::to_string(vectorLength(v)) + ")");
+    vm.runtimeError("plus: sensitivities of arrays of different shapes " + shapeText(u) + " and " +
+                    shapeText(v));
+  }
+  if (u->rank > 1) {
+    Vector* r = vm.makeArray(u->rank, arrayShape(u));
+    for (uint32_t i = 0; i < n; ++i) r->items[i] = u->items[i] + v->items[i];
+    return Value::object(r);
+  }
   // v is to go in front of u: the purely sparse one, the shorter if both are.
   if (!isPurelySparse(v) || (isPurelySparse(u) && sparseCount(u) < sparseCount(v))) std::swap(u, v);
   // No collection runs inside plus: the chains stay put while nodes are made.

@@ -1257,7 +1257,7 @@ op_VREF : {
     // storage), and an element that is not a NaN (whose payload the native canonicalises).
     auto* v = static_cast<Vector*>(x.asObject());
     double i = k.asNumber();
-    if (!isSparse(v) && i >= 0 && i < v->aux &&
+    if (!isSparse(v) && v->rank == 1 && i >= 0 && i < v->aux &&
         i == static_cast<double>(static_cast<uint32_t>(i))) {
       double d = v->items[static_cast<uint32_t>(i)];
       if (d == d) {

@@ -184,6 +184,10 @@ class VM {
   }
   Attached* makeAttached(Value primal, Value rep);
   Vector* makeVector(uint32_t n);
+  // An array of the given shape (rank >= 1, at most kMaxArrayElements elements), its
+  // items not set.
+  Vector* makeArray(uint32_t rank, const uint32_t* shape);
+  static constexpr uint64_t kMaxArrayElements = uint64_t(1) << 30;
   // A record of n fields (nil until the caller stores them) of `type` (object.h).
   Record* makeRecord(Value type, uint32_t n);
   // A sparse sensitivity node (object.h): element i of a vector of length n is x, and
