@@ -452,8 +452,8 @@ Value listToArray(VM& vm, Value* a, int) {
   // Walk the nesting with a stack of (list, depth).
   std::vector<std::pair<Value, size_t>> work{{l, 0}};
   auto ragged = [&]() {
-    vm.runtimeError(std::string(who) + ": the nested lists are not of the shape " +
-                    shapeString(s) + " (a ragged list, or a number where a list is expected)");
+    vm.runtimeError(std::string(who) + ": the nested lists are not of the shape " + shapeString(s) +
+                    " (a ragged list, or a number where a list is expected)");
   };
   while (!work.empty()) {
     auto [x, depth] = work.back();
@@ -524,11 +524,11 @@ Value arrayToList(VM& vm, Value* a, int) {
 uint64_t flatIndex(VM& vm, const char* who, Value* a, int nargs, int from, const Vector* v) {
   const uint32_t* s = arrayShape(v);
   if (uint32_t(nargs - from) != v->rank)
-    vm.runtimeError(std::string(who) + ": an array of rank " + std::to_string(v->rank) +
-                    " takes " + std::to_string(v->rank) + " indices, got " +
-                    std::to_string(nargs - from));
+    vm.runtimeError(std::string(who) + ": an array of rank " + std::to_string(v->rank) + " takes " +
+                    std::to_string(v->rank) + " indices, got " + std::to_string(nargs - from));
   uint64_t k = 0;
-  for (uint32_t d = 0; d < v->rank; ++d) k = k * s[d] + integerArg(vm, who, a, from + d, s[d], "index");
+  for (uint32_t d = 0; d < v->rank; ++d)
+    k = k * s[d] + integerArg(vm, who, a, from + d, s[d], "index");
   return k;
 }
 
@@ -639,12 +639,13 @@ Value outer(VM& vm, Value* a, int) {
   Vector* u = arrayArg(vm, "outer", a, 0);
   Vector* v = arrayArg(vm, "outer", a, 1);
   if (u->rank != 1 || v->rank != 1)
-    vm.runtimeError("outer: expected two vectors, got shapes " + shapeString(shapeOf(u)) +
-                    " and " + shapeString(shapeOf(v)));
+    vm.runtimeError("outer: expected two vectors, got shapes " + shapeString(shapeOf(u)) + " and " +
+                    shapeString(shapeOf(v)));
   uint32_t shape[2] = {u->aux, v->aux};
   Vector* r = vm.makeArray(2, shape);
   for (uint32_t i = 0; i < u->aux; ++i)
-    for (uint32_t j = 0; j < v->aux; ++j) r->items[uint64_t(i) * v->aux + j] = u->items[i] * v->items[j];
+    for (uint32_t j = 0; j < v->aux; ++j)
+      r->items[uint64_t(i) * v->aux + j] = u->items[i] * v->items[j];
   return Value::object(r);
 }
 
@@ -656,8 +657,7 @@ struct AxisSplit {
 };
 AxisSplit splitAt(const Shape& s, uint32_t axis) {
   AxisSplit r;
-  for (uint32_t k = 0; k < s.size(); ++k)
-    (k < axis ? r.outer : k == axis ? r.n : r.inner) *= s[k];
+  for (uint32_t k = 0; k < s.size(); ++k) (k < axis ? r.outer : k == axis ? r.n : r.inner) *= s[k];
   return r;
 }
 
@@ -691,8 +691,7 @@ double reduceRun(Reduce how, const double* x, uint64_t n, uint64_t stride) {
 // less; a vector reduced along axis 0 gives a number).
 Value reduce(VM& vm, const char* who, Reduce how, Value* a, int n) {
   Vector* v = arrayArg(vm, who, a, 0);
-  if (how == Reduce::Max && v->aux == 0)
-    vm.runtimeError(std::string(who) + ": the array is empty");
+  if (how == Reduce::Max && v->aux == 0) vm.runtimeError(std::string(who) + ": the array is empty");
   if (n < 2) return numberResult(reduceRun(how, v->items, v->aux, 1));
   Shape s = shapeOf(v);
   uint32_t axis = axisArg(vm, who, a, n, 1, v->rank);
@@ -719,7 +718,9 @@ Value reduce(VM& vm, const char* who, Reduce how, Value* a, int n) {
 
 Value sum(VM& vm, Value* a, int n) { return reduce(vm, "sum", Reduce::Sum, a, n); }
 Value arrayMax(VM& vm, Value* a, int n) { return reduce(vm, "array-max", Reduce::Max, a, n); }
-Value logsumexp(VM& vm, Value* a, int n) { return reduce(vm, "logsumexp", Reduce::LogSumExp, a, n); }
+Value logsumexp(VM& vm, Value* a, int n) {
+  return reduce(vm, "logsumexp", Reduce::LogSumExp, a, n);
+}
 
 // (%argmax-mask a [axis]): 1 where a holds its maximum (the first, along the axis), 0
 // elsewhere: where array-max's sensitivity goes.
@@ -766,8 +767,8 @@ Value slice(VM& vm, Value* a, int n) {
   Vector* r = makeArray(vm, rs);
   uint64_t m = uint64_t(end - start) * sp.inner;
   for (uint64_t o = 0; o < sp.outer; ++o)
-    std::copy(v->items + (o * sp.n + start) * sp.inner, v->items + (o * sp.n + start) * sp.inner + m,
-              r->items + o * m);
+    std::copy(v->items + (o * sp.n + start) * sp.inner,
+              v->items + (o * sp.n + start) * sp.inner + m, r->items + o * m);
   return Value::object(r);
 }
 
@@ -964,6 +965,7 @@ Value arrayUnary(VM& vm, double (*f)(double), Value x) {
 
 void openArrayPrimitives(Registrar& r) {
   VM& vm = r.vm;
+  openblas_set_num_threads(static_cast<int>(vm.config().blasThreads));
   r.define(NativeId::SumTo, sumTo);
   r.define(NativeId::BroadcastTo, broadcastTo);
   vm.defineNative("array?", arrayP, 1, 1);
