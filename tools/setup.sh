@@ -8,7 +8,6 @@ packages=(
   cmake g++ make pkg-config          # the build
   liblua5.4-dev                      # configuration files (SPEC section 6)
   libffi-dev                         # foreign functions
-  libopenblas-dev                    # matrix products of arrays (dot, through CBLAS)
   libmimalloc-dev                    # the GC heap
   libgtest-dev                       # unit and lang tests
   libedit-dev                        # the REPL's line editing

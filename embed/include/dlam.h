@@ -117,8 +117,8 @@ typedef struct dlam_config {
   const char *const *ffi_libraries; /* the libraries foreign-function may open; NULL: any */
   size_t ffi_libraries_len;
   int file_io; /* 0 or 1: the file procedures (default 0) */
-  /* Threads of the BLAS matrix products of arrays (dot), 1 .. 256; 0 counts as 1 (the
-  ** default). A setting of the whole process: the last VM made sets it. */
+  /* Threads for the matrix products of arrays (dot) through a BLAS, 1 .. 256; 0 counts
+  ** as 1 (the default). Checked but unused: dot is single-threaded dlam code for now. */
   int blas_threads;
   /* Where all of the VM's output goes (display, write, newline, print...): called with
   ** stream 1 (standard output) or 2 (standard error) and the bytes (not NUL-terminated).

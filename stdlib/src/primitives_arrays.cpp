@@ -2,7 +2,9 @@
 // the elementwise kernels with NumPy broadcasting that + - * / expt min max and the
 // unary numeric primitives use when given arrays, and the natives that compute
 // the array procedures (dot through CBLAS, transpose, outer, reductions, slicing,
-// gather/scatter, concat, stack, reshape, making and reading arrays).
+// gather/scatter, concat, stack, reshape, making and reading arrays). The products are
+// plain loops here: linking OpenBLAS made every process hang at exit under an
+// address-space limit (its thread pool), which tests/reliability's cli.out_of_memory catches.
 //
 // Every native here computes a primal value with one loop over contiguous memory and
 // allocates its result and nothing per element. Derivatives: the elementwise
@@ -12,8 +14,6 @@
 // prelude with custom-vjp, their pullbacks written with the same wrapped procedures so
 // that they differentiate again. A vector is the rank-1 array; a number plays the part
 // of a rank-0 array (a full reduction gives a number).
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -564,6 +564,20 @@ Value reshape(VM& vm, Value* a, int) {
 
 // ---- linear algebra ----------------------------------------------------------------------
 
+// r (n x m) = x (n x k) times y (k x m), row-major: for each row of x, the rows of y
+// scaled and added (the inner loop runs along contiguous rows, and vectorises).
+void matmul(const double* x, const double* y, double* r, uint64_t n, uint64_t k, uint64_t m) {
+  std::fill(r, r + n * m, 0.0);
+  for (uint64_t i = 0; i < n; ++i) {
+    double* out = r + i * m;
+    for (uint64_t p = 0; p < k; ++p) {
+      double c = x[i * k + p];
+      const double* row = y + p * m;
+      for (uint64_t j = 0; j < m; ++j) out[j] += c * row[j];
+    }
+  }
+}
+
 Value dot(VM& vm, Value* a, int) {
   Vector* x = arrayArg(vm, "dot", a, 0);
   Vector* y = arrayArg(vm, "dot", a, 1);
@@ -577,7 +591,9 @@ Value dot(VM& vm, Value* a, int) {
   const uint32_t *sx = arrayShape(x), *sy = arrayShape(y);
   if (x->rank == 1 && y->rank == 1) {
     if (sx[0] != sy[0]) mismatch();
-    return numberResult(cblas_ddot(int(sx[0]), x->items, 1, y->items, 1));
+    double s = 0;
+    for (uint32_t i = 0; i < sx[0]; ++i) s += x->items[i] * y->items[i];
+    return numberResult(s);
   }
   if (x->rank == 2 && y->rank == 1) {
     if (sx[1] != sy[0]) mismatch();
@@ -587,8 +603,7 @@ Value dot(VM& vm, Value* a, int) {
       std::fill(r->items, r->items + r->aux, 0.0);
       return Value::object(r);
     }
-    cblas_dgemv(CblasRowMajor, CblasNoTrans, int(sx[0]), int(sx[1]), 1.0, x->items, int(sx[1]),
-                y->items, 1, 0.0, r->items, 1);
+    matmul(x->items, y->items, r->items, sx[0], sx[1], 1);
     return Value::object(r);
   }
   if (x->rank == 1 && y->rank == 2) {
@@ -599,8 +614,7 @@ Value dot(VM& vm, Value* a, int) {
       std::fill(r->items, r->items + r->aux, 0.0);
       return Value::object(r);
     }
-    cblas_dgemv(CblasRowMajor, CblasTrans, int(sy[0]), int(sy[1]), 1.0, y->items, int(sy[1]),
-                x->items, 1, 0.0, r->items, 1);
+    matmul(x->items, y->items, r->items, 1, sy[0], sy[1]);
     return Value::object(r);
   }
   if (sx[1] != sy[0]) mismatch();
@@ -611,8 +625,7 @@ Value dot(VM& vm, Value* a, int) {
     std::fill(r->items, r->items + r->aux, 0.0);
     return Value::object(r);
   }
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(sx[0]), int(sy[1]), int(sx[1]), 1.0,
-              x->items, int(sx[1]), y->items, int(sy[1]), 0.0, r->items, int(sy[1]));
+  matmul(x->items, y->items, r->items, sx[0], sx[1], sy[1]);
   return Value::object(r);
 }
 
@@ -965,7 +978,6 @@ Value arrayUnary(VM& vm, double (*f)(double), Value x) {
 
 void openArrayPrimitives(Registrar& r) {
   VM& vm = r.vm;
-  openblas_set_num_threads(static_cast<int>(vm.config().blasThreads));
   r.define(NativeId::SumTo, sumTo);
   r.define(NativeId::BroadcastTo, broadcastTo);
   vm.defineNative("array?", arrayP, 1, 1);

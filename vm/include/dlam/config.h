@@ -19,9 +19,8 @@ struct Config {
   // of them is folded into the user's call that reached it).
   bool fullTrace = false;
   bool fileIo = false;  // file_io: the file procedures (open-input-file, read-lines...) work
-  // blas_threads: the threads OpenBLAS uses for the matrix products of arrays (dot). A
-  // setting of the process, not of one VM (the last VM made sets it); 1 by default, so
-  // that VMs running on several threads do not oversubscribe the cores.
+  // blas_threads: the threads for the matrix products of arrays (dot) if they go through a
+  // BLAS; accepted and checked, but unused while dot is dlam's own single-threaded loop.
   uint32_t blasThreads = 1;
 };
 
