@@ -517,7 +517,7 @@ Value VM::execute(bool resume) {
   const Instr* pc;
   Value* R;
   const Value* K;
-  Instr ins;
+  Instr ins = 0;  // (read by poll, after the first instruction)
   int64_t budget = kPollInterval;
   Value badSplit =
       Value::undefined();  // (result . callee) of a return whose caller cannot split it
@@ -636,7 +636,8 @@ Value VM::execute(bool resume) {
   DISPATCH();
 
 poll : {
-  frame->pc = pc;
+  // (After a JMP, the jump itself: a loop compiled in place stops at its self-call.)
+  frame->pc = instr::op(ins) == Op::JMP ? pc - instr::sBx(ins) : pc;
   uint64_t executed = kPollInterval - budget - 1;
   instructionCount_ += executed + 1;
   budget = kPollInterval;
