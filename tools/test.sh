@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh — builds dlam and runs every test and the Python package's tests, then every test
-# again built with clang (with warnings as errors), the lang suite and the C++
+# again built with clang (with warnings as errors, and the interpreter's switch dispatch in
+# place of computed goto, so that fallback is tested too), the lang suite and the C++
 # allocation-failure sweep again under GC stress, every test under AddressSanitizer +
 # UndefinedBehaviorSanitizer (with LeakSanitizer), and the multi-VM threads test under
 # ThreadSanitizer. Exits non-zero if anything fails.
@@ -41,10 +42,10 @@ DLAM_LIBRARY="$PWD/build/embed/libdlam.so" /usr/bin/python3 -m pytest -q -p no:c
   python/tests || failed+=("python")
 
 if [[ "${DLAM_SKIP_CLANG:-0}" != 1 ]]; then
-  section "every test built with clang, warnings as errors (build-clang/)"
+  section "every test built with clang, warnings as errors, switch dispatch (build-clang/)"
   # The default target is what ctest runs (the libraries, dlam, the test programs).
   if CC=clang CXX=clang++ cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release \
-       -DDLAM_GC_STRESS=OFF -DDLAM_SANITIZE=OFF -DDLAM_WERROR=ON &&
+       -DDLAM_GC_STRESS=OFF -DDLAM_SANITIZE=OFF -DDLAM_WERROR=ON -DDLAM_SWITCH_DISPATCH=ON &&
      cmake --build build-clang -j"$jobs"; then
     ctest --test-dir build-clang --output-on-failure -j"$jobs" || failed+=("clang")
   else
