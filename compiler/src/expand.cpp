@@ -4,6 +4,8 @@
 // here (expander.h says why).
 #include <cstring>
 #include <fstream>
+#include <string_view>
+#include <unordered_set>
 
 #include "expand_derived.h"
 #include "expand_include.h"
@@ -20,6 +22,24 @@ Value vectorLiteral(VM& vm, const Sx* x) {
   Vector* v = vm.makeVector(static_cast<uint32_t>(x->items.size()));
   for (size_t i = 0; i < x->items.size(); ++i) v->items[i] = x->items[i]->number;
   return Value::object(v);
+}
+
+// Whether `name` is one of the names Expander::expr treats as a form (when no local
+// binding shadows it): one hash lookup spares the calls of everything else (car, +,
+// user procedures) the comparisons with each form's name.
+bool isSpecialFormName(const std::string& name) {
+  static const std::unordered_set<std::string_view> kNames{"quote",      "if",
+                                                           "lambda",     "let",
+                                                           "let*",       "letrec",
+                                                           "letrec*",    "begin",
+                                                           "cond",       "and",
+                                                           "or",         "when",
+                                                           "unless",     "case",
+                                                           "do",         "define",
+                                                           "quasiquote", "include",
+                                                           "set!",       "define-syntax",
+                                                           "unquote",    "unquote-splicing"};
+  return kNames.count(name) != 0;
 }
 
 }  // namespace
@@ -227,7 +247,7 @@ inline Atom Expander::expr(Sx* x, const std::string& nameHint) {
   if (x->tail) fail(x->loc, "a dotted list is not an expression");
   if (x->items.empty()) fail(x->loc, "empty combination '()': quote it to get the empty list");
   Sx* head = x->items[0];
-  if (head->kind == Sx::Symbol && !lookupSymbol(head)) {
+  if (head->kind == Sx::Symbol && isSpecialFormName(head->text) && !lookupSymbol(head)) {
     const std::string& k = head->text;
     if (k == "quote") {
       if (x->items.size() != 2) fail(x->loc, "quote: expected exactly one datum");
