@@ -677,6 +677,27 @@ TEST_F(Codegen, ALoopInPlaceAssignsItsVariablesInParallel) {
             "4");
 }
 
+TEST_F(Codegen, ALoopWhoseTestMustJumpFarIsCompiledAgainInPlace) {
+  // The loop's body is too long for its test's 16-bit jump: the chain is compiled
+  // again with the comparison computed (the loop's variables named anew), still in
+  // place.
+  std::string body;
+  for (int i = 0; i < 12000; ++i) body += " (car (list " + std::to_string(i) + "))";
+  const dlam::Proto* p = protoOf(vm,
+                                 "(lambda (n) (let loop ((i 0) (s 0)) (if (< i n) (begin" + body +
+                                     " (loop (+ i 1) (+ s i))) s)))",
+                                 listing);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(countOps(p, dlam::Op::CLOSURE), 0u);
+  EXPECT_EQ(countOps(p, dlam::Op::JMPIFNOT), 1u);
+  EXPECT_EQ(backJumps(p), 1u);
+  dlam::evalSource(vm,
+                   "(define (big n) (let loop ((i 0) (s 0)) (if (< i n) (begin" + body +
+                       " (loop (+ i 1) (+ s i))) s)))",
+                   "<codegen>");
+  EXPECT_EQ(show("(big 5)"), "10");
+}
+
 TEST_F(Codegen, ALoopWhoseNameEscapesOrIsCalledOtherwiseStaysAProcedure) {
   // Captured by a lambda, passed as a value, called not in tail position: a closure.
   for (const char* code :
