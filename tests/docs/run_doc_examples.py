@@ -34,7 +34,9 @@ NORUN = "scheme-norun"
 OTHER_LANGUAGES = {"sh", "bash", "console", "text", "c", "cpp", "c++", "python", "lua",
                    "cmake", "json", "diff", "make", "ini", "toml", "yaml"}
 TOLERANCE = 1e-9
-TIMEOUT = 120
+# Seconds per run of dlam; DLAM_LANG_TIMEOUT_SCALE (as for the lang suite) stretches it for
+# sanitizer builds.
+TIMEOUT = 120 * float(os.environ.get("DLAM_LANG_TIMEOUT_SCALE", "1"))
 DELIMITERS = set(" \t\n\r\f\v()[]\";")
 EXPECT_VALUE = re.compile(r";+\s*=>\s?(.*)$")
 EXPECT_ERROR = re.compile(r";+\s*error:\s?(.*)$")
@@ -282,9 +284,9 @@ def run_dlam(dlam, program):
     with tempfile.TemporaryDirectory(prefix="dlam-doc-") as cwd:
         try:
             p = subprocess.run([dlam, "-e", program], cwd=cwd, capture_output=True,
-                               timeout=TIMEOUT)
+                               stdin=subprocess.DEVNULL, timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
-            return None, "", f"timed out after {TIMEOUT} s"
+            return None, "", f"timed out after {TIMEOUT:g} s"
         return (p.returncode, p.stdout.decode("utf-8", "replace"),
                 p.stderr.decode("utf-8", "replace"))
 
