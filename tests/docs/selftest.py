@@ -3,7 +3,8 @@
 cannot pass unnoticed: fixtures/pass.md (every form of the convention) must pass with every
 one of its expectations checked (the counts its first line states), and each fixtures/fail_*.md, a deliberately wrong example
 whose first line says `<!-- must fail with: TEXT -->`, must fail with exactly one failure
-whose report contains TEXT.
+whose report contains TEXT. It also tests check_no_outside_references.py on a tree that
+cites a document outside it and on one that does not.
 
 Usage: selftest.py --dlam PATH
 """
@@ -12,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, "run_doc_examples.py")
@@ -53,6 +55,22 @@ def main():
                             f"got exit {code}:\n{out}")
         else:
             print(f"ok {name}")
+
+    # The check for references outside the repository, on a tree that has one and on one that
+    # does not.
+    check = os.path.join(HERE, "check_no_outside_references.py")
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "a.dlam"), "w") as f:
+            f.write("; fine\n")
+        clean = subprocess.run([sys.executable, check, d], capture_output=True, text=True)
+        with open(os.path.join(d, "b.cpp"), "w") as f:
+            f.write("// as " + "SP" + "EC section 3 says\n")  # spelled so as not to cite it here
+        cited = subprocess.run([sys.executable, check, d], capture_output=True, text=True)
+    if clean.returncode != 0 or cited.returncode != 1 or "b.cpp:1:" not in cited.stdout:
+        problems.append(f"check_no_outside_references.py: clean tree {clean.returncode}, tree "
+                        f"citing a specification {cited.returncode}:\n{cited.stdout}")
+    else:
+        print("ok check_no_outside_references.py")
 
     for p in problems:
         print("PROBLEM " + p)
