@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   cmake g++ make pkg-config          # the build
-  liblua5.4-dev                      # configuration files (SPEC section 6)
+  liblua5.4-dev                      # configuration files
   libffi-dev                         # foreign functions
   libmimalloc-dev                    # the GC heap
   libgtest-dev                       # unit and lang tests

@@ -229,7 +229,7 @@ DLAM_API dlam_val dlam_list_of_numbers(dlam_vm *vm, const double *xs, size_t n);
 ** derivative code may return converts to 0. */
 DLAM_API dlam_status dlam_to_number(dlam_vm *vm, dlam_val v, double *out);
 
-/* A handle to a new vector (SPEC section 5) of the n numbers xs[0..n-1] (xs may be
+/* A handle to a new vector of the n numbers xs[0..n-1] (xs may be
 ** NULL when n is 0); n is at most 2^30. */
 DLAM_API dlam_val dlam_vector_of_numbers(dlam_vm *vm, const double *xs, size_t n);
 

@@ -1,4 +1,4 @@
-// primitives_lists.cpp — the data primitives of SPEC §2: pairs and lists, type
+// primitives_lists.cpp — the data primitives: pairs and lists, type
 // predicates (and list?), eq?/eqv?/equal?, strings (number->string, string->number,
 // string-append, symbol->string, string->symbol, the comparisons
 // string=? string<? ...) and iota.

@@ -1,4 +1,4 @@
-// primitives_vectors.cpp — immutable vectors of doubles (SPEC section 5): the natives
+// primitives_vectors.cpp — immutable vectors of doubles: the natives
 // that compute them.
 //
 // A vector stores its elements unboxed (object.h Vector). These natives compute

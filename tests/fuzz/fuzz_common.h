@@ -43,7 +43,7 @@ inline const char* kindName(ErrorKind k) {
   return "?";
 }
 
-// SPEC section 7: any input gives an error message with a location. A syntax, runtime
+// The contract: any input gives an error message with a location. A syntax, runtime
 // or limit error must name its chunk, carry a non-empty message and format cleanly.
 // (Kinds Config and Api never come from evaluating source text.)
 inline void checkError(const Error& e, const std::string& chunk, bool allowRuntime) {

@@ -71,7 +71,7 @@ void exerciseValue(dlam::VM& vm, dlam::Value v) {
     if (!dlam::isObj(v, dlam::ObjType::Attached) && !sameValue(back, v))
       dlam::fuzz::fail("(*j-inverse (*j v)) is not v for v = " + shown.substr(0, 200) + ", got " +
                        vm.show(back, true).substr(0, 200));
-    // SPEC 3: (*j v) twice gives the same object. Numbers are unboxed (no slot to memoize
+    // (*j v) twice gives the same object. Numbers are unboxed (no slot to memoize
     // on), and a tagged number is a number too (a new tag each time, eq? by level and
     // value): its image is a tag on it itself. Other heap objects: the same image.
     if (dlam::isObj(v, dlam::ObjType::Rev)) {

@@ -1,4 +1,4 @@
-// reliability_test.cpp — SPEC section 7 at the level of the libraries: every allocation
+// reliability_test.cpp — reliability at the level of the libraries: every allocation
 // of the VM may fail, and each failure must become a clean dlam::Error ("out of memory",
 // kind Limit) after which the VM, recovered, keeps working — never a crash, a hang, a
 // half-built object reached later, or a leak (run these under ASan/LSan too).
@@ -333,7 +333,7 @@ TEST(AllocationFailure, AllocatorReturnsNull) {
 
 // ---------------------------------------------------------------------------------------
 // Limits: each ends the evaluation with its own message, and the same VM goes on working
-// (SPEC section 7: "the host can continue").
+// (the host can continue).
 
 struct LimitCase {
   const char* name;

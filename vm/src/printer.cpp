@@ -23,7 +23,7 @@ constexpr size_t kMaxPrintedBytes = size_t(256) << 20;
 
 namespace {
 
-// SPEC §2: integer-valued doubles print without a point, everything else as the
+// Numbers: integer-valued doubles print without a point, everything else as the
 // shortest text that reads back to the same double.
 void appendNumber(std::string& out, double x) {
   if (std::isnan(x)) {

@@ -310,7 +310,7 @@ class VM {
   [[noreturn]] void stackOverflow(const Proto* callee);
   // Frames above stack_limit kept for whoever starts a recursion: the top level, an
   // include, the library's wrappers (gradient, map, ...). So a recursion stack_limit
-  // calls deep runs wherever it starts (SPEC: a million frames within the default).
+  // calls deep runs wherever it starts (a million frames within the default).
   // A 64th of the limit, at most 1024: a small limit stays close to what it says.
   static constexpr uint64_t kMaxFrameHeadroom = 1024;
   // The number of frames past which a call is a stack overflow.
