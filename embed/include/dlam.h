@@ -117,8 +117,9 @@ typedef struct dlam_config {
   const char *const *ffi_libraries; /* the libraries foreign-function may open; NULL: any */
   size_t ffi_libraries_len;
   int file_io; /* 0 or 1: the file procedures (default 0) */
-  /* Where all of the VM's output goes (display, write, newline, print...): called with
-  ** stream 1 (standard output) or 2 (standard error) and the bytes (not NUL-terminated).
+  /* Where all of the VM's output goes (display, write, newline, print... to the standard
+  ** output port: stream 1; to current-error-port: stream 2): called with the stream and
+  ** the bytes (not NUL-terminated).
   ** NULL: the process's stdout and stderr. Called on the thread running the VM. */
   void (*write)(void *ud, int stream, const char *bytes, size_t n);
   void *write_ud; /* given to write */

@@ -596,6 +596,7 @@ dlam_vm* newVm(const char* config_lua_path, const dlam_config* c) {
         auto write = c->write;
         void* ud = c->write_ud;
         D->vm->output = [write, ud](std::string_view s) { write(ud, 1, s.data(), s.size()); };
+        D->vm->errorOutput = [write, ud](std::string_view s) { write(ud, 2, s.data(), s.size()); };
       }
       dlam_vm* raw = D.get();
       D->vm->rootProviders.push_back([raw](std::vector<Obj*>& out) { raw->markHandles(out); });
