@@ -318,10 +318,13 @@ class VM(_core.VMBase):
 
     def _run(self, fn, *args):
         """fn(*args): a ctypes call that runs dlam code (with the GIL released), counted while
-        it runs so that close() refuses meanwhile."""
+        it runs so that close() refuses meanwhile; a failure raises its exception (before the
+        handles of Values that died meanwhile are released, which would clear the error)."""
         self._enter()
         try:
-            return fn(*args)
+            st = fn(*args)
+            if st != _OK:
+                self._raise(st)
         finally:
             self._leave()
 
@@ -424,9 +427,7 @@ class VM(_core.VMBase):
     def _call_handles(self, fn, handles, keep):
         argv = (_val * max(len(handles), 1))(*handles)
         r = _val()
-        st = self._run(_call, self._vm, fn, len(handles), argv, _c.byref(r))
-        if st != _OK:
-            self._raise(st)
+        self._run(_call, self._vm, fn, len(handles), argv, _c.byref(r))
         keep.append(r.value)
         return r.value
 
@@ -479,18 +480,14 @@ class VM(_core.VMBase):
         if not isinstance(source, str) or not isinstance(name, str):
             raise TypeError("dlam: eval needs the source and its name as str")
         r = _val()
-        st = self._run(_eval, vm, source.encode(), name.encode(), _c.byref(r))
-        if st != _OK:
-            self._raise(st)
+        self._run(_eval, vm, source.encode(), name.encode(), _c.byref(r))
         return self._from_dlam(r.value, True)
 
     def run_file(self, path):
         """Runs the dlam file at path; returns the value of its last form, converted."""
         vm = self._handle()
         r = _val()
-        st = self._run(_run_file, vm, _os.fsencode(path), _c.byref(r))
-        if st != _OK:
-            self._raise(st)
+        self._run(_run_file, vm, _os.fsencode(path), _c.byref(r))
         return self._from_dlam(r.value, True)
 
     def __getitem__(self, name):
@@ -534,18 +531,14 @@ class VM(_core.VMBase):
             x = (_c.c_double * n)(*args) if n else None
             out = _c.c_double()
             r = _val()
-            st = self._run(_call_numbers, vm, h, n, x, _c.byref(out), _c.byref(r))
-            if st != _OK:
-                self._raise(st)
+            self._run(_call_numbers, vm, h, n, x, _c.byref(out), _c.byref(r))
             return out.value if r.value is None else self._from_dlam(r.value, True)
         keep = []
         try:
             handles = [self._to_dlam(a, keep) for a in args]
             argv = (_val * max(len(handles), 1))(*handles)
             r = _val()
-            st = self._run(_call, vm, h, len(handles), argv, _c.byref(r))
-            if st != _OK:
-                self._raise(st)
+            self._run(_call, vm, h, len(handles), argv, _c.byref(r))
             return self._from_dlam(r.value, True)
         finally:
             for k in keep:
@@ -566,9 +559,7 @@ class VM(_core.VMBase):
         if isinstance(x, (int, float)) and not isinstance(x, bool):
             xs = (_c.c_double * 1)(x)
             y, g = _c.c_double(), (_c.c_double * 1)()
-            st = self._run(_value_and_gradient, vm, h, 1, xs, _c.byref(y), g)
-            if st != _OK:
-                self._raise(st)
+            self._run(_value_and_gradient, vm, h, 1, xs, _c.byref(y), g)
             return y.value, g[0]
         # fn of a vector: its gradient by (gradient fn) in dlam, taken at the vector.
         if not isinstance(x, (list, tuple)) and not (_np is not None

@@ -29,12 +29,18 @@ static release_fn release;
 /* The base of dlam.VM. `vm` is the dlam_vm (NULL once closed); `running` counts the calls
 ** into dlam in progress (nested ones too), so that close() can refuse meanwhile; `pending`
 ** holds the Python exceptions host functions raised during the current outermost call, for
-** VM._raise to chain to the dlam error they caused (emptied when an outermost call starts). */
+** VM._raise to chain to the dlam error they caused (emptied when an outermost call starts).
+** `deferred` holds the handles of Values that died while dlam was running: the garbage
+** collector may free a Value on any Python thread, also while another thread runs the VM
+** with the GIL released, and the VM must not be touched meanwhile; they are released when
+** the outermost call ends. */
 typedef struct {
   PyObject ob_base; /* (PyObject_HEAD) */
   dlam_vm *vm;
   long running;
   PyObject *pending;
+  dlam_val *deferred;
+  size_t ndeferred, cdeferred;
 } VMBaseObject;
 
 static PyObject *vmbase_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -63,14 +69,42 @@ static int vmbase_clear(VMBaseObject *self) {
 static void vmbase_dealloc(VMBaseObject *self) {
   PyObject_GC_UnTrack(self);
   Py_CLEAR(self->pending);
+  PyMem_Free(self->deferred);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* An outermost call into dlam starts: count it, and forget the exceptions of earlier calls. */
+/* Releases handle h of this VM: now if no call into dlam is in progress, else when the
+** outermost one ends (see `deferred`). */
+static void vmbase_release(VMBaseObject *self, dlam_val h) {
+  if (!self->vm || !release) return;
+  if (self->running == 0) {
+    release(self->vm, h);
+    return;
+  }
+  if (self->ndeferred == self->cdeferred) {
+    size_t cap = self->cdeferred ? 2 * self->cdeferred : 16;
+    dlam_val *p = PyMem_Realloc(self->deferred, cap * sizeof *p);
+    if (!p) return; /* out of memory: the value then lives as long as the VM */
+    self->deferred = p;
+    self->cdeferred = cap;
+  }
+  self->deferred[self->ndeferred++] = h;
+}
+
+/* A call into dlam starts: count it; an outermost one forgets the exceptions of earlier calls. */
 static int vmbase_start(VMBaseObject *self) {
   if (self->running++ == 0 && self->pending && PyList_GET_SIZE(self->pending) > 0)
     return PyList_SetSlice(self->pending, 0, PyList_GET_SIZE(self->pending), NULL);
   return 0;
+}
+
+/* A call into dlam ended (the GIL held again): the outermost one releases the handles of
+** the Values that died meanwhile. */
+static void vmbase_finish(VMBaseObject *self) {
+  if (--self->running > 0 || self->ndeferred == 0) return;
+  size_t n = self->ndeferred;
+  self->ndeferred = 0;
+  for (size_t i = 0; i < n; ++i) vmbase_release(self, self->deferred[i]);
 }
 
 static PyObject *vmbase_get_vm(VMBaseObject *self, void *closure) {
@@ -83,6 +117,7 @@ static int vmbase_set_vm(VMBaseObject *self, PyObject *value, void *closure) {
   (void)closure;
   if (!value || value == Py_None) {
     self->vm = NULL;
+    self->ndeferred = 0; /* (their values went with the VM) */
     return 0;
   }
   void *p = PyLong_AsVoidPtr(value);
@@ -96,11 +131,17 @@ static PyObject *vmbase_get_running(VMBaseObject *self, void *closure) {
   return PyLong_FromLong(self->running);
 }
 
+static PyObject *vmbase_get_deferred(VMBaseObject *self, void *closure) {
+  (void)closure;
+  return PyLong_FromSize_t(self->ndeferred);
+}
+
 static PyGetSetDef vmbase_getset[] = {
     {"_vm", (getter)vmbase_get_vm, (setter)vmbase_set_vm,
      "the dlam_vm pointer (an int), or None once closed", NULL},
-    {"_running", (getter)vmbase_get_running, NULL,
-     "calls in progress that run dlam with the GIL released", NULL},
+    {"_running", (getter)vmbase_get_running, NULL, "calls into dlam in progress", NULL},
+    {"_deferred", (getter)vmbase_get_deferred, NULL,
+     "handles of dead Values waiting for the running call to end", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyObject *vmbase_enter(VMBaseObject *self, PyObject *unused) {
@@ -111,7 +152,7 @@ static PyObject *vmbase_enter(VMBaseObject *self, PyObject *unused) {
 
 static PyObject *vmbase_leave(VMBaseObject *self, PyObject *unused) {
   (void)unused;
-  --self->running;
+  vmbase_finish(self);
   Py_RETURN_NONE;
 }
 
@@ -178,8 +219,7 @@ static PyObject *value_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 static void value_release_handle(ValueObject *self) {
   dlam_val h = self->h;
   self->h = NULL;
-  dlam_vm *vm = vm_of(self);
-  if (h && vm && release) release(vm, h);
+  if (h && self->vm) vmbase_release((VMBaseObject *)self->vm, h);
 }
 
 static void value_dealloc(ValueObject *self) {
@@ -267,14 +307,14 @@ static PyObject *value_vectorcall(PyObject *callable, PyObject *const *args, siz
   /* The Value and its VM stay alive: the caller holds references to both. */
   Py_INCREF(self);
   if (vmbase_start(vm) < 0) {
-    --vm->running;
+    vmbase_finish(vm);
     Py_DECREF(self);
     return NULL;
   }
   PyThreadState *ts = PyEval_SaveThread();
   st = call_numbers(vm->vm, self->h, (int)n, x, &out, &r);
   PyEval_RestoreThread(ts);
-  --vm->running;
+  /* The result (or the error's message) first: releasing deferred handles clears the error. */
   PyObject *result;
   if (st != DLAM_OK)
     result = raise_status(self->vm, (int)st);
@@ -282,6 +322,7 @@ static PyObject *value_vectorcall(PyObject *callable, PyObject *const *args, siz
     result = PyFloat_FromDouble(out);
   else
     result = PyObject_CallMethod(self->vm, "_from_dlam", "NO", PyLong_FromVoidPtr(r), Py_True);
+  vmbase_finish(vm);
   Py_DECREF(self);
   return result;
 }

@@ -324,6 +324,40 @@ def test_direct_call_releases_the_gil_and_is_interrupted(vm):
     assert spin(10) == 10.0
 
 
+def test_values_freed_on_another_thread_wait_for_the_run(vm):
+    # The garbage collector may free a Value on any thread, also while another thread runs
+    # its VM with the GIL released: its handle is released when that run ends, not during it.
+    values = [vm.eval("(lambda (x) %d)" % i) for i in range(100)]
+    kept = values[7]
+    started = threading.Event()
+    seen = []
+    vm.register("started", started.set)
+
+    def drop():
+        started.wait()
+        values.clear()
+        seen.append(vm._deferred)
+        vm.interrupt()
+
+    t = threading.Thread(target=drop)
+    t.start()
+    with pytest.raises(dlam.LimitError, match="interrupted"):
+        vm.eval("(begin (started) (let loop () (loop)))")
+    t.join()
+    assert seen == [99] and vm._deferred == 0
+    assert kept(0.0) == 7.0 and vm.eval("(+ 1 2)") == 3.0
+    # freed inside a host function (the same thread, dlam running): also after the run
+    doomed = [vm.eval("(lambda () 1)") for _ in range(3)]
+    counts = []
+
+    def drop_now():
+        doomed.clear()
+        counts.append(vm._deferred)
+    vm.register("drop-now", drop_now)
+    vm.eval("(drop-now)")
+    assert counts == [3] and vm._deferred == 0
+
+
 # ---- errors that cross both ways -------------------------------------------------------------
 
 def test_host_exceptions_leave_nothing_behind(vm):
