@@ -498,3 +498,20 @@ def test_a_running_vm_is_not_closed(vm):
     vm.close()
     with pytest.raises(dlam.ApiError, match="closed"):
         vm.eval("1")
+
+
+def test_host_function_returning_a_bad_value(vm):
+    other = dlam.VM()
+    theirs = other.eval("(lambda (x) x)")
+    gone = vm.eval("(lambda (x) x)")
+    gone.release()
+    for name, value, why in (("leak", theirs, "a value of another VM"),
+                             ("stale", gone, "a released value")):
+        vm.register(name, lambda v=value: v)
+        with pytest.raises(dlam.RuntimeError,
+                           match=r"r\.dlam:1:6: error: %s: ApiError: error: %s" % (name, why)) \
+                as info:
+            vm.eval("(+ 1 (%s))" % name, "r.dlam")
+        assert isinstance(info.value.__cause__, dlam.ApiError)
+        assert vm.eval("(+ 1 2)") == 3.0
+    other.close()
