@@ -17,6 +17,7 @@ packages=(
   clang                              # tools/test.sh's clang build (build-clang/)
   python3-numpy python3-pytest       # the Python package (python/) and its tests
   python3-setuptools python3-pip     # installing it (pip install --no-build-isolation ./python)
+  python3-dev                        # its C part (python/dlam/_core.c): Python's headers
   python3-lupa                       # the Python call-overhead benchmark's peer
 )
 

@@ -117,8 +117,9 @@ typedef struct dlam_config {
   const char *const *ffi_libraries; /* the libraries foreign-function may open; NULL: any */
   size_t ffi_libraries_len;
   int file_io; /* 0 or 1: the file procedures (default 0) */
-  /* Where all of the VM's output goes (display, write, newline, print...): called with
-  ** stream 1 (standard output) or 2 (standard error) and the bytes (not NUL-terminated).
+  /* Where all of the VM's output goes (display, write, newline, print... to the standard
+  ** output port: stream 1; to current-error-port: stream 2): called with the stream and
+  ** the bytes (not NUL-terminated).
   ** NULL: the process's stdout and stderr. Called on the thread running the VM. */
   void (*write)(void *ud, int stream, const char *bytes, size_t n);
   void *write_ud; /* given to write */
@@ -301,7 +302,11 @@ DLAM_API dlam_status dlam_value_and_gradient(dlam_vm *vm, dlam_val fn, size_t n,
 ** script's call site, with a trace. A host function may call the API on vm (dlam_call,
 ** dlam_eval, ...); if such a call fails and the host function then fails without
 ** calling dlam_set_error, the inner error's message is used. ud is the pointer given
-** at registration. Host functions registered with dlam_register have no derivative:
+** at registration. A host function written in C++ that lets an exception out does not
+** unwind through the VM: the exception is caught at the boundary and raised as a runtime
+** error "NAME: the host function threw an exception: WHAT" at the script's call site
+** (the same for dlam_register_numeric's functions and vjps); the VM stays usable.
+** Host functions registered with dlam_register have no derivative:
 ** using one in code being differentiated is a runtime error naming it (give it one
 ** with custom-vjp in dlam, or use dlam_register_numeric). */
 typedef dlam_status (*dlam_host_fn)(dlam_vm *vm, int argc, const dlam_val *argv, dlam_val *result,

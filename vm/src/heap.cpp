@@ -108,6 +108,10 @@ VM::VM(const Config& config) : config_(config) {
   nextGc_ = 0;
 #endif
   output = [](std::string_view s) { fwrite(s.data(), 1, s.size(), stdout); };
+  errorOutput = [](std::string_view s) {
+    fflush(stdout);  // what was written before comes before
+    fwrite(s.data(), 1, s.size(), stderr);
+  };
 }
 
 namespace {

@@ -400,6 +400,9 @@ class VM {
   std::string show(Value v, bool write = true);
   // Where display/print output goes (default: stdout).
   std::function<void(std::string_view)> output;
+  // Where the standard error port (current-error-port) writes (default: stdout flushed,
+  // then stderr). An embedding host sets both (dlam_config's write callback).
+  std::function<void(std::string_view)> errorOutput;
 
   // ---- GC ---------------------------------------------------------------------
   // Temporary root for natives that call back into dlam while holding Values.
