@@ -258,15 +258,25 @@ void newVm(State& s, int i) {
   if (k < 16) {
     broken = true;
     switch (k % 6) {
-      case 0: cfg.heap_limit_mb = 0; break;
-      case 1: cfg.stack_limit = 0; break;
-      case 2: cfg.ffi_enabled = 7; break;
+      case 0:
+        cfg.heap_limit_mb = 0;
+        break;
+      case 1:
+        cfg.stack_limit = 0;
+        break;
+      case 2:
+        cfg.ffi_enabled = 7;
+        break;
       case 3:
         cfg.include_path = path + 1;  // one NULL entry
         cfg.include_path_len = 1;
         break;
-      case 4: cfg.heap_limit_mb = (size_t{1} << 40) + 1; break;
-      default: cfg.file_io = 2; break;
+      case 4:
+        cfg.heap_limit_mb = (size_t{1} << 40) + 1;
+        break;
+      default:
+        cfg.file_io = 2;
+        break;
     }
   } else if (k < 24) {
     cfg.include_path = path;
@@ -300,8 +310,8 @@ void newVm(State& s, int i) {
                       reinterpret_cast<void*>(what)) != DLAM_OK)
       fail(std::string("dlam_register failed: ") + dlam_last_error(vm));
   }
-  if (dlam_register_numeric(vm, "hn", 2, numeric, s.in.u8() & 1 ? numericVjp : nullptr,
-                            nullptr) != DLAM_OK)
+  if (dlam_register_numeric(vm, "hn", 2, numeric, s.in.u8() & 1 ? numericVjp : nullptr, nullptr) !=
+      DLAM_OK)
     fail("dlam_register_numeric failed");
 }
 
@@ -483,10 +493,9 @@ void step(State& s) {
       return;
     }
     case 17: {
-      int st = dlam_register_numeric(vm, s.in.u8() & 1 ? "hn" : "hm",
-                                     static_cast<int>(s.in.u8() % 4) * 2 - 1,
-                                     s.in.u8() < 8 ? nullptr : numeric,
-                                     s.in.u8() & 1 ? numericVjp : nullptr, nullptr);
+      int st = dlam_register_numeric(
+          vm, s.in.u8() & 1 ? "hn" : "hm", static_cast<int>(s.in.u8() % 4) * 2 - 1,
+          s.in.u8() < 8 ? nullptr : numeric, s.in.u8() & 1 ? numericVjp : nullptr, nullptr);
       s.checkStatus(vm, st, "dlam_register_numeric");
       return;
     }
@@ -513,7 +522,6 @@ void step(State& s) {
       return;
   }
 }
-
 
 // Making a VM loads the library (most of an input's time under ASan), so the first VM
 // of an input is kept for the next one when the input leaves it alive (its handles of the

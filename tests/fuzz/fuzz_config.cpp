@@ -36,8 +36,7 @@ const std::string& scratchPath() {
 bool same(const dlam::Config& a, const dlam::Config& b) {
   return a.heapLimitMb == b.heapLimitMb && a.stackLimit == b.stackLimit &&
          a.instructionLimit == b.instructionLimit && a.includePath == b.includePath &&
-         a.ffiEnabled == b.ffiEnabled && a.ffiLibraries == b.ffiLibraries &&
-         a.fileIo == b.fileIo;
+         a.ffiEnabled == b.ffiEnabled && a.ffiLibraries == b.ffiLibraries && a.fileIo == b.fileIo;
 }
 
 }  // namespace

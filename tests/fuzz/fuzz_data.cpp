@@ -31,7 +31,7 @@ using dlam::fuzz::fail;
 constexpr int kInputsPerVm = 5000;
 constexpr int kMaxSteps = 2000;
 
-const char* const kProcs[] = {"format",    "open-input-string", "read",       "read-char",
+const char* const kProcs[] = {"format",    "open-input-string", "read",        "read-char",
                               "peek-char", "read-line",         "read-string", "eof-object?"};
 enum Proc { kFormat, kOpen, kRead, kReadChar, kPeekChar, kReadLine, kReadString, kEofP, kNProcs };
 
