@@ -57,7 +57,8 @@ inline void checkError(const Error& e, const std::string& chunk, bool allowRunti
   // function (the trace then reaches the chunk); either way with a line.
   // `chunk` is a prefix: fuzz_vm names its chunks <fuzz0>, <fuzz1>, ... and an error may
   // be raised inside a function an earlier chunk defined.
-  if (e.file.rfind(chunk, 0) != 0 && e.file != "<prelude>")
+  // `read` from a string port locates its syntax errors in the string, "<string>".
+  if (e.file.rfind(chunk, 0) != 0 && e.file != "<prelude>" && e.file != "<string>")
     fail("error in unexpected file '" + e.file + "': " + e.message);
   if (!e.loc.known()) fail("error without a line: " + e.format());
   std::string text = e.format();

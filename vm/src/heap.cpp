@@ -228,8 +228,21 @@ Symbol* VM::findSymbol(std::string_view name) const {
   return it == symbols_.end() ? nullptr : it->second;
 }
 
-void VM::forgetMacros() {
-  for (auto& [name, sym] : symbols_) sym->macro = Value::undefined();
+void VM::saveBindings() {
+  savedBindings_.clear();
+  savedBindings_.reserve(symbols_.size());
+  for (auto& [name, sym] : symbols_) savedBindings_.push_back({sym, sym->global, sym->macro});
+}
+
+void VM::restoreBindings() {
+  for (auto& [name, sym] : symbols_) {
+    sym->global = Value::undefined();
+    sym->macro = Value::undefined();
+  }
+  for (const SavedBinding& b : savedBindings_) {
+    setGlobal(b.symbol, b.global);
+    setMacro(b.symbol, b.macro);
+  }
 }
 
 Symbol* VM::intern(std::string_view name) {
@@ -343,6 +356,10 @@ void VM::markRoots(std::vector<Obj*>& work) {
     if (f.closure) markValue(Value::object(f.closure), work);
   for (auto& [name, sym] : symbols_) markValue(Value::object(sym), work);
   for (auto& [pub, twin] : libraryTwins_) markValue(Value::object(twin), work);
+  for (const SavedBinding& b : savedBindings_) {
+    markValue(b.global, work);
+    markValue(b.macro, work);
+  }
   for (Value v : tempRoots_) markValue(v, work);
   for (Value v : pendingCall_) markValue(v, work);
   markValue(raisedValue_, work);

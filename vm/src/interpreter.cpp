@@ -180,7 +180,7 @@ double VM::checkNumber(const char* who, Value* args, int i) {
   return args[i].asNumber();
 }
 
-void VM::recover() {
+void VM::recover(GcKind kind) {
   frames_.clear();
   raisedValue_ = Value::undefined();
   landing_ = Value::undefined();
@@ -189,7 +189,10 @@ void VM::recover() {
   pendingCall_.clear();  // a native's tail call the failed run never made
   callingNative = nullptr;
   tapeStart_ = UINT64_MAX;  // (a gradient the error ended)
-  collectGarbage();
+  if (kind == GcKind::Major)
+    collectGarbage();
+  else
+    collectDue();
 }
 
 Value VM::runToplevel(Proto* chunk) {

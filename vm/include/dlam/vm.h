@@ -135,6 +135,8 @@ struct GcStats {
 
 class VM {
  public:
+  // The kinds of collection (collectGarbage).
+  enum class GcKind { Minor, Major };
   explicit VM(const Config& config = Config{});
   ~VM();
   VM(const VM&) = delete;
@@ -253,8 +255,14 @@ class VM {
   }
   // The symbol of this name if it exists (nothing is created).
   Symbol* findSymbol(std::string_view name) const;
-  // Removes every macro (the compiler fuzzer's shared VM goes back to its state).
-  void forgetMacros();
+  // A checkpoint of every symbol's global value and macro, and the return to it:
+  // symbols made since are unbound, the others get back what they had. One VM with its
+  // library loaded then serves many independent programs (the fuzz targets reset it
+  // between inputs instead of loading the prelude each time). What the values refer to
+  // is not copied: a program that mutates a pair or a vector the library holds leaves it
+  // mutated. The checkpoint's values stay alive (a root) until the next one replaces it.
+  void saveBindings();
+  void restoreBindings();
   // Numbers the expansions of macros, so the names each one introduces are its own.
   uint32_t nextMacroMark() { return ++macroMarks_; }
   // Registers a native procedure as a global.
@@ -276,7 +284,10 @@ class VM {
   int callDepth() const { return callDepth_; }
   // Resets the stack after an error so the VM can be used again (and collects
   // the garbage the failed run left, so a heap-limit error does not persist).
-  void recover();
+  // GcKind::Minor: the collection the policy picks instead of a full one (minor unless
+  // a full one is due, as it is past half the heap limit), for a host that recovers
+  // often (the fuzz targets: most of their inputs fail).
+  void recover(GcKind kind = GcKind::Major);
   // Between top-level forms (no dlam code running): collects if a collection is due.
   void safePoint() {
     if (gcRequested_ && frames_.empty()) collectDue();
@@ -423,7 +434,6 @@ class VM {
   // A full collection (GcKind::Major) finds every dead object; a minor one only the
   // young ones (allocated since the last collection), tracing from the roots and the
   // remembered set through young objects only. Either way the survivors become old.
-  enum class GcKind { Minor, Major };
   void collectGarbage(GcKind kind = GcKind::Major);
   // Asks for a collection at the next safe point of the interpreter: a full one, or
   // (GcKind::Minor) the kind the policy picks, minor unless a full one is due.
@@ -535,6 +545,11 @@ class VM {
   uint64_t externalBytes_ = 0;  // counted in bytesAllocated_ too (countExternal)
   std::unordered_map<std::string, Symbol*> symbols_;
   std::unordered_map<Symbol*, Symbol*> libraryTwins_;  // public symbol -> the library's
+  struct SavedBinding {
+    Symbol* symbol;
+    Value global, macro;
+  };
+  std::vector<SavedBinding> savedBindings_;  // saveBindings
   bool loadingLibrary_ = false;
   uint32_t macroMarks_ = 0;
   std::vector<Value> tempRoots_;
