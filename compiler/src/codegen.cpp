@@ -257,13 +257,19 @@ class FnCompiler {
       case NativeId::Cddr:
       case NativeId::Caddr:
       case NativeId::Cdddr: {
-        // Innermost access first: cadr = (car (cdr x)).
+        // Innermost access first: cadr = (car (cdr x)). Each step's C says which
+        // accessor and which step it is (cxrStep), so an error names the accessor and
+        // shows its argument: the steps before the last go through a temporary, and the
+        // argument's register keeps it until then.
         const char* path = cxrPath(id);
         size_t len = std::strlen(path);
         uint32_t src = atomReg(*x);
-        for (size_t i = len; i-- > 0;) {
-          emit(instr::make(path[i] == 'a' ? Op::CAR : Op::CDR, dst, src));
-          src = dst;
+        uint32_t tmp = allocReg();
+        for (size_t i = len, step = 0; i-- > 0; ++step) {
+          uint32_t to = i == 0 ? dst : tmp;
+          emit(instr::make(path[i] == 'a' ? Op::CAR : Op::CDR, to, src,
+                           instr::cxrStep(static_cast<uint32_t>(id), step)));
+          src = to;
         }
         return;
       }

@@ -2,7 +2,6 @@
 // free-variables, and the %-helpers that transformed code and the prelude use
 // (symbolic-zero-aware car/cdr, sign and step for derivative rules, materialising
 // symbolic zeros into the shape of a value).
-#include <unordered_set>
 #include <vector>
 
 #include "dlam/aggregate.h"
@@ -40,15 +39,19 @@ Value gradientEnd(VM& vm, Value*, int) {
 
 Value szeroP(VM&, Value* a, int) { return Value::boolean(a[0].isZero()); }
 
+// (%symbolic-zero): the zero of any shape that transformed code and the library use
+// (the prelude's %Z); user code gets shaped zeros from zero.
+Value symbolicZero(VM&, Value*, int) { return Value::zero(); }
+
 // car and cdr of a sensitivity, where the symbolic zero stands for a pair of zeros.
 Value scar(VM& vm, Value* a, int) {
   if (a[0].isZero()) return a[0];
-  if (!isPair(a[0])) vm.typeError("%scar", 0, "pair sensitivity", a[0]);
+  if (!isPair(a[0])) vm.sensitivityPartError(a[0]);
   return asPair(a[0])->car;
 }
 Value scdr(VM& vm, Value* a, int) {
   if (a[0].isZero()) return a[0];
-  if (!isPair(a[0])) vm.typeError("%scdr", 0, "pair sensitivity", a[0]);
+  if (!isPair(a[0])) vm.sensitivityPartError(a[0]);
   return asPair(a[0])->cdr;
 }
 
@@ -83,19 +86,6 @@ Value freeVariables(VM& vm, Value* a, int) {
   return vm.list(syms.data(), syms.size());
 }
 
-// The values a closure captured, as a list: what its sensitivity has the shape of. A
-// transformed closure keeps some as primal values (Proto::primalUpvals), and so do
-// the closures of its own transforms (their images, one tag more): those are given as
-// their images, with a tag for each proto along the primal chain that keeps them.
-Value capturedValues(VM& vm, Closure* c) {
-  vm.forceClosure(c);
-  std::vector<Value> caps(c->upvals, c->upvals + c->count());
-  for (const Proto* p = c->proto; p; p = p->primal)
-    for (size_t i = 0; i < caps.size(); ++i)
-      if (keepsPrimal(p->primalUpvals, i)) caps[i] = vm.starJ(caps[i]);
-  return vm.list(caps.data(), caps.size());
-}
-
 // Whether s and v agree about being vectors (s under any reverse tags): a vector's
 // sensitivity is a vector of its length, and only a vector's is a vector.
 bool sameVectorShape(Value s, Value v) {
@@ -106,11 +96,10 @@ bool sameVectorShape(Value s, Value v) {
                     vectorLength(static_cast<Vector*>(v.asObject()));
 }
 
-// (%materialize sens value): sens with every symbolic zero replaced by a zero of the
-// shape of the corresponding part of value (numbers 0, vectors zeros of their length,
-// pairs part by part, records and dicts part by part into a record of the type, a dict
-// of the keys, closures the list of their captured values' zeros, everything else ()).
-// Iterative.
+// (%materialize sens value): sens with every symbolic zero replaced by the zero of the
+// corresponding part of value (VM::zeroOf), and the sensitivity of a discrete value
+// (its own, or any other discrete value a custom derivative gave for it) made that
+// value itself, so a structure's sensitivity keeps its keys. Iterative.
 Value materializeTree(VM& vm, Value s0, Value v0) {
   struct Item {
     Value s, v;
@@ -118,20 +107,6 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
   };
   std::vector<Item> work{{s0, v0, 0}};
   std::vector<Value> results, parts, vparts;
-  // Pushes the parts of aggregate v (with those of s, or s itself when it is the
-  // symbolic zero) to be materialized, then the step that rebuilds them.
-  auto pushAggregate = [&](Value s, Value v) {
-    work.push_back({s, v, 2});
-    vparts.clear();
-    partsOf(v, vparts);
-    parts.clear();
-    if (!s.isZero()) partsOf(s, parts);
-    for (size_t i = vparts.size(); i-- > 0;)
-      work.push_back({s.isZero() ? s : parts[i], vparts[i], 0});
-  };
-  // A closure's zero lists its captured values' zeros; a closure met again (a
-  // recursive closure captures itself) gets () so the expansion ends.
-  std::unordered_set<Obj*> expanded;
   while (!work.empty()) {
     Item it = work.back();
     work.pop_back();
@@ -139,12 +114,10 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
       // An aggregate (a record, a dict) like it.v, from its parts' results.
       size_t n = partCount(it.v);
       const Value* got = results.data() + results.size() - n;
-      bool same = !it.s.isZero();
-      if (same) {
-        parts.clear();
-        partsOf(it.s, parts);
-        for (size_t i = 0; i < n && same; ++i) same = parts[i] == got[i];
-      }
+      bool same = true;
+      parts.clear();
+      partsOf(it.s, parts);
+      for (size_t i = 0; i < n && same; ++i) same = parts[i] == got[i];
       Value r = same ? it.s : rebuild(vm, it.v, got);
       results.resize(results.size() - n);
       results.push_back(r);
@@ -160,61 +133,45 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
       results.push_back(same ? it.s : vm.cons(car, cdr));
       continue;
     }
-    Value s = it.s, v = unwrapAttached(it.v);
-    // A sparse vector sensitivity (object.h) leaves as its dense form.
-    if (isObj(s, ObjType::Vector)) s = Value::object(vm.dense(static_cast<Vector*>(s.asObject())));
-    // A zero for a reverse-tagged number carries the same tags, so that
-    // (%materialize (*j s) (*j v)) is (*j (%materialize s v)).
-    int tags = 0;
-    while (isObj(v, ObjType::Rev)) {
-      v = static_cast<Rev*>(v.asObject())->primal;
-      ++tags;
-    }
-    if (!s.isZero()) {
-      if (v.isZero()) {
-        results.push_back(s);  // a zero value (a nested derivative's sensitivity) fits any shape
-      } else if (isPair(s) && isPair(v)) {
-        work.push_back({s, v, 1});
-        work.push_back({asPair(s)->cdr, asPair(v)->cdr, 0});
-        work.push_back({asPair(s)->car, asPair(v)->car, 0});
-      } else if (isAggregate(s) && isAggregate(v) && sameAggregateShape(s, v)) {
-        pushAggregate(s, v);
-      } else if (isPair(s) && isClosure(v)) {
-        // A closure's sensitivity: one entry per captured value.
-        work.push_back({s, capturedValues(vm, asClosure(v)), 0});
-      } else if (isPair(s) || isAggregate(s) || isAggregate(v) ||
-                 (s.isNumber() && !v.isNumber() && !isObj(v, ObjType::Rev)) ||
-                 !sameVectorShape(s, v)) {
-        std::string ss = vm.show(s, true), sv = vm.show(v, true);
-        if (ss.size() > 60) ss = ss.substr(0, 57) + "...";
-        if (sv.size() > 60) sv = sv.substr(0, 57) + "...";
-        vm.runtimeError("sensitivity " + ss + " does not have the shape of the value " + sv +
-                        " (a custom derivative returned the wrong shape?)");
-      } else {
-        results.push_back(s);
-      }
+    Value s = it.s;
+    if (s.isZero()) {
+      // A zero for a reverse-tagged number carries the same tags, so that
+      // (%materialize (*j s) (*j v)) is (*j (%materialize s v)).
+      results.push_back(vm.zeroOf(it.v));
       continue;
     }
-    if (v.isNumber() || isObj(v, ObjType::Vector)) {
-      Value z = Value::number(0);
-      if (!v.isNumber()) {
-        uint32_t n = vectorLength(static_cast<Vector*>(v.asObject()));
-        Vector* zv = vm.makeVector(n);
-        for (uint32_t i = 0; i < n; ++i) zv->items[i] = 0;
-        z = Value::object(zv);
-      }
-      for (int i = 0; i < tags; ++i) z = Value::object(vm.makeRev(z));
-      results.push_back(z);
-    } else if (isAggregate(v)) {
-      pushAggregate(s, v);
-    } else if (isPair(v)) {
+    Value v = unwrapAttached(it.v);
+    // A sparse vector sensitivity (object.h) leaves as its dense form.
+    if (isObj(s, ObjType::Vector)) s = Value::object(vm.dense(static_cast<Vector*>(s.asObject())));
+    while (isObj(v, ObjType::Rev)) v = static_cast<Rev*>(v.asObject())->primal;
+    if (v.isZero()) {
+      results.push_back(s);  // a zero value (a nested derivative's sensitivity) fits any shape
+    } else if (isDiscrete(v) && isDiscrete(s)) {
+      results.push_back(v);
+    } else if (isPair(s) && isPair(v)) {
       work.push_back({s, v, 1});
-      work.push_back({s, asPair(v)->cdr, 0});
-      work.push_back({s, asPair(v)->car, 0});
-    } else if (isClosure(v) && expanded.insert(v.asObject()).second) {
-      work.push_back({s, capturedValues(vm, asClosure(v)), 0});
+      work.push_back({asPair(s)->cdr, asPair(v)->cdr, 0});
+      work.push_back({asPair(s)->car, asPair(v)->car, 0});
+    } else if (isAggregate(s) && isAggregate(v) && sameAggregateShape(s, v)) {
+      work.push_back({s, v, 2});
+      vparts.clear();
+      partsOf(v, vparts);
+      parts.clear();
+      partsOf(s, parts);
+      for (size_t i = vparts.size(); i-- > 0;) work.push_back({parts[i], vparts[i], 0});
+    } else if (isPair(s) && isClosure(v)) {
+      // A closure's sensitivity: one entry per captured value.
+      work.push_back({s, vm.capturedValues(asClosure(v)), 0});
+    } else if (isPair(s) || isAggregate(s) || isAggregate(v) ||
+               (s.isNumber() && !v.isNumber() && !isObj(v, ObjType::Rev)) ||
+               !sameVectorShape(s, v)) {
+      std::string ss = vm.show(s, true), sv = vm.show(v, true);
+      if (ss.size() > 60) ss = ss.substr(0, 57) + "...";
+      if (sv.size() > 60) sv = sv.substr(0, 57) + "...";
+      vm.runtimeError("sensitivity " + ss + " does not have the shape of the value " + sv +
+                      " (a custom derivative returned the wrong shape?)");
     } else {
-      results.push_back(Value::nil());
+      results.push_back(s);
     }
   }
   return results.back();
@@ -393,6 +350,7 @@ void openAdPrimitives(Registrar& r) {
   vm.defineNative("%gradient-end", gradientEnd, 0, 0);
   r.define(NativeId::Plus, plus);
   r.define(NativeId::SZeroP, szeroP);
+  vm.defineNative("%symbolic-zero", symbolicZero, 0, 0);
   r.define(NativeId::SCar, scar);
   r.define(NativeId::SCdr, scdr);
   r.define(NativeId::Sign, sign);

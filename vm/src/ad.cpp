@@ -8,13 +8,15 @@
 // rep-function convention by calling the transform of the primitive's eta
 // expansion; of a record or a dict, the record (dict) of the *j of its fields
 // (values), memoised both ways as for pairs. *j-inverse undoes each of these. zero is
-// the symbolic zero (a conformant zero of any shape, O(1)), except for a record (a
-// record of its type holding its fields' zeros) and a dict (its keys with its values'
-// zeros); plus adds sensitivities structurally (records of one type
-// field by field, dicts of the same keys value by value) and returns the other side in
-// O(1) when one is zero. Nothing here recurses in C++ along the data: structures are
-// walked with explicit stacks.
+// the zero shaped like its argument, made eagerly (zeroOf); the transformed code and
+// the library use the symbolic zero instead (a conformant zero of any shape, O(1)),
+// which %materialize shapes where a sensitivity leaves them. plus adds sensitivities
+// structurally (records of one type field by field, dicts of the same keys value by
+// value, two equal discrete values being that value) and returns the other side in
+// O(1) when one is the symbolic zero. Nothing here recurses in C++ along the data:
+// structures are walked with explicit stacks.
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "dlam/aggregate.h"
@@ -488,40 +490,131 @@ Value VM::adMap(Value root, bool inverse) {
 Value VM::starJ(Value v) { return isPair(v) ? adMap(v, false) : jLeaf(v); }
 Value VM::starJInverse(Value v) { return isPair(v) ? adMap(v, true) : jInvLeaf(v); }
 
-// A record's zero is a record of its type holding its fields' zeros, a dict's a dict of
-// its keys holding its values' zeros; everything else's is the symbolic zero (or 0). Records and
-// dicts nested in one another are walked with a stack.
+// The values a closure captured, as a list: what its sensitivity has the shape of. A
+// transformed closure keeps some as primal values (Proto::primalUpvals), and so do
+// the closures of its own transforms (their images, one tag more): those are given as
+// their images, with a tag for each proto along the primal chain that keeps them.
+Value VM::capturedValues(Closure* c) {
+  forceClosure(c);
+  std::vector<Value> caps(c->upvals, c->upvals + c->count());
+  for (const Proto* p = c->proto; p; p = p->primal)
+    for (size_t i = 0; i < caps.size(); ++i)
+      if (keepsPrimal(p->primalUpvals, i)) caps[i] = starJ(caps[i]);
+  return list(caps.data(), caps.size());
+}
+
+// The zero sensitivity shaped like v, built eagerly (docs/language.md says why): a
+// number's is 0 (under v's reverse tags), a vector's a vector of zeros of its length,
+// a pair's the pair of its parts' zeros, a record's a record of its type, a dict's a
+// dict of its keys, a closure's the list of its captured values' zeros, a primitive's
+// (); a discrete value is its own zero. Walked with a stack; a list along its spine.
+// Shared parts are made once (a DAG stays a DAG), and a closure met again inside its
+// own zero (a recursive closure captures itself) gets (), so the walk ends.
 Value VM::zeroOf(Value v) {
   v = unwrapAttached(v);
   if (v.isNumber()) return Value::number(0);
-  if (!isAggregate(v)) return Value::zero();
+  if (isDiscrete(v) || v.isZero()) return v;
+  enum Kind : uint8_t { kVisit, kList, kAggregate, kClosure };
   struct Item {
     Value v;
-    bool expanded;
+    Kind kind;
+    uint32_t n;  // kList: the number of elements (the results: n cars, then the end)
   };
-  std::vector<Item> work{{v, false}};
+  std::vector<Item> work{{v, kVisit, 0}};
   std::vector<Value> results, parts;
+  std::unordered_map<Obj*, Value> made;  // compound values' zeros (undefined: being made)
+  auto tagged = [&](Value z, int tags) {
+    for (int i = 0; i < tags; ++i) z = Value::object(makeRev(z));
+    return z;
+  };
   while (!work.empty()) {
     Item it = work.back();
     work.pop_back();
-    Value x = unwrapAttached(it.v);
-    if (!it.expanded) {
-      if (x.isNumber()) {
-        results.push_back(Value::number(0));
-      } else if (!isAggregate(x)) {
-        results.push_back(Value::zero());
-      } else {
-        work.push_back({x, true});
-        parts.clear();
-        partsOf(x, parts);
-        for (size_t i = parts.size(); i-- > 0;) work.push_back({parts[i], false});
+    Value x = it.v;
+    if (it.kind == kList) {
+      // n elements' zeros then the end's: the list, back to front.
+      Value l = results.back();
+      results.pop_back();
+      for (uint32_t i = 0; i < it.n; ++i) {
+        l = cons(results.back(), l);
+        results.pop_back();
       }
+      made[x.asObject()] = l;
+      results.push_back(l);
       continue;
     }
-    size_t n = partCount(x);
-    Value z = rebuild(*this, x, results.data() + results.size() - n);
-    results.resize(results.size() - n);
-    results.push_back(z);
+    if (it.kind == kAggregate) {
+      size_t n = partCount(x);
+      Value z = rebuild(*this, x, results.data() + results.size() - n);
+      results.resize(results.size() - n);
+      made[x.asObject()] = z;
+      results.push_back(z);
+      continue;
+    }
+    if (it.kind == kClosure) {
+      made[x.asObject()] = results.back();
+      continue;
+    }
+    x = unwrapAttached(x);
+    int tags = 0;
+    while (isObj(x, ObjType::Rev)) {
+      x = static_cast<Rev*>(x.asObject())->primal;
+      ++tags;
+    }
+    if (x.isNumber()) {
+      results.push_back(tagged(Value::number(0), tags));
+      continue;
+    }
+    if (isDiscrete(x) || x.isZero()) {
+      results.push_back(x);
+      continue;
+    }
+    Obj* o = x.asObject();
+    if (auto m = made.find(o); m != made.end()) {
+      // Undefined: a closure inside its own zero.
+      results.push_back(m->second.isUndefined() ? Value::nil() : m->second);
+      continue;
+    }
+    switch (o->type) {
+      case ObjType::Vector: {
+        uint32_t n = vectorLength(static_cast<Vector*>(o));
+        Vector* z = makeVector(n);
+        for (uint32_t i = 0; i < n; ++i) z->items[i] = 0;
+        results.push_back(tagged(Value::object(z), tags));
+        break;
+      }
+      case ObjType::Pair: {
+        // The spine up to a part already made (shared) or the end: its cars are
+        // visited in order, then the end, then the list is built.
+        uint32_t n = 0;
+        Value p = x;
+        std::vector<Value> cars;
+        do {
+          cars.push_back(asPair(p)->car);
+          p = asPair(p)->cdr;
+          ++n;
+        } while (isPair(p) && !made.count(p.asObject()));
+        work.push_back({x, kList, n});
+        work.push_back({p, kVisit, 0});
+        for (size_t i = cars.size(); i-- > 0;) work.push_back({cars[i], kVisit, 0});
+        break;
+      }
+      case ObjType::Record:
+      case ObjType::Dict:
+        work.push_back({x, kAggregate, 0});
+        parts.clear();
+        partsOf(x, parts);
+        for (size_t i = parts.size(); i-- > 0;) work.push_back({parts[i], kVisit, 0});
+        break;
+      case ObjType::Closure:
+        made[o] = Value::undefined();
+        work.push_back({x, kClosure, 0});
+        work.push_back({capturedValues(static_cast<Closure*>(o)), kVisit, 0});
+        break;
+      default:  // primitives, foreign functions: no free variables
+        results.push_back(Value::nil());
+        break;
+    }
   }
   return results.back();
 }
@@ -626,8 +719,8 @@ Value plusTree(VM& vm, Value a, Value b) {
           static_cast<Rev*>(x.asObject())->primal, static_cast<Rev*>(y.asObject())->primal))));
       continue;
     }
-    if (x.isNil() && y.isNil()) {
-      results.push_back(x);
+    if (isDiscrete(x) && isDiscrete(y) && sameDiscrete(x, y)) {
+      results.push_back(x);  // its own sensitivity: (plus "s" "s") is "s"
       continue;
     }
     if (Value r = plusVectors(vm, x, y); !r.isUndefined()) {
@@ -676,15 +769,22 @@ void VM::splitResult(Value r, uint8_t mode, Value callee, Value* parts) {
   }
   if (splitsAs(r, mode)) {
     // The list of argument sensitivities ends (or is not a list) before the
-    // elements taken: the error of the %scar that would have taken the first missing one.
+    // elements taken: the error of taking the first missing one.
     Value xs = r.isZero() ? r : asPair(r)->cdr;
     while (isPair(xs)) xs = asPair(xs)->cdr;
-    typeError("%scar", 0, "pair sensitivity", xs);
+    sensitivityPartError(xs);
   }
   // The checks of %rep-result and %bp-result give the error.
   Value args[2] = {r, callee};
   builtin(mode == 1 ? NativeId::RepResult : NativeId::BpResult)->fn(*this, args, 2);
   runtimeError("internal error: a split call result passed its check");
+}
+
+void VM::sensitivityPartError(Value got) {
+  std::string shown = show(got, true);
+  if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+  runtimeError("backpropagator: expected a pair sensitivity (one per argument, or a pair's), got " +
+               shown);
 }
 
 void VM::regroupParts(Value* args, uint32_t m, uint32_t n) {
@@ -703,7 +803,7 @@ void VM::regroupParts(Value* args, uint32_t m, uint32_t n) {
     } else if (v.isZero()) {
       args[i] = v;
     } else {
-      typeError("%scar", 0, "pair sensitivity", v);
+      sensitivityPartError(v);
     }
   }
   args[n - 1] = v;

@@ -160,6 +160,15 @@ void VM::stackOverflow(const Proto* callee) {
   limitError(message);
 }
 
+void VM::cxrError(uint64_t ins, const uint64_t* pc, const Value* R, Value got, const char* plain) {
+  if (uint32_t id = instr::cxrId(ins)) {
+    // The first step read the accessor's argument; the accessor itself reports it.
+    Value arg = R[instr::b(pc[-1 - static_cast<ptrdiff_t>(instr::cxrStepOf(ins))])];
+    builtin(static_cast<NativeId>(id))->fn(*this, &arg, 1);
+  }
+  typeError(plain, 0, "pair", got);
+}
+
 void VM::typeError(const char* who, int argIndex, const char* expected, Value got) {
   // A reverse-tagged number where some other type was expected is an ordinary type
   // error of the user's program (say (car x) with x a number being differentiated):
@@ -1096,7 +1105,7 @@ op_CAR : {
     x = unwrapAttached(x);
     if (!isPair(x)) {
       SAVE_PC();
-      typeError("car", 0, "pair", x);
+      cxrError(ins, pc, R, x, "car");
     }
   }
   RA = asPair(x)->car;
@@ -1108,7 +1117,7 @@ op_CDR : {
     x = unwrapAttached(x);
     if (!isPair(x)) {
       SAVE_PC();
-      typeError("cdr", 0, "pair", x);
+      cxrError(ins, pc, R, x, "cdr");
     }
   }
   RA = asPair(x)->cdr;
@@ -1168,22 +1177,22 @@ op_PLUS : {
   DISPATCH();
 }
 // car/cdr of a sensitivity: the symbolic zero stands for a pair of zeros.
-#define SENS_PART(NAME, FIELD, WHO)           \
-  op_##NAME : {                               \
-    Value x = RB;                             \
-    if (isPair(x)) {                          \
-      RA = asPair(x)->FIELD;                  \
-      DISPATCH();                             \
-    }                                         \
-    if (x.isZero()) {                         \
-      RA = x;                                 \
-      DISPATCH();                             \
-    }                                         \
-    SAVE_PC();                                \
-    typeError(WHO, 0, "pair sensitivity", x); \
+#define SENS_PART(NAME, FIELD) \
+  op_##NAME : {                \
+    Value x = RB;              \
+    if (isPair(x)) {           \
+      RA = asPair(x)->FIELD;   \
+      DISPATCH();              \
+    }                          \
+    if (x.isZero()) {          \
+      RA = x;                  \
+      DISPATCH();              \
+    }                          \
+    SAVE_PC();                 \
+    sensitivityPartError(x);   \
   }
-  SENS_PART(SCAR, car, "%scar")
-  SENS_PART(SCDR, cdr, "%scdr")
+  SENS_PART(SCAR, car)
+  SENS_PART(SCDR, cdr)
 #undef SENS_PART
 // JINV and STARJ apply their operation C + 1 times (a chain the compiler joined); each
 // level's result is in R[A] while the next is taken.

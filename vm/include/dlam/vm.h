@@ -332,6 +332,14 @@ class VM {
   }
   // "NAME: expected TYPE as argument N, got VALUE"
   [[noreturn]] void typeError(const char* who, int argIndex, const char* expected, Value got);
+  // The error of the CAR or CDR instruction `ins` (pc: the one after it) that got `got`,
+  // not a pair: that of the accessor it is a step of (caar ... cdddr) on the
+  // accessor's argument, or else of `plain` (car or cdr).
+  // A sensitivity taken apart (%scar, %scdr, the parts of a call's argument
+  // sensitivities) that is not a pair: named for the user as a backpropagator's.
+  [[noreturn]] void sensitivityPartError(Value got);
+  [[noreturn]] void cxrError(uint64_t ins, const uint64_t* pc, const Value* R, Value got,
+                             const char* plain);
   double checkNumber(const char* who, Value* args, int i);
 
   // ---- errors a program catches (vm/src/handlers.cpp) ----------------------------
@@ -375,7 +383,10 @@ class VM {
                                                   : x;
   }
   Value starJInverse(Value v);
+  // The zero sensitivity shaped like v, made eagerly (iterative; see ad.cpp).
   Value zeroOf(Value v);
+  // The values closure c captured, as a list (the shape of its sensitivity).
+  Value capturedValues(Closure* c);
   Value plus(Value a, Value b);
   // The parts of a call's result for a caller that takes it split (CallFrame::split),
   // into parts (splitCount(mode) of them); an error naming `callee` if the result
