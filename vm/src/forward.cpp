@@ -62,8 +62,8 @@ uint32_t tagOf(Value v) { return isFwd(v) ? asFwd(v)->tag() : 0; }
 Value VM::fwdApply(Native* n, Value* args, int nargs) {
   auto id = static_cast<NativeId>(n->id);
   // + - * / of more than two: a left fold, the pairs by the rules below.
-  if (nargs > 2 && (id == NativeId::Add || id == NativeId::Mul || id == NativeId::Sub ||
-                    id == NativeId::Div)) {
+  if (nargs > 2 &&
+      (id == NativeId::Add || id == NativeId::Mul || id == NativeId::Sub || id == NativeId::Div)) {
     Value acc = arith(id, args[0], args[1]);
     for (int i = 2; i < nargs; ++i) acc = arith(id, acc, args[i]);
     return acc;
@@ -93,10 +93,12 @@ Value VM::fwdApply(Native* n, Value* args, int nargs) {
       if (P.isZero() && T.isZero()) return Value::zero();
       return Value::object(makeFwd(e, P, T, true));
     };
-    if (nargs == 1 && id == NativeId::Sub) return make(callPrimitive(n, p, 1), callPrimitive(n, t, 1));
+    if (nargs == 1 && id == NativeId::Sub)
+      return make(callPrimitive(n, p, 1), callPrimitive(n, t, 1));
     // abs of a sensitivity, part by part: what a convergence test on sensitivities
     // (fixed-point*'s adjoint iteration) measures.
-    if (nargs == 1 && id == NativeId::Abs) return make(callPrimitive(n, p, 1), callPrimitive(n, t, 1));
+    if (nargs == 1 && id == NativeId::Abs)
+      return make(callPrimitive(n, p, 1), callPrimitive(n, t, 1));
     if (nargs == 1 || nargs > 2) coMisuse(*this, n->name);
     switch (id) {
       case NativeId::Add:
