@@ -98,7 +98,7 @@ Value applyProcedure(VM& vm, Value f, Value* args, int nargs) {
       vm.runtimeError(std::string(n->name) + ": wrong number of arguments (" +
                       std::to_string(nargs) + ")");
     vm.callingNative = n;
-    Value r = n->fn(vm, args, nargs);
+    Value r = vm.callPrimitive(n, args, nargs);
     if (!r.isTailCall()) return r;
   }
   return vm.call(f, args, nargs);

@@ -144,7 +144,7 @@ Value nullP(VM&, Value* a, int) { return Value::boolean(unwrapAttached(a[0]).isN
 Value pairP(VM&, Value* a, int) { return Value::boolean(isPair(unwrapAttached(a[0]))); }
 Value numberP(VM&, Value* a, int) {
   Value v = unwrapAttached(a[0]);
-  return Value::boolean(v.isNumber() || v.isZero() || isObj(v, ObjType::Rev));
+  return Value::boolean(v.isNumber() || v.isZero() || isObj(v, ObjType::Rev) || isFwd(v));
 }
 Value booleanP(VM&, Value* a, int) { return Value::boolean(unwrapAttached(a[0]).isBool()); }
 Value procedureP(VM&, Value* a, int) { return Value::boolean(isProcedure(unwrapAttached(a[0]))); }

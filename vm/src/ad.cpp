@@ -21,6 +21,7 @@
 
 #include "dlam/aggregate.h"
 #include "dlam/dict.h"
+#include "dlam/opcodes.h"
 #include "dlam/scratch.h"
 #include "dlam/vm.h"
 
@@ -94,11 +95,12 @@ void VM::noteAttached(Attached* a) {
 Proto* VM::transformed(Proto* p) {
   if (p->transformed) return p->transformed;
   if (!transformProto) runtimeError("*j: no reverse transform is installed in this VM");
-  // Each level of nesting transforms code that is larger than the last: a limit on
-  // the depth keeps runaway nesting (a function taking its own gradient) a clean error.
-  constexpr uint16_t kMaxAdLevel = 8;
-  if (p->adLevel >= kMaxAdLevel)
-    limitError("*j: derivatives nested more than " + std::to_string(kMaxAdLevel) + " levels deep");
+  // No fixed cap on nesting: each level transforms code larger than the last, so
+  // runaway nesting (a function taking its own gradient) ends at the heap limit. The
+  // one bound is the bytecode's: an instruction holds its reverse level in 7 bits.
+  if (p->adLevel >= instr::kMaxLevel)
+    limitError("*j: derivatives nested more than " + std::to_string(instr::kMaxLevel) +
+               " reverse levels deep (the bytecode's limit)");
   Proto* t = transformProto(*this, p);
   p->transformed = t;
   writeBarrier(p, Value::object(t));
@@ -220,7 +222,7 @@ Value VM::liftedCall(Native* lifted, Value* args, int nargs) {
     }
   }
   callingNative = base;
-  Value r = base->fn(*this, stripped.data(), nargs);
+  Value r = callPrimitive(base, stripped.data(), nargs);
   for (uint16_t i = 0; i < lifted->level; ++i) r = starJ(r);
   return r;
 }
@@ -257,7 +259,7 @@ Value VM::liftedBinary(NativeId id, uint32_t level, Value* args) {
     }
   }
   Native* base = builtin(id);
-  if (level == 0) return base->fn(*this, args, 2);
+  if (level == 0) return callPrimitive(base, args, 2);
   Value stripped[2] = {args[0], args[1]};
   for (Value& a : stripped) {
     for (uint32_t i = 0; i < level; ++i) {
@@ -272,8 +274,8 @@ Value VM::liftedBinary(NativeId id, uint32_t level, Value* args) {
       }
     }
   }
-  Value r = base->fn(*this, stripped, 2);
-  if (r.isNumber())
+  Value r = callPrimitive(base, stripped, 2);
+  if (r.isNumber() || isFwd(r))
     for (uint32_t i = 0; i < level; ++i) r = Value::object(makeRev(r));
   return r;
 }
@@ -323,7 +325,12 @@ Value VM::jLeaf(Value v) {
       return Value::object(r);
     }
     case ObjType::Attached:
+      // attach-j*'s rep is for j*: under *j the value is its primal.
+      if (o->flags & kForwardRep) return starJ(static_cast<Attached*>(o)->primal);
       return static_cast<Attached*>(o)->rep;
+    case ObjType::Fwd:
+      // A bundle is tagged as a whole, like a number (its parts carry lower tags).
+      return Value::object(makeRev(v));
     case ObjType::Foreign:
       runtimeError("*j: the foreign function " + std::string(static_cast<Native*>(o)->name) +
                    " has no derivative; attach one with custom-vjp");
@@ -373,6 +380,9 @@ Value VM::jInvLeaf(Value v) {
       return adMap(v, true);
     case ObjType::Rev:
       return static_cast<Rev*>(o)->primal;
+    case ObjType::Fwd:
+      runtimeError("*j-inverse: got the bundle " + show(v, true) +
+                   " where a reverse-tagged value was expected (a derivative level was mixed up)");
     case ObjType::Closure: {
       Value m = getMemo(o, true);
       if (!m.isUndefined()) return m;
@@ -512,7 +522,8 @@ Value VM::capturedValues(Closure* c) {
 // own zero (a recursive closure captures itself) gets (), so the walk ends.
 Value VM::zeroOf(Value v) {
   v = unwrapAttached(v);
-  if (v.isNumber()) return Value::number(0);
+  // A forward bundle's sensitivity is that of its primal number (as forward.cpp keeps it).
+  if (v.isNumber() || isFwd(v)) return Value::number(0);
   if (isDiscrete(v) || v.isZero()) return v;
   enum Kind : uint8_t { kVisit, kList, kAggregate, kClosure };
   struct Item {
@@ -561,7 +572,7 @@ Value VM::zeroOf(Value v) {
       x = static_cast<Rev*>(x.asObject())->primal;
       ++tags;
     }
-    if (x.isNumber()) {
+    if (x.isNumber() || isFwd(x)) {
       results.push_back(tagged(Value::number(0), tags));
       continue;
     }
@@ -698,6 +709,10 @@ Value plusTree(VM& vm, Value a, Value b) {
       results.push_back(r);
       continue;
     }
+    if (isFwd(x) || isFwd(y)) {  // bundles (and their sensitivities) add as numbers
+      results.push_back(vm.arith(NativeId::Add, x, y));
+      continue;
+    }
     if (isPair(x) && isPair(y)) {
       work.push_back({x, y, true});
       work.push_back({asPair(x)->cdr, asPair(y)->cdr, false});
@@ -815,6 +830,7 @@ Value VM::plus(Value a, Value b) {
   b = unwrapAttached(b);
   Value r = plusShallow(a, b);
   if (!r.isUndefined()) return r;
+  if (isFwd(a) || isFwd(b)) return arith(NativeId::Add, a, b);
   if (!isPair(a) || !isPair(b)) return plusEnd(*this, a, b);
   Pair *pa = asPair(a), *pb = asPair(b);
   // One element added to a list ((cons g 0), the sensitivity of a car): one new pair.

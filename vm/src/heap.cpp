@@ -82,6 +82,8 @@ uint64_t objectFootprint(const Obj* o) {
       return Arena::footprint(sizeof(DictNode));
     case ObjType::Port:
       return Arena::footprint(sizeof(Port));
+    case ObjType::Fwd:
+      return Arena::footprint(sizeof(Fwd));
   }
   return 0;
 }
@@ -451,6 +453,10 @@ void VM::markRoots(std::vector<Obj*>& work) {
       markValue(n->right, work);
       break;
     }
+    case ObjType::Fwd:
+      markValue(static_cast<Fwd*>(o)->primal, work);
+      markValue(static_cast<Fwd*>(o)->tangent, work);
+      break;
     case ObjType::String:
     case ObjType::Port:
       break;

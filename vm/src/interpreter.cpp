@@ -229,7 +229,7 @@ Value VM::call(Value fn, const Value* args, int nargs) {
     // Resolve attachments and apply before entering the loop.
     for (;;) {
       if (isObj(fn, ObjType::Attached)) {
-        fn = static_cast<Attached*>(fn.asObject())->primal;
+        fn = attachedCallee(fn, &stack_[slot + 1], nargs);
         stack_[slot] = fn;
         continue;
       }
@@ -260,7 +260,7 @@ Value VM::call(Value fn, const Value* args, int nargs) {
                        std::to_string(nargs) + ")");
         callingNative = n;
         result = n->kind ? liftedCall(n, &stack_[slot + 1], nargs)
-                         : n->fn(*this, &stack_[slot + 1], nargs);
+                         : callPrimitive(n, &stack_[slot + 1], nargs);
         if (result.isTailCall()) {
           std::vector<Value> pending;
           pending.swap(pendingCall_);
@@ -815,7 +815,7 @@ call_again:
     if (stackTop_ < base + a + 1 + nargs) stackTop_ = base + a + 1 + nargs;
     callingNative = n;
     Value result = n->kind ? liftedCall(n, &R[a + 1], static_cast<int>(nargs))
-                           : n->fn(*this, &R[a + 1], static_cast<int>(nargs));
+                           : callPrimitive(n, &R[a + 1], static_cast<int>(nargs));
     stackTop_ = savedTop;
     // A native may have called back into dlam and grown frames_ (reallocating it).
     frame = &frames_.back();
@@ -840,7 +840,7 @@ call_again:
     DISPATCH();
   }
   if (isObj(fn, ObjType::Attached)) {
-    R[a] = static_cast<Attached*>(fn.asObject())->primal;
+    R[a] = attachedCallee(fn, &R[a + 1], static_cast<int>(nargs));
     goto call_again;
   }
   runtimeError(show(fn, true) + " is not a procedure");
@@ -873,7 +873,7 @@ op_TAILCALL : {
       DISPATCH();
     }
     if (isObj(fn, ObjType::Attached)) {
-      R[a] = static_cast<Attached*>(fn.asObject())->primal;
+      R[a] = attachedCallee(fn, &R[a + 1], static_cast<int>(nargs));
       continue;
     }
     if (isNative(fn) && asNative(fn)->id == static_cast<uint16_t>(NativeId::Apply)) {
@@ -1067,19 +1067,19 @@ arith_slow : {
   COMPARE(NUMEQK, ==, NumEq, KC)
 #undef COMPARE
 
-#define CMPJUMP(NAME, OPER, ID, RHS)                                \
-  op_##NAME : {                                                     \
-    Value x = RA, y = RHS;                                          \
-    bool holds;                                                     \
-    if (x.isNumber() && y.isNumber()) {                             \
-      holds = x.asNumber() OPER y.asNumber();                       \
-    } else {                                                        \
-      SAVE_PC();                                                    \
-      Value args[2] = {x, y};                                       \
-      holds = builtin(NativeId::ID)->fn(*this, args, 2).isTruthy(); \
-    }                                                               \
-    if (!holds) pc += instr::sC(ins);                               \
-    DISPATCH();                                                     \
+#define CMPJUMP(NAME, OPER, ID, RHS)                                    \
+  op_##NAME : {                                                         \
+    Value x = RA, y = RHS;                                              \
+    bool holds;                                                         \
+    if (x.isNumber() && y.isNumber()) {                                 \
+      holds = x.asNumber() OPER y.asNumber();                           \
+    } else {                                                            \
+      SAVE_PC();                                                        \
+      Value args[2] = {x, y};                                           \
+      holds = callPrimitive(builtin(NativeId::ID), args, 2).isTruthy(); \
+    }                                                                   \
+    if (!holds) pc += instr::sC(ins);                                   \
+    DISPATCH();                                                         \
   }
   CMPJUMP(JNLT, <, Lt, RB)
   CMPJUMP(JNLE, <=, Le, RB)
@@ -1241,7 +1241,7 @@ op_NEG : {
     DISPATCH();
   }
   SAVE_PC();
-  Value r = builtin(NativeId::Sub)->fn(*this, &x, 1);
+  Value r = callPrimitive(builtin(NativeId::Sub), &x, 1);
   R = stack_.data() + frame->base;
   RA = r;
   DISPATCH();
@@ -1281,7 +1281,7 @@ op_VREF : {
   }
   SAVE_PC();
   Value args[2] = {x, k};
-  Value r = builtin(NativeId::VectorRef)->fn(*this, args, 2);
+  Value r = callPrimitive(builtin(NativeId::VectorRef), args, 2);
   R = stack_.data() + frame->base;
   RA = r;
   DISPATCH();

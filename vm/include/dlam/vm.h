@@ -417,6 +417,51 @@ class VM {
   // Builds the closure (lambda (x1 .. xn) (base x1 .. xn)) — set by the compiler.
   std::function<Proto*(VM&, Native*, int nargs)> etaProto;
 
+  // ---- forward mode (vm/src/forward.cpp) -----------------------------------------
+  // A bundle (object.h, Fwd) of tag `tag`: primal + tangent·ε; a cobundle when co.
+  Fwd* makeFwd(uint32_t tag, Value primal, Value tangent, bool co = false);
+  // A native, applied: numeric ones (kDualRule) given bundles go to fwdApply.
+  Value callPrimitive(Native* n, Value* args, int nargs) {
+    if ((n->flags & kDualRule) && anyFwd(args, nargs)) [[unlikely]]
+      return fwdApply(n, args, nargs);
+    return n->fn(*this, args, nargs);
+  }
+  static bool anyFwd(const Value* args, int nargs) {
+    for (int i = 0; i < nargs; ++i)
+      if (isObj(args[i], ObjType::Fwd)) return true;
+    return false;
+  }
+  // A numeric primitive applied to bundles: the dual-number rule at the highest tag
+  // among its arguments (the tangent rule of the primitive's row, compiler/src/ad_rules),
+  // the parts computed by callPrimitive again (lower tags); cobundles (sensitivities)
+  // by the transposed rules of + - * /.
+  Value fwdApply(Native* n, Value* args, int nargs);
+  // (op a b) for + - * / through callPrimitive (bundles of any tag).
+  Value arith(NativeId op, Value a, Value b);
+  // A new forward tag above every tag in use (the nesting level of a perturbation),
+  // and its end: tags are handed out in nesting order, so an inner one is higher.
+  uint32_t fwdBegin() { return ++fwdTag_; }
+  void fwdEnd(uint32_t tag) {
+    if (fwdTag_ >= tag) fwdTag_ = tag - 1;
+  }
+  // The tag user-level bundle, primal and tangent work at: the innermost one begun
+  // (fwdUserTag when set by a custom rule's call), or the one above all at top level.
+  uint32_t fwdTagInUse() const { return fwdTag_; }
+  // v taken apart at `tag`: the parts of a bundle of that tag; anything else is its own
+  // primal with a zero tangent. Pairs, records and closures' environments are walked.
+  Value fwdPrimal(uint32_t tag, Value v);
+  Value fwdTangent(uint32_t tag, Value v);
+  // (bundle x t) at `tag`, structurally: a pair of bundles for a pair, a closure over
+  // bundles for a closure (its environment's tangents t, in free-variable order).
+  Value fwdBundle(uint32_t tag, Value x, Value t);
+  // A sensitivity g made the shape of `v`'s: cobundles of tags v has not (what a value
+  // with no perturbation of that tag was given where it met a bundle) give their
+  // primal part, the only one that reaches v.
+  Value fwdProject(Value g, Value v);
+  // The tangent rule of a numeric primitive (set by the compiler: its rules table).
+  Value (*tangentRule)(VM& vm, NativeId id, const Value* p, const Value* t, int n,
+                       Value y) = nullptr;
+
   // ---- printing ---------------------------------------------------------------
   // display (write=false) or write (write=true) form of a value; iterative.
   std::string show(Value v, bool write = true);
@@ -574,6 +619,7 @@ class VM {
   std::vector<Value> pendingCall_;
   int callDepth_ = 0;
   Native* builtins_[static_cast<size_t>(NativeId::Count)] = {};
+  uint32_t fwdTag_ = 1;  // the last forward tag handed out (1: user-level bundles at top)
   void ensureStack(size_t needed);
   void forceClosureSlow(Closure* c);
   void noteAttached(Attached* a);
