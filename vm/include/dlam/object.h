@@ -213,8 +213,8 @@ struct Attached : Obj {
   Value rep;
 };
 
-// A forward-tagged value (forward mode, SPEC 3.1): a dual number primal + tangent·ε_tag,
-// aux holding the tag, the perturbation's nesting level (VM::fwdBegin). A bundle's
+// A forward-tagged value (forward mode, docs/forward-mode.md): a dual number primal +
+// tangent·ε_tag, aux holding the tag, the perturbation's nesting level (VM::fwdBegin). A bundle's
 // parts carry only lower tags, so nested derivatives never mix their perturbations.
 // Flagged kCoBundle it is instead the sensitivity of a bundle of that tag (a reverse
 // pass over code that made the bundle): the linear form taking (p, t) to
