@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import shutil
@@ -227,6 +228,18 @@ WORKLOADS = [
     Workload("loop-for", "eval",
              "reference: dlam named let vs Lua's idiomatic numeric for (no call per iteration)",
              _src("loop-for"), expect="49999995000000", reference=True),
+    Workload("binary-trees", "eval",
+             "make and walk 3.2 M tree nodes (pairs / tables): allocation, GC, non-tail recursion",
+             _src("binary-trees"), expect="3156655"),
+    Workload("nbody", "eval",
+             "functional 5-body simulation over lists, 10^4 steps: new lists per step, map/fold",
+             _src("nbody"), expect="-1650714266"),
+    Workload("deriv", "eval",
+             "symbolic differentiator over lists and symbols, 400 rounds of a second derivative",
+             _src("deriv"), expect="2625600"),
+    Workload("strings", "eval",
+             "join 10^4 numbers into a string, split it, read the fields back: 30 rounds",
+             _src("strings"), expect="23249523928"),
 ]
 # startup: dlam prints "1", Lua prints nothing -- check per peer instead.
 STARTUP_EXPECT = {"dlam": "1", "lua": "", "luajit": ""}
@@ -966,6 +979,19 @@ def report(opts, selected, all_results):
                         row.append("")
                     else:
                         row.append(fmt_ratio(rs.median_ms, rp.median_ms))
+            rows.append(row)
+        if s and others:
+            # Geometric mean of dlam/peer over the workloads both ran (not the references).
+            row = ["geometric mean"] + ["" for _ in subj + others]
+            for p in others:
+                logs = []
+                for w in ws:
+                    rs, rp = all_results[w.name].get(s.key), all_results[w.name].get(p.key)
+                    if (not w.reference and rs and rp and rs.ok and rp.ok
+                            and rs.median_ms > 0 and rp.median_ms > 0
+                            and not (w.ratios_vs and p.key not in w.ratios_vs)):
+                        logs.append(math.log(rs.median_ms / rp.median_ms))
+                row.append(f"{math.exp(sum(logs) / len(logs)):.2f}× ({len(logs)})" if logs else "")
             rows.append(row)
         print(f"\n### time ({g}): median {'CPU' if opts.cpu_time else 'wall'} ms of {opts.runs} run(s)"
               + ("" if opts.quick else ", after 1 warm-up") + "\n")

@@ -1,5 +1,6 @@
-// main.cpp — the `dlam` command (SPEC section 1): runs a script, a -e expression or
-// standard input, starts the REPL on a terminal, or prints bytecode (--disasm).
+// main.cpp — the `dlam` command (docs/language.md, "The dlam command"): runs a script,
+// a -e expression or standard input, starts the REPL on a terminal, or prints bytecode
+// (--disasm).
 //
 // Exit status: 0 success, 1 an error in the script (syntax, runtime, limit),
 // 2 a usage or configuration error.

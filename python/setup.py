@@ -4,11 +4,14 @@
 
 after the CMake build (cmake -S . -B build && cmake --build build). The library is taken
 from $DLAM_LIBRARY, else from ../build/embed/libdlam.so (the build tree of this checkout).
+The package's C part, dlam._core (dlam/_core.c), is compiled here with the machine's C
+compiler against Python's headers (Debian: python3-dev) and the C API's header
+(../embed/include/dlam.h); it links against nothing else.
 """
 import os
 import shutil
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,6 +36,8 @@ setup(
     version="0.1.0",
     description="The dlam language (differentiable, embeddable) from Python",
     packages=["dlam"],
+    ext_modules=[Extension("dlam._core", ["dlam/_core.c"],
+                           include_dirs=[os.path.join(HERE, "..", "embed", "include")])],
     python_requires=">=3.9",
     cmdclass={"build_py": BuildWithLibrary},
     zip_safe=False,

@@ -8,8 +8,12 @@ rest arguments, nested derivatives that capture each other's variables, custom-v
 custom-vjp*, fixed-point*, map*), runs them in batches through a dlam binary, and checks
 every derivative against a central difference computed in dlam itself at two step sizes
 (a point where the two differences disagree, or for gradients where the one-sided
-differences do, is at or near a kink and is skipped). Reports any
-mismatch, error or crash with the program that caused it.
+differences do, is at or near a kink and is skipped). Second order: Hessians are
+symmetric, and Hessian-vector products (reverse over reverse) agree with the Hessian and
+with central differences of gradients. Memoization: (*j f) twice is one object, and a
+gradient taken again, inside another derivative, or after a directional derivative
+through f, is unchanged. Reports any mismatch, error or crash with the program that
+caused it.
 
 Usage: python3 tools/adfuzz.py --dlam build/dlam [--seed S] [--batches N] [--per-batch K]
        [--out DIR]   (failing programs are written to DIR, default /tmp/adfuzz)
@@ -86,6 +90,48 @@ PRELUDE = r"""
                                    (gf (fz-replace l i (+ x s))) (gf (fz-replace l i (- x s)))))))
          (fd (lambda (h) (map (lambda (i) (col i h)) (iota (length l))))))
     (fz-report name ((hessian f) l) (fd 1e-3) (fd 1e-4) tol)))
+;; Second order: the Hessian is symmetric (to rounding), and a Hessian-vector product by
+;; reverse over reverse (the gradient of <grad f, v>) agrees with the Hessian times v
+;; and with central differences of the gradient along v.
+(define (fz-dot a b) (apply + (map * a b)))
+(define (fz-hessian-sym name f l tol)
+  (let* ((h ((hessian f) l))
+         (n (length l))
+         (bad (let loop ((i 0) (j 0))
+                (cond ((= i n) #f)
+                      ((= j n) (loop (+ i 1) 0))
+                      ((not (fz-num-close? (list-ref (list-ref h i) j) (list-ref (list-ref h j) i) tol))
+                       (list i j (list-ref (list-ref h i) j) (list-ref (list-ref h j) i)))
+                      (else (loop i (+ j 1)))))))
+    (if (or (fz-bad? h) (not bad)) (print (list 'ok name)) (print (list 'BAD name bad)))))
+(define (fz-hvp name f l v tol)
+  (let* ((gf (gradient f))
+         (hv ((gradient (lambda (x) (fz-dot (gf x) v))) l))
+         (hm (map (lambda (row) (fz-dot row v)) ((hessian f) l)))
+         (fd (lambda (h) (map (lambda (a b) (/ (- a b) (* 2 h)))
+                              (gf (map (lambda (x d) (+ x (* h d))) l v))
+                              (gf (map (lambda (x d) (- x (* h d))) l v))))))
+    (if (fz-close? hv hm 1e-9)
+        (fz-report name hv (fd 1e-3) (fd 1e-4) tol)
+        (print (list 'BAD name 'hvp-vs-hessian hv hm)))))
+;; Memoization: (*j f) twice is the same object; the gradient computed again, after
+;; *j of f was taken, and inside the derivative of another function, is the same; the
+;; directional derivative of f along l, with f's gradient taken inside, is <grad f, l>.
+(define (fz-memo name f l)
+  (let* ((g1 ((gradient f) l))
+         (j1 (*j f)) (j2 (*j f))
+         (g2 ((gradient f) l))
+         (outer (car ((gradient (lambda (ys) (* (car ys) (apply + ((gradient f) l))))) (list 2.5))))
+         (g3 ((gradient f) l))
+         (dd (car ((gradient (lambda (ys) (f (map (lambda (a) (+ a (* (car ys) a))) l)))) (list 0.0))))
+         (g4 ((gradient f) l)))
+    (cond ((fz-bad? g1) (print (list 'skip name)))
+          ((not (eq? j1 j2)) (print (list 'BAD name '*j-not-memoized)))
+          ((not (and (equal? g1 g2) (equal? g1 g3) (equal? g1 g4)))
+           (print (list 'BAD name 'gradient-changed g1 g2 g3 g4)))
+          ((not (fz-num-close? outer (apply + g1) 1e-12)) (print (list 'BAD name 'outer outer g1)))
+          ((not (fz-num-close? dd (fz-dot g1 l) 1e-9)) (print (list 'BAD name 'directional dd g1)))
+          (else (print (list 'ok name))))))
 (define (make-list3 y) (list y y y))
 ;; jacobian of f: list -> list by central differences: a list of rows
 (define (fz-jac f l h)
@@ -302,6 +348,13 @@ def program(gen, idx):
         text += f"(fz-list-grad '{name} {name} (list {pts}) 1e-5)\n"
         if rng.random() < 0.5:
             text += f"(fz-hessian '{name}h {name} (list {pts}) 1e-3)\n"
+        if rng.random() < 0.5:
+            text += f"(fz-hessian-sym '{name}s {name} (list {pts}) 1e-8)\n"
+        if rng.random() < 0.5:
+            vs = ' '.join(pt() for _ in range(n))
+            text += f"(fz-hvp '{name}v {name} (list {pts}) (list {vs}) 1e-3)\n"
+        if rng.random() < 0.5:
+            text += f"(fz-memo '{name}m {name} (list {pts}))\n"
         return text
     if kind == 3:  # a gradient with respect to a closure's captured variable, through a call
         x, y, g = gen.fresh("x"), gen.fresh("y"), gen.fresh("g")

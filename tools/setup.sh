@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   cmake g++ make pkg-config          # the build
-  liblua5.4-dev                      # configuration files (SPEC section 6)
+  liblua5.4-dev                      # configuration files
   libffi-dev                         # foreign functions
   libmimalloc-dev                    # the GC heap
   libgtest-dev                       # unit and lang tests
@@ -17,6 +17,7 @@ packages=(
   clang                              # tools/test.sh's clang build (build-clang/)
   python3-numpy python3-pytest       # the Python package (python/) and its tests
   python3-setuptools python3-pip     # installing it (pip install --no-build-isolation ./python)
+  python3-dev                        # its C part (python/dlam/_core.c): Python's headers
   python3-lupa                       # the Python call-overhead benchmark's peer
 )
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # test.sh — builds dlam and runs every test and the Python package's tests, then every test
-# again built with clang (with warnings as errors), the lang suite and the C++
+# again built with clang (with warnings as errors, and the interpreter's switch dispatch in
+# place of computed goto, so that fallback is tested too), the lang suite and the C++
 # allocation-failure sweep again under GC stress, every test under AddressSanitizer +
-# UndefinedBehaviorSanitizer (with LeakSanitizer), and the multi-VM threads test under
-# ThreadSanitizer. Exits non-zero if anything fails.
+# UndefinedBehaviorSanitizer (with LeakSanitizer), and the threads tests (VMs on several
+# threads, interrupts, the Python package's threading replayed in C) under ThreadSanitizer.
+# Exits non-zero if anything fails.
 #
 # Environment:
 #   DLAM_SKIP_SETUP=1     do not run tools/setup.sh
@@ -34,17 +36,17 @@ cmake --build build -j"$jobs"
 section "all tests (build/)"
 ctest --test-dir build --output-on-failure -j"$jobs" || failed+=("tests")
 
-section "the Python package (python/, pytest against build/embed/libdlam.so)"
+section "the Python package (python/, pytest against build/embed/libdlam.so, build/python)"
 # Debian's interpreter, which has python3-numpy and python3-pytest (tools/setup.sh); its exit
 # status counts, and its summary line closes the section.
 DLAM_LIBRARY="$PWD/build/embed/libdlam.so" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
   python/tests || failed+=("python")
 
 if [[ "${DLAM_SKIP_CLANG:-0}" != 1 ]]; then
-  section "every test built with clang, warnings as errors (build-clang/)"
+  section "every test built with clang, warnings as errors, switch dispatch (build-clang/)"
   # The default target is what ctest runs (the libraries, dlam, the test programs).
   if CC=clang CXX=clang++ cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release \
-       -DDLAM_GC_STRESS=OFF -DDLAM_SANITIZE=OFF -DDLAM_WERROR=ON &&
+       -DDLAM_GC_STRESS=OFF -DDLAM_SANITIZE=OFF -DDLAM_WERROR=ON -DDLAM_SWITCH_DISPATCH=ON &&
      cmake --build build-clang -j"$jobs"; then
     ctest --test-dir build-clang --output-on-failure -j"$jobs" || failed+=("clang")
   else
@@ -86,12 +88,16 @@ if [[ "${DLAM_SKIP_SANITIZE:-0}" != 1 ]]; then
 fi
 
 if [[ "${DLAM_SKIP_TSAN:-0}" != 1 ]]; then
-  section "VMs on several threads under ThreadSanitizer (build-tsan/)"
+  section "threads under ThreadSanitizer: VMs, interrupts, the Python package's (build-tsan/)"
+  # api.python_threads replays the Python package's threading (a GIL, host functions and
+  # output taking it back, dlam.interrupt from another thread) in C: a Python interpreter
+  # cannot load a TSan-instrumented module.
   if cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLAM_TSAN=ON \
        -DDLAM_WERROR="$werror" &&
-     cmake --build build-tsan -j"$jobs" --target api_threads api_limits; then
+     cmake --build build-tsan -j"$jobs" --target api_threads api_limits api_python_threads; then
     TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:exitcode=86}" \
-      ctest --test-dir build-tsan -R 'api[.](threads|limits)$' --output-on-failure || failed+=("tsan")
+      ctest --test-dir build-tsan -R 'api[.](threads|limits|python_threads)$' --output-on-failure ||
+      failed+=("tsan")
   else
     failed+=("tsan build")
   fi

@@ -124,6 +124,11 @@ void Transformer::rhoCall(const Bind& bd, Sens& st) {
     spread(st, termOf(parts), bd.args.begin() + 1, bd.args.end());
     return;
   }
+  // A primitive called with a number of arguments it does not take raises its arity
+  // error in the forward pass: the backward pass never runs for it, and its reverse rule
+  // (which reads the arguments it takes) must not be applied to the ones it was given.
+  auto argc = static_cast<long>(bd.args.size()) - 1;
+  if (argc < n->minArgs || (n->maxArgs >= 0 && argc > n->maxArgs)) return;
   reverseCall(*this, bd, st, rulesOf(static_cast<NativeId>(n->id)));
 }
 

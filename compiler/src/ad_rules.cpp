@@ -37,12 +37,6 @@ struct ReverseCall {
     return t.call(st.out, std::move(xs));
   }
   Atom K(double c) { return t.constJ(Value::number(c), k); }
-  // Gives operand x of an elementwise operation of two operands its part of sensitivity
-  // s: s summed over the axes along which x was broadcast to the result's shape
-  // (%sum-to; s itself when x has the result's shape, and on numbers).
-  void give(const Atom& x, Atom s) {
-    if (x.kind == Atom::Local) addTo(st, x, op(NativeId::SumTo, {s, P(x)}));
-  }
   Atom y() { return t.primal(st, localAtom(bd.dst)); }
   Atom P(const Atom& x) { return t.primal(st, x); }
 
@@ -107,20 +101,33 @@ struct ReverseCall {
     addTo(st, *a, g);
     addTo(st, *b, g);
   }
+  // forward mode's constructor and accessors (vm/src/forward.cpp): a bundle's
+  // sensitivity is a cobundle of its tag, whose parts go to the primal and tangent
+  void bundleAt() {
+    Atom tag = P(*a);
+    addTo(st, bd.args[2], helper("%co-primal", {tag, g}));
+    addTo(st, bd.args[3], helper("%co-tangent", {tag, g}));
+  }
+  void primalAt() { addTo(st, *b, helper("%cobundle-primal", {P(*a), g, y()})); }
+  void tangentAt() { addTo(st, *b, helper("%cobundle-tangent", {P(*a), g, y()})); }
 
   // ---- arithmetic (binary chains after Transformer::expand) ----
+  // On arrays these broadcast (NumPy's rules), and the part of g an operand gets keeps
+  // the result's shape: a sensitivity may carry the axes its value was broadcast along.
+  // Sensitivities are linear, so those axes are summed where a value's shape is needed
+  // and known, not here (which would make every scalar rule capture its operands):
+  // plus adds with broadcasting, %materialize sums to the value's shape (the gradient,
+  // a custom rule's ybar), %vector-onehot to the element's (vm/src/ad.cpp).
   void add() {
-    if (argc == 1) addTo(st, *a, g);
-    if (argc != 2) return;
-    give(*a, g);
-    give(*b, g);
+    addTo(st, *a, g);
+    if (argc == 2) addTo(st, *b, g);
   }
   void sub() {
     if (argc == 1) {
       addTo(st, *a, op(NativeId::Sub, {g}));
     } else if (argc == 2) {
-      give(*a, g);
-      if (b->kind == Atom::Local) give(*b, op(NativeId::Sub, {g}));
+      addTo(st, *a, g);
+      if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Sub, {g}));
     }
   }
   void mul() {
@@ -131,8 +138,8 @@ struct ReverseCall {
       return;
     }
     if (argc == 2) {
-      if (a->kind == Atom::Local) give(*a, op(NativeId::Mul, {g, P(*b)}));
-      if (b->kind == Atom::Local) give(*b, op(NativeId::Mul, {g, P(*a)}));
+      if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::Mul, {g, P(*b)}));
+      if (b->kind == Atom::Local) addTo(st, *b, op(NativeId::Mul, {g, P(*a)}));
     }
   }
   void div() {
@@ -142,9 +149,9 @@ struct ReverseCall {
       addTo(st, *a, op(NativeId::Sub, {op(NativeId::Mul, {g, op(NativeId::Mul, {yy, yy})})}));
     } else if (argc == 2) {
       Atom bb = P(*b);
-      if (a->kind == Atom::Local) give(*a, op(NativeId::Div, {g, bb}));
+      if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::Div, {g, bb}));
       if (b->kind == Atom::Local)
-        give(*b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, y()}), bb})}));
+        addTo(st, *b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, y()}), bb})}));
     }
   }
   void expt() {
@@ -166,7 +173,7 @@ struct ReverseCall {
                 : op(NativeId::Mul,
                      {g, op(NativeId::Mul,
                             {bb, op(NativeId::Expt, {aa, t.constJ(Value::number(e - 1), tags)})})});
-        give(*a, da);
+        addTo(st, *a, da);
       }
       return;
     }
@@ -178,14 +185,14 @@ struct ReverseCall {
     // derivatives, so mixed second derivatives are right (1/a at b = 0). d/db is NaN
     // for a < 0, where the power is not differentiable in b.
     if (a->kind == Atom::Local)
-      give(*a,
-           op(NativeId::Mul,
-              {g, op(NativeId::Mul, {op(NativeId::ZeroIfZero, {bb}),
-                                     op(NativeId::Expt, {aa, op(NativeId::Sub, {bb, K(1)})})})}));
+      addTo(st, *a,
+            op(NativeId::Mul,
+               {g, op(NativeId::Mul, {op(NativeId::ZeroIfZero, {bb}),
+                                      op(NativeId::Expt, {aa, op(NativeId::Sub, {bb, K(1)})})})}));
     if (b->kind == Atom::Local) {
       Atom mask = op(NativeId::Mul, {op(NativeId::ZeroIfZero, {op(NativeId::Sign, {aa})}),
                                      op(NativeId::ZeroIfZero, {y()})});
-      give(*b, op(NativeId::Mul, {g, op(NativeId::Mul, {mask, op(NativeId::Log, {aa})})}));
+      addTo(st, *b, op(NativeId::Mul, {g, op(NativeId::Mul, {mask, op(NativeId::Log, {aa})})}));
     }
   }
   void sqrt() { addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Mul, {K(2), y()})})); }
@@ -196,11 +203,12 @@ struct ReverseCall {
     } else {
       Atom aa = P(*a), bb = P(*b);
       Atom lb = op(NativeId::Log, {bb});
-      if (a->kind == Atom::Local) give(*a, op(NativeId::Div, {g, op(NativeId::Mul, {aa, lb})}));
+      if (a->kind == Atom::Local)
+        addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Mul, {aa, lb})}));
       if (b->kind == Atom::Local)
-        give(*b,
-             op(NativeId::Sub,
-                {op(NativeId::Div, {op(NativeId::Mul, {g, y()}), op(NativeId::Mul, {bb, lb})})}));
+        addTo(st, *b,
+              op(NativeId::Sub,
+                 {op(NativeId::Div, {op(NativeId::Mul, {g, y()}), op(NativeId::Mul, {bb, lb})})}));
     }
   }
   void log1p() { addTo(st, *a, op(NativeId::Div, {g, op(NativeId::Add, {K(1), P(*a)})})); }
@@ -228,9 +236,10 @@ struct ReverseCall {
       // atan2(a, b): d/da = b/(a²+b²), d/db = -a/(a²+b²)
       Atom aa = P(*a), bb = P(*b);
       Atom r2 = op(NativeId::Add, {op(NativeId::Mul, {aa, aa}), op(NativeId::Mul, {bb, bb})});
-      if (a->kind == Atom::Local) give(*a, op(NativeId::Div, {op(NativeId::Mul, {g, bb}), r2}));
+      if (a->kind == Atom::Local)
+        addTo(st, *a, op(NativeId::Div, {op(NativeId::Mul, {g, bb}), r2}));
       if (b->kind == Atom::Local)
-        give(*b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, aa}), r2})}));
+        addTo(st, *b, op(NativeId::Sub, {op(NativeId::Div, {op(NativeId::Mul, {g, aa}), r2})}));
     }
   }
   void sinh() { addTo(st, *a, op(NativeId::Mul, {g, op(NativeId::Cosh, {P(*a)})})); }
@@ -247,8 +256,8 @@ struct ReverseCall {
     // The sensitivity goes to the argument that was selected (the first on ties).
     Atom sel = id == NativeId::Max ? op(NativeId::Step, {P(*a), P(*b)})
                                    : op(NativeId::Step, {P(*b), P(*a)});
-    give(*a, op(NativeId::Mul, {g, sel}));
-    give(*b, op(NativeId::Mul, {g, op(NativeId::Sub, {K(1), sel})}));
+    addTo(st, *a, op(NativeId::Mul, {g, sel}));
+    addTo(st, *b, op(NativeId::Mul, {g, op(NativeId::Sub, {K(1), sel})}));
   }
 
   // ---- vectors: element i, and the sensitivity of a vector from that of element i
@@ -278,120 +287,236 @@ struct ReverseCall {
   }
 };
 
+// A numeric primitive applied to bundles (VM::fwdApply, forward mode): p the primals of
+// its arguments, t their tangents (the symbolic zero where an argument has none), y the
+// primal of the result. A tangent rule sets out, the result's tangent, computed with
+// the primitives themselves (VM::arith, VM::callPrimitive), so it is differentiated
+// again at lower tags; out left undefined: the result has no tangent.
+struct TangentCall {
+  VM& vm;
+  NativeId id;
+  const Value* p;
+  const Value* t;
+  int n;
+  Value y;
+  Value out = Value::undefined();
+
+  Value add(Value a, Value b) { return vm.arith(NativeId::Add, a, b); }
+  Value sub(Value a, Value b) { return vm.arith(NativeId::Sub, a, b); }
+  Value mul(Value a, Value b) { return vm.arith(NativeId::Mul, a, b); }
+  Value div(Value a, Value b) { return vm.arith(NativeId::Div, a, b); }
+  Value f(NativeId o, Value a) { return vm.callPrimitive(vm.builtin(o), &a, 1); }
+  Value neg(Value a) { return f(NativeId::Sub, a); }
+  static Value K(double c) { return Value::number(c); }
+
+  // a boolean, a rounding or a step: no tangent
+  void none() {}
+  // never called: a bundle of a pair is a pair of bundles, so the data primitives and
+  // the AD operators work on bundles as they are (vm/src/forward.cpp)
+  void structural() {}
+  void identity() { out = y.isZero() ? Value::undefined() : t[0]; }  // %zero-if-zero
+
+  void add() { out = n == 1 ? t[0] : add(t[0], t[1]); }
+  void sub() { out = n == 1 ? neg(t[0]) : sub(t[0], t[1]); }
+  void mul() { out = n == 1 ? t[0] : add(mul(t[0], p[1]), mul(p[0], t[1])); }
+  void div() {
+    // d(1/a) = -a'/a² = -a' y², d(a/b) = (a' - y b')/b
+    out = n == 1 ? neg(mul(t[0], mul(y, y))) : div(sub(t[0], mul(y, t[1])), p[1]);
+  }
+  void expt() {
+    // d(a^b) = b a^(b-1) a' + a^b log(a) b' (each term only where its tangent is)
+    Value da = Value::zero(), db = Value::zero();
+    if (!t[0].isZero()) {
+      Value args[2] = {p[0], sub(p[1], K(1))};
+      da = mul(t[0], mul(p[1], vm.callPrimitive(vm.builtin(NativeId::Expt), args, 2)));
+    }
+    if (!t[1].isZero()) db = mul(t[1], mul(y, f(NativeId::Log, p[0])));
+    out = add(da, db);
+  }
+  void sqrt() { out = div(t[0], mul(K(2), y)); }
+  void exp() { out = mul(t[0], y); }
+  void log() {
+    if (n == 1) {
+      out = div(t[0], p[0]);
+      return;
+    }
+    // log_b a = log a / log b: (a'/a - y b'/b) / log b
+    Value lb = f(NativeId::Log, p[1]);
+    out = div(sub(div(t[0], p[0]), mul(y, div(t[1], p[1]))), lb);
+  }
+  void log1p() { out = div(t[0], add(K(1), p[0])); }
+  void expm1() { out = mul(t[0], add(y, K(1))); }
+  void sin() { out = mul(t[0], f(NativeId::Cos, p[0])); }
+  void cos() { out = neg(mul(t[0], f(NativeId::Sin, p[0]))); }
+  void tan() { out = mul(t[0], add(K(1), mul(y, y))); }
+  void asinAcos() {
+    Value d = div(t[0], f(NativeId::Sqrt, sub(K(1), mul(p[0], p[0]))));
+    out = id == NativeId::Asin ? d : neg(d);
+  }
+  void atan() {
+    if (n == 1) {
+      out = div(t[0], add(K(1), mul(p[0], p[0])));
+      return;
+    }
+    // atan2(a, b): (b a' - a b') / (a² + b²)
+    out = div(sub(mul(p[1], t[0]), mul(p[0], t[1])), add(mul(p[0], p[0]), mul(p[1], p[1])));
+  }
+  void sinh() { out = mul(t[0], f(NativeId::Cosh, p[0])); }
+  void cosh() { out = mul(t[0], f(NativeId::Sinh, p[0])); }
+  void tanh() { out = mul(t[0], sub(K(1), mul(y, y))); }
+  void abs() { out = mul(t[0], f(NativeId::Sign, p[0])); }
+  // a bundle of a vector (tagged as a whole): element i of its tangent
+  void vectorRef() {
+    if (t[0].isZero()) return;
+    Value args[2] = {t[0], p[1]};
+    out = vm.callPrimitive(vm.builtin(NativeId::VectorRef), args, 2);
+  }
+  // linear in the first argument, the second giving a shape (%sum-to, %broadcast-to):
+  // the same primitive applied to the tangent
+  void linear() {
+    if (t[0].isZero()) return;
+    Value args[2] = {t[0], p[1]};
+    out = vm.callPrimitive(vm.builtin(id), args, 2);
+  }
+  // min and max: the tangent of the argument selected (the first on ties), as the
+  // reverse rule sends the sensitivity; on arrays, elementwise by the same step mask
+  void minMax() {
+    if (n == 2 && (isObj(p[0], ObjType::Vector) || isObj(p[1], ObjType::Vector))) {
+      Value ab[2] = {p[0], p[1]}, ba[2] = {p[1], p[0]};
+      Value sel = vm.callPrimitive(vm.builtin(NativeId::Step), id == NativeId::Max ? ab : ba, 2);
+      out = add(mul(t[0], sel), mul(t[1], sub(K(1), sel)));
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      Value args[2] = {p[i], y};
+      if (vm.callPrimitive(vm.builtin(NativeId::NumEq), args, 2).isTruthy()) {
+        out = t[i];
+        return;
+      }
+    }
+  }
+};
+
 namespace {
 
 using R = ReverseCall;
+using T = TangentCall;
 constexpr Forward kLifted = Forward::Lifted, kPrimals = Forward::OnPrimals,
                   kImages = Forward::OnImages, kOwn = Forward::Own;
 
 // The rows, in the order of NativeId.
 constexpr PrimitiveRules kRules[] = {
-    {NativeId::None, kLifted, &R::noSensitivity},  // a host's native (with a vjp: rhoCall)
+    {NativeId::None, kLifted, &R::noSensitivity, false,
+     &T::structural},  // a host's native (with a vjp: rhoCall)
     // arithmetic
-    {NativeId::Add, kPrimals, &R::add},
-    {NativeId::Sub, kPrimals, &R::sub},
-    {NativeId::Mul, kPrimals, &R::mul},
-    {NativeId::Div, kPrimals, &R::div},
-    {NativeId::Expt, kPrimals, &R::expt},
-    {NativeId::Sqrt, kPrimals, &R::sqrt},
-    {NativeId::Exp, kPrimals, &R::exp},
-    {NativeId::Log, kPrimals, &R::log},
-    {NativeId::Log1p, kPrimals, &R::log1p},
-    {NativeId::Expm1, kPrimals, &R::expm1},
-    {NativeId::Sin, kPrimals, &R::sin},
-    {NativeId::Cos, kPrimals, &R::cos},
-    {NativeId::Tan, kPrimals, &R::tan},
-    {NativeId::Asin, kPrimals, &R::asinAcos},
-    {NativeId::Acos, kPrimals, &R::asinAcos},
-    {NativeId::Atan, kPrimals, &R::atan},
-    {NativeId::Sinh, kPrimals, &R::sinh},
-    {NativeId::Cosh, kPrimals, &R::cosh},
-    {NativeId::Tanh, kPrimals, &R::tanh},
-    {NativeId::Abs, kPrimals, &R::abs},
-    {NativeId::Min, kPrimals, &R::minMax},
-    {NativeId::Max, kPrimals, &R::minMax},
-    {NativeId::Floor, kPrimals, &R::noSensitivity},
-    {NativeId::Ceiling, kPrimals, &R::noSensitivity},
-    {NativeId::Round, kPrimals, &R::noSensitivity},
-    {NativeId::Truncate, kPrimals, &R::noSensitivity},
+    {NativeId::Add, kPrimals, &R::add, false, &T::add},
+    {NativeId::Sub, kPrimals, &R::sub, false, &T::sub},
+    {NativeId::Mul, kPrimals, &R::mul, false, &T::mul},
+    {NativeId::Div, kPrimals, &R::div, false, &T::div},
+    {NativeId::Expt, kPrimals, &R::expt, false, &T::expt},
+    {NativeId::Sqrt, kPrimals, &R::sqrt, false, &T::sqrt},
+    {NativeId::Exp, kPrimals, &R::exp, false, &T::exp},
+    {NativeId::Log, kPrimals, &R::log, false, &T::log},
+    {NativeId::Log1p, kPrimals, &R::log1p, false, &T::log1p},
+    {NativeId::Expm1, kPrimals, &R::expm1, false, &T::expm1},
+    {NativeId::Sin, kPrimals, &R::sin, false, &T::sin},
+    {NativeId::Cos, kPrimals, &R::cos, false, &T::cos},
+    {NativeId::Tan, kPrimals, &R::tan, false, &T::tan},
+    {NativeId::Asin, kPrimals, &R::asinAcos, false, &T::asinAcos},
+    {NativeId::Acos, kPrimals, &R::asinAcos, false, &T::asinAcos},
+    {NativeId::Atan, kPrimals, &R::atan, false, &T::atan},
+    {NativeId::Sinh, kPrimals, &R::sinh, false, &T::sinh},
+    {NativeId::Cosh, kPrimals, &R::cosh, false, &T::cosh},
+    {NativeId::Tanh, kPrimals, &R::tanh, false, &T::tanh},
+    {NativeId::Abs, kPrimals, &R::abs, false, &T::abs},
+    {NativeId::Min, kPrimals, &R::minMax, false, &T::minMax},
+    {NativeId::Max, kPrimals, &R::minMax, false, &T::minMax},
+    {NativeId::Floor, kPrimals, &R::noSensitivity, false, &T::none},
+    {NativeId::Ceiling, kPrimals, &R::noSensitivity, false, &T::none},
+    {NativeId::Round, kPrimals, &R::noSensitivity, false, &T::none},
+    {NativeId::Truncate, kPrimals, &R::noSensitivity, false, &T::none},
     // comparisons and numeric predicates
-    {NativeId::NumEq, kPrimals, &R::noSensitivity},
-    {NativeId::Lt, kPrimals, &R::noSensitivity},
-    {NativeId::Gt, kPrimals, &R::noSensitivity},
-    {NativeId::Le, kPrimals, &R::noSensitivity},
-    {NativeId::Ge, kPrimals, &R::noSensitivity},
-    {NativeId::ZeroP, kPrimals, &R::noSensitivity},
-    {NativeId::PositiveP, kPrimals, &R::noSensitivity},
-    {NativeId::NegativeP, kPrimals, &R::noSensitivity},
-    {NativeId::NanP, kPrimals, &R::noSensitivity},
+    {NativeId::NumEq, kPrimals, &R::noSensitivity, false, &T::none},
+    {NativeId::Lt, kPrimals, &R::noSensitivity, false, &T::none},
+    {NativeId::Gt, kPrimals, &R::noSensitivity, false, &T::none},
+    {NativeId::Le, kPrimals, &R::noSensitivity, false, &T::none},
+    {NativeId::Ge, kPrimals, &R::noSensitivity, false, &T::none},
+    {NativeId::ZeroP, kPrimals, &R::noSensitivity, false, &T::none},
+    {NativeId::PositiveP, kPrimals, &R::noSensitivity, false, &T::none},
+    {NativeId::NegativeP, kPrimals, &R::noSensitivity, false, &T::none},
+    {NativeId::NanP, kPrimals, &R::noSensitivity, false, &T::none},
     // data
-    {NativeId::Cons, kImages, &R::cons, true},
-    {NativeId::Car, kImages, &R::car, true},
-    {NativeId::Cdr, kImages, &R::cdr, true},
-    {NativeId::Caar, kImages, &R::cxr, true},
-    {NativeId::Cadr, kImages, &R::cxr, true},
-    {NativeId::Cdar, kImages, &R::cxr, true},
-    {NativeId::Cddr, kImages, &R::cxr, true},
-    {NativeId::Caddr, kImages, &R::cxr, true},
-    {NativeId::Cdddr, kImages, &R::cxr, true},
-    {NativeId::List, kImages, &R::list, true},
-    {NativeId::Length, kLifted, &R::noSensitivity},
-    {NativeId::Append, kImages, &R::append},
-    {NativeId::Reverse, kImages, &R::reverse},
-    {NativeId::ListRef, kImages, &R::listRef},
-    {NativeId::ListTail, kImages, &R::listTail},
-    {NativeId::NullP, kImages, &R::noSensitivity},
-    {NativeId::PairP, kImages, &R::noSensitivity},
-    {NativeId::NumberP, kImages, &R::noSensitivity},
-    {NativeId::BooleanP, kImages, &R::noSensitivity},
-    {NativeId::ProcedureP, kImages, &R::noSensitivity},
-    {NativeId::StringP, kImages, &R::noSensitivity},
-    {NativeId::SymbolP, kImages, &R::noSensitivity},
-    {NativeId::Not, kImages, &R::noSensitivity},
-    {NativeId::EqP, kImages, &R::noSensitivity},
-    {NativeId::EqualP, kImages, &R::noSensitivity},
-    {NativeId::EqvP, kImages, &R::noSensitivity},
-    {NativeId::ListP, kImages, &R::noSensitivity},
-    {NativeId::NumberToString, kLifted, &R::noSensitivity},
-    {NativeId::StringAppend, kLifted, &R::noSensitivity},
-    {NativeId::Iota, kLifted, &R::noSensitivity},
+    {NativeId::Cons, kImages, &R::cons, true, &T::structural},
+    {NativeId::Car, kImages, &R::car, true, &T::structural},
+    {NativeId::Cdr, kImages, &R::cdr, true, &T::structural},
+    {NativeId::Caar, kImages, &R::cxr, true, &T::structural},
+    {NativeId::Cadr, kImages, &R::cxr, true, &T::structural},
+    {NativeId::Cdar, kImages, &R::cxr, true, &T::structural},
+    {NativeId::Cddr, kImages, &R::cxr, true, &T::structural},
+    {NativeId::Caddr, kImages, &R::cxr, true, &T::structural},
+    {NativeId::Cdddr, kImages, &R::cxr, true, &T::structural},
+    {NativeId::List, kImages, &R::list, true, &T::structural},
+    {NativeId::Length, kLifted, &R::noSensitivity, false, &T::structural},
+    {NativeId::Append, kImages, &R::append, false, &T::structural},
+    {NativeId::Reverse, kImages, &R::reverse, false, &T::structural},
+    {NativeId::ListRef, kImages, &R::listRef, false, &T::structural},
+    {NativeId::ListTail, kImages, &R::listTail, false, &T::structural},
+    {NativeId::NullP, kImages, &R::noSensitivity, false, &T::structural},
+    {NativeId::PairP, kImages, &R::noSensitivity, false, &T::structural},
+    {NativeId::NumberP, kImages, &R::noSensitivity, false, &T::structural},
+    {NativeId::BooleanP, kImages, &R::noSensitivity, false, &T::structural},
+    {NativeId::ProcedureP, kImages, &R::noSensitivity, false, &T::structural},
+    {NativeId::StringP, kImages, &R::noSensitivity, false, &T::structural},
+    {NativeId::SymbolP, kImages, &R::noSensitivity, false, &T::structural},
+    {NativeId::Not, kImages, &R::noSensitivity, false, &T::structural},
+    {NativeId::EqP, kImages, &R::noSensitivity, false, &T::structural},
+    {NativeId::EqualP, kImages, &R::noSensitivity, false, &T::structural},
+    {NativeId::EqvP, kImages, &R::noSensitivity, false, &T::structural},
+    {NativeId::ListP, kImages, &R::noSensitivity, false, &T::structural},
+    {NativeId::NumberToString, kLifted, &R::noSensitivity, false, &T::structural},
+    {NativeId::StringAppend, kLifted, &R::noSensitivity, false, &T::structural},
+    {NativeId::Iota, kLifted, &R::noSensitivity, false, &T::structural},
     // vectors
-    {NativeId::VectorRef, kPrimals, &R::vectorRef},
-    {NativeId::VectorLength, kPrimals, &R::noSensitivity},
-    {NativeId::VectorOnehot, kPrimals, &R::vectorOnehot},
+    {NativeId::VectorRef, kPrimals, &R::vectorRef, false, &T::vectorRef},
+    {NativeId::VectorLength, kPrimals, &R::noSensitivity, false, &T::none},
+    {NativeId::VectorOnehot, kPrimals, &R::vectorOnehot, false, &T::structural},
     // control
-    {NativeId::Apply, kOwn, &R::apply},
+    {NativeId::Apply, kOwn, &R::apply, false, &T::structural},
     // output and errors
-    {NativeId::Display, kLifted, &R::noSensitivity},
-    {NativeId::Write, kLifted, &R::noSensitivity},
-    {NativeId::Newline, kLifted, &R::noSensitivity},
-    {NativeId::Print, kLifted, &R::noSensitivity},
-    {NativeId::Error, kLifted, &R::noSensitivity},
-    {NativeId::Assert, kLifted, &R::noSensitivity},
+    {NativeId::Display, kLifted, &R::noSensitivity, false, &T::structural},
+    {NativeId::Write, kLifted, &R::noSensitivity, false, &T::structural},
+    {NativeId::Newline, kLifted, &R::noSensitivity, false, &T::structural},
+    {NativeId::Print, kLifted, &R::noSensitivity, false, &T::structural},
+    {NativeId::Error, kLifted, &R::noSensitivity, false, &T::structural},
+    {NativeId::Assert, kLifted, &R::noSensitivity, false, &T::structural},
     // AD
-    {NativeId::StarJ, kImages, &R::starJ},
-    {NativeId::StarJInverse, kImages, &R::starJInverse},
-    {NativeId::Zero, kImages, &R::noSensitivity},
-    {NativeId::Plus, kImages, &R::plus},
-    {NativeId::AttachStarJ, kOwn, &R::attachStarJ},
+    {NativeId::StarJ, kImages, &R::starJ, false, &T::structural},
+    {NativeId::StarJInverse, kImages, &R::starJInverse, false, &T::structural},
+    {NativeId::Zero, kImages, &R::noSensitivity, false, &T::structural},
+    {NativeId::Plus, kImages, &R::plus, false, &T::structural},
+    {NativeId::AttachStarJ, kOwn, &R::attachStarJ, false, &T::structural},
+    {NativeId::BundleAt, kPrimals, &R::bundleAt, false, &T::structural},
+    {NativeId::PrimalAt, kPrimals, &R::primalAt, false, &T::structural},
+    {NativeId::TangentAt, kPrimals, &R::tangentAt, false, &T::structural},
     // internal helpers of transformed code
-    {NativeId::SZeroP, kImages, &R::noSensitivity},
-    {NativeId::SCar, kImages, &R::car, true},
-    {NativeId::SCdr, kImages, &R::cdr, true},
-    {NativeId::Sign, kPrimals, &R::noSensitivity},
-    {NativeId::Step, kPrimals, &R::noSensitivity},
-    {NativeId::ZeroIfZero, kPrimals, &R::identity},
-    {NativeId::Materialize, kImages, &R::identity},
-    {NativeId::RepResult, kImages, &R::identity},
-    {NativeId::BpResult, kImages, &R::identity},
-    {NativeId::CheckXbar, kImages, &R::checkXbar},
-    {NativeId::SumTo, kPrimals, &R::sumTo},
-    {NativeId::BroadcastTo, kPrimals, &R::broadcastTo},
+    {NativeId::SZeroP, kImages, &R::noSensitivity, false, &T::structural},
+    {NativeId::SCar, kImages, &R::car, true, &T::structural},
+    {NativeId::SCdr, kImages, &R::cdr, true, &T::structural},
+    {NativeId::Sign, kPrimals, &R::noSensitivity, false, &T::none},
+    {NativeId::Step, kPrimals, &R::noSensitivity, false, &T::none},
+    {NativeId::ZeroIfZero, kPrimals, &R::identity, false, &T::identity},
+    {NativeId::Materialize, kImages, &R::identity, false, &T::structural},
+    {NativeId::RepResult, kImages, &R::identity, false, &T::structural},
+    {NativeId::BpResult, kImages, &R::identity, false, &T::structural},
+    {NativeId::CheckXbar, kImages, &R::checkXbar, false, &T::structural},
+    {NativeId::SumTo, kPrimals, &R::sumTo, false, &T::linear},
+    {NativeId::BroadcastTo, kPrimals, &R::broadcastTo, false, &T::linear},
 };
 
 constexpr bool everyRowInPlace() {
   for (size_t i = 0; i < std::size(kRules); ++i)
-    if (kRules[i].id != static_cast<NativeId>(i) || !kRules[i].reverse) return false;
+    if (kRules[i].id != static_cast<NativeId>(i) || !kRules[i].reverse || !kRules[i].tangent)
+      return false;
   return true;
 }
 static_assert(std::size(kRules) == static_cast<size_t>(NativeId::Count),
@@ -401,7 +526,8 @@ static_assert(std::size(kRules) == static_cast<size_t>(NativeId::Count),
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 static_assert(everyRowInPlace(),
               "ad_rules.cpp: kRules must list the NativeIds in the enum's order, each with a "
-              "reverse rule (noSensitivity where none flows)");
+              "reverse rule (noSensitivity where none flows) and a tangent rule (none where "
+              "the result has no tangent, structural where bundles pass through)");
 #endif
 
 }  // namespace
@@ -409,6 +535,15 @@ static_assert(everyRowInPlace(),
 const PrimitiveRules& rulesOf(NativeId id) {
   auto i = static_cast<size_t>(id);
   return kRules[i < std::size(kRules) ? i : 0];
+}
+
+Value tangentOf(VM& vm, NativeId id, const Value* p, const Value* t, int n, Value y) {
+  const PrimitiveRules& rules = rulesOf(id);
+  if (id == NativeId::None || !rules.tangent)
+    vm.runtimeError("forward mode: no tangent rule for this primitive");
+  TangentCall c{vm, id, p, t, n, y};
+  (c.*rules.tangent)();
+  return c.out;
 }
 
 void reverseCall(Transformer& t, const Bind& bd, Sens& st, const PrimitiveRules& rules) {

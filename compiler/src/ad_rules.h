@@ -8,6 +8,7 @@
 // primitive without a rule says so in its row (noSensitivity, or an empty tangent).
 #pragma once
 #include "dlam/builtins.h"
+#include "dlam/vm.h"
 
 namespace dlam::anf {
 struct Bind;
@@ -45,10 +46,13 @@ struct PrimitiveRules {
   // The rule reads the result's sensitivity as a term (pairs kept unmade: Sens), not
   // as a value: the structural accessors and constructors.
   bool onTerms = false;
-  // Forward mode: the tangent of the result from the arguments' tangents. Not written
-  // yet: nullptr in every row.
+  // Forward mode: the tangent of the result from the arguments' primals and tangents,
+  // applied at run time to bundles (VM::fwdApply through tangentOf).
   TangentRule tangent = nullptr;
 };
+
+// The tangent of a numeric primitive's result (VM::tangentRule): its row's rule.
+Value tangentOf(VM& vm, NativeId id, const Value* p, const Value* t, int n, Value y);
 
 // The row of a primitive (NativeId::None: a native of the host's).
 const PrimitiveRules& rulesOf(NativeId id);

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "ad_rules.h"
 #include "ad_transformer.h"
 #include "codegen.h"
 
@@ -314,6 +315,7 @@ Proto* etaProto(VM& vm, Native* base, int nargs) {
 void installTransform(VM& vm) {
   vm.transformProto = transformProto;
   vm.etaProto = etaProto;
+  vm.tangentRule = ad::tangentOf;
 }
 
 }  // namespace dlam

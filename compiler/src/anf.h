@@ -4,7 +4,7 @@
 // (a copy of an atom, a call, a closure creation, a conditional whose branches are
 // Blocks, a global definition), and a result atom. Lambdas list their free
 // variables in order of first occurrence in the source text, which is the order of
-// a closure's sensitivity (SPEC section 3). Codegen turns this IR into bytecode;
+// a closure's sensitivity (docs/differentiation.md). Codegen turns this IR into bytecode;
 // the reverse-mode transform (compiler/ad) rewrites it into new IR.
 #pragma once
 #include <memory>

@@ -257,13 +257,19 @@ class FnCompiler {
       case NativeId::Cddr:
       case NativeId::Caddr:
       case NativeId::Cdddr: {
-        // Innermost access first: cadr = (car (cdr x)).
+        // Innermost access first: cadr = (car (cdr x)). Each step's C says which
+        // accessor and which step it is (cxrStep), so an error names the accessor and
+        // shows its argument: the steps before the last go through a temporary, and the
+        // argument's register keeps it until then.
         const char* path = cxrPath(id);
         size_t len = std::strlen(path);
         uint32_t src = atomReg(*x);
-        for (size_t i = len; i-- > 0;) {
-          emit(instr::make(path[i] == 'a' ? Op::CAR : Op::CDR, dst, src));
-          src = dst;
+        uint32_t tmp = allocReg();
+        for (size_t i = len, step = 0; i-- > 0; ++step) {
+          uint32_t to = i == 0 ? dst : tmp;
+          emit(instr::make(path[i] == 'a' ? Op::CAR : Op::CDR, to, src,
+                           instr::cxrStep(static_cast<uint32_t>(id), step)));
+          src = to;
         }
         return;
       }
@@ -493,7 +499,8 @@ class FnCompiler {
       v = copy.dst;
     }
     const Bind& call = b->binds[j];
-    if (!usesWindow(vm_, call) || reg_.count(bd.dst) || plan_->partsCalls.count(&call))
+    if (!usesWindow(vm_, call) || reg_.count(bd.dst) || plan_->partsCalls.count(&call) ||
+        isLoopJump(call))
       return std::nullopt;
     for (size_t slot = 0; slot < call.args.size(); ++slot)
       if (call.args[slot].kind == Atom::Local && call.args[slot].var == v)
@@ -509,6 +516,10 @@ class FnCompiler {
   // between and used after the call (`across`, from liveAcross) must be given a
   // register below the window first (placeBelow), or the window waits.
   void reserveSlot(const Block* b, size_t i, std::vector<size_t>& across) {
+    if (std::optional<uint32_t> r = loopSlot(b, i)) {
+      reg_[b->binds[i].dst] = *r;
+      return;
+    }
     auto found = slotOf(b, i);
     if (!found) return;
     auto [j, slot] = *found;
@@ -551,6 +562,18 @@ class FnCompiler {
       const Bind& bd = b->binds[i];
       loc_ = bd.loc;
       reserveSlot(b, i, across);
+      if (bd.kind == Bind::Rec && i + 2 < n) {
+        // A loop (named let, do): compiled in place, its self-calls jumps.
+        bool lastCall =
+            i + 3 == n && b->result.kind == Atom::Local && b->result.var == b->binds[i + 2].dst;
+        if (auto lp = loopPlan(b, i, lastCall && t.kind == Target::Tail)) {
+          reserveSlot(b, i + 2, across);  // its value may go to a later call's window
+          compileLoop(b, i, lastCall ? &t : nullptr, std::move(lp));
+          if (lastCall) delivered = true;
+          i += 2;
+          continue;
+        }
+      }
       bool last = i + 1 == n && b->result.kind == Atom::Local && b->result.var == bd.dst &&
                   (bd.kind == Bind::Call || bd.kind == Bind::If);
       if (plan_->ahead.count(&bd)) {
@@ -801,6 +824,7 @@ class FnCompiler {
   }
 
   void compileCall(const Bind& bd, const Target* t) {
+    if (isLoopJump(bd)) return compileLoopJump(bd);
     if (!usesWindow(vm_, bd)) {
       if (bd.level > 0) {
         Op op = liftedBinaryOp(bd);
@@ -1038,10 +1062,244 @@ class FnCompiler {
   // Undoes what compiling `b` decided about its variables (their registers), so that
   // it can be compiled again from a checkpoint.
   void forgetBlock(const Block* b) {
-    forEachBind(b, [&](const Bind& bd) {
-      if (bd.dst) reg_.erase(bd.dst);
-      for (Var* v : bd.recVars) reg_.erase(v);
+    // (Into the lambdas too: a loop compiled in place named its variables here.)
+    forEachBind(
+        b,
+        [&](const Bind& bd) {
+          if (bd.dst) reg_.erase(bd.dst);
+          for (Var* v : bd.recVars) reg_.erase(v);
+          if (bd.lambda)
+            for (Var* p : bd.lambda->params) reg_.erase(p);
+        },
+        true);
+  }
+
+  // ---- loops ------------------------------------------------------------------
+  //
+  // A named let or a do is, in the IR, a letrec of one procedure immediately called:
+  // (Rec v) (MakeLambda v lam) (v args...). When v is used nowhere else but as the
+  // callee of calls in tail position of lam's own body (not captured by a lambda made
+  // in it, not passed), no closure of lam can be observed: the call compiles to lam's
+  // body in place, in this frame, its parameters in registers of this function, and
+  // each self-call to moves into them and a jump back to the body's start. Its
+  // captured values are this function's registers already. The body is compiled with
+  // lam's own plan (planCalls), swapped in while it is.
+
+  // The variable, body and parameter registers of the loop being compiled in place.
+  struct LoopCtx {
+    const Var* var = nullptr;
+    size_t head = 0;
+    std::vector<uint32_t> params;
+  };
+
+  bool isLoopJump(const Bind& bd) const {
+    return loop_ && bd.kind == Bind::Call && bd.args[0].kind == Atom::Local &&
+           bd.args[0].var == loop_->var;
+  }
+
+  // How often v occurs in lam's own IR (atoms, block results, captures of lambdas made
+  // in it), and its calls in tail position of lam's body (v callee, the right count
+  // of arguments) into *tailCalls.
+  static size_t mentions(const Lambda* lam, const Var* v, std::vector<const Bind*>* tailCalls) {
+    size_t n = 0;
+    auto at = [&](const Atom& a) { n += a.kind == Atom::Local && a.var == v; };
+    forEachBlock(lam->body, [&](const Block* blk) {
+      at(blk->result);
+      for (const Bind& bd : blk->binds) {
+        at(bd.atom);
+        for (const Atom& a : bd.args) at(a);
+        if (bd.lambda)
+          n += static_cast<size_t>(
+              std::count(bd.lambda->freeVars.begin(), bd.lambda->freeVars.end(), v));
+      }
     });
+    std::vector<const Block*> tails{lam->body};
+    while (!tails.empty()) {
+      const Block* blk = tails.back();
+      tails.pop_back();
+      if (blk->binds.empty() || blk->result.kind != Atom::Local) continue;
+      const Bind& last = blk->binds.back();
+      if (last.dst != blk->result.var) continue;
+      if (last.kind == Bind::If) {
+        tails.push_back(last.thenB);
+        tails.push_back(last.elseB);
+      } else if (last.kind == Bind::Call && last.level == 0 && last.args[0].kind == Atom::Local &&
+                 last.args[0].var == v && last.args.size() == lam->params.size() + 1) {
+        tailCalls->push_back(&last);
+      }
+    }
+    return n;
+  }
+
+  // The plan of the loop starting at binding i of b, if it is one that compiles in
+  // place (see above); `tail`: its call is in tail position of this function.
+  std::unique_ptr<const CallPlan> loopPlan(const Block* b, size_t i, bool tail) {
+    const Bind& rec = b->binds[i];
+    const Bind& mk = b->binds[i + 1];
+    const Bind& call = b->binds[i + 2];
+    if (rec.recVars.size() != 1) return nullptr;
+    const Var* v = rec.recVars[0];
+    if (mk.kind != Bind::MakeLambda || mk.dst != v || call.kind != Bind::Call || call.level != 0 ||
+        call.args[0].kind != Atom::Local || call.args[0].var != v)
+      return nullptr;
+    const Lambda* lam = mk.lambda;
+    if (lam->rest || call.args.size() != lam->params.size() + 1) return nullptr;
+    bool self = false;
+    for (const Var* fv : lam->freeVars) {
+      if (fv == v) {
+        self = true;
+        continue;
+      }
+      if (!reg_.count(fv) || lazyUpval_.count(fv)) return nullptr;
+    }
+    if (plan_->uses(v) != 1 + self || plan_->splits.count(&call) || plan_->partsCalls.count(&call))
+      return nullptr;
+    for (size_t j = 1; j < call.args.size(); ++j)
+      if (call.args[j].kind == Atom::Local && plan_->untagged.count(call.args[j].var))
+        return nullptr;
+    std::vector<const Bind*> jumps;
+    if (mentions(lam, v, &jumps) != jumps.size()) return nullptr;
+    auto lp = planCalls(vm_, lam);
+    if (lp->paramSplit || !lp->untaggedParams.empty() || (!tail && !lp->returned.empty()))
+      return nullptr;
+    for (const Bind* j : jumps) {
+      if (lp->splits.count(j) || lp->partsCalls.count(j)) return nullptr;
+      for (size_t k = 1; k < j->args.size(); ++k)
+        if (j->args[k].kind == Atom::Local && lp->untagged.count(j->args[k].var)) return nullptr;
+    }
+    return lp;
+  }
+
+  // Compiles the loop at binding i of b (loopPlan gave lp) into t (null: the call's
+  // own register).
+  void compileLoop(const Block* b, size_t i, const Target* t, std::unique_ptr<const CallPlan> lp) {
+    const Bind& call = b->binds[i + 2];
+    const Lambda* lam = b->binds[i + 1].lambda;
+    loc_ = call.loc;
+    Target target = t ? *t : Target{Target::Reg, dstReg(call), true};
+    uint32_t mark = top_;
+    auto n = static_cast<uint32_t>(lam->params.size());
+    LoopCtx ctx{b->binds[i].recVars[0], 0, std::vector<uint32_t>(n)};
+    // The parameters: the call's window if one was reserved (its arguments are there).
+    std::optional<uint32_t> window = takeWindow(&call);
+    for (uint32_t j = 0; j < n; ++j) {
+      ctx.params[j] = window ? *window + 1 + j : allocReg();
+      reg_[lam->params[j]] = ctx.params[j];
+    }
+    for (uint32_t j = 0; j < n; ++j) loadAtom(call.args[j + 1], ctx.params[j]);
+    ctx.head = proto_->code.size();
+    LoopCtx* outerLoop = loop_;
+    std::unique_ptr<const CallPlan> outerPlan = std::move(plan_);
+    loop_ = &ctx;
+    plan_ = std::move(lp);
+    levelChain_ = {};
+    compileBlock(lam->body, target);
+    levelChain_ = {};
+    plan_ = std::move(outerPlan);
+    loop_ = outerLoop;
+    uint32_t free = window ? std::min(*window, mark) : mark;
+    if (!t) free = std::max(free, target.reg + 1);
+    top_ = std::max(free, windowsTop());
+  }
+
+  // Whether atom a is read from register r.
+  bool inReg(const Atom& a, uint32_t r) const {
+    if (a.kind != Atom::Local || lazyUpval_.count(a.var)) return false;
+    auto it = reg_.find(a.var);
+    return it != reg_.end() && it->second == r;
+  }
+
+  // Whether bd, or code nested in its branches or captured by its lambdas, reads register r.
+  bool readsReg(const Bind& bd, uint32_t r) const {
+    auto reads = [&](const Bind& x) {
+      if (inReg(x.atom, r)) return true;
+      for (const Atom& a : x.args)
+        if (inReg(a, r)) return true;
+      if (x.lambda)
+        for (Var* fv : x.lambda->freeVars)
+          if (inReg(localAtom(fv), r)) return true;
+      return false;
+    };
+    if (reads(bd)) return true;
+    bool found = false;
+    for (const Block* nested : {bd.thenB, bd.elseB})
+      if (nested)
+        forEachBlock(nested, [&](const Block* blk) {
+          found = found || inReg(blk->result, r);
+          for (const Bind& x : blk->binds) found = found || reads(x);
+        });
+    return found;
+  }
+
+  // Before binding i of a loop's body is compiled: a value whose one use is as argument
+  // j of a self-call of the loop later in the block is computed straight into parameter
+  // j's register if nothing reads that parameter after it (no move at the jump): by
+  // the bindings in between, the other arguments, or by binding i itself unless it is
+  // one instruction (which reads its operands before it writes).
+  std::optional<uint32_t> loopSlot(const Block* b, size_t i) {
+    if (!loop_) return std::nullopt;
+    const Bind& bd = b->binds[i];
+    if (!bd.dst || bd.dst->rec || reg_.count(bd.dst)) return std::nullopt;
+    if (bd.kind != Bind::Call && bd.kind != Bind::If &&
+        !(bd.kind == Bind::Copy && bd.atom.kind != Atom::Local))
+      return std::nullopt;
+    auto u = plan_->vars.find(bd.dst);
+    if (u == plan_->vars.end() || u->second.count != 1 || u->second.last <= i ||
+        u->second.last >= b->binds.size() || u->second.last - i > kMaxPlacedScan)
+      return std::nullopt;
+    size_t last = u->second.last;
+    const Bind& jump = b->binds[last];
+    if (!isLoopJump(jump)) return std::nullopt;
+    size_t j = 0;
+    while (j + 1 < jump.args.size() &&
+           !(jump.args[j + 1].kind == Atom::Local && jump.args[j + 1].var == bd.dst))
+      ++j;
+    if (j + 1 >= jump.args.size()) return std::nullopt;
+    uint32_t r = loop_->params[j];
+    for (size_t m = 0; m + 1 < jump.args.size(); ++m)
+      if (m != j && inReg(jump.args[m + 1], r)) return std::nullopt;
+    for (size_t k = i + 1; k < last; ++k)
+      if (readsReg(b->binds[k], r)) return std::nullopt;
+    bool oneInstruction = bd.kind == Bind::Call && !usesWindow(vm_, bd) && bd.args.size() <= 3;
+    if (!oneInstruction && readsReg(bd, r)) return std::nullopt;
+    return r;
+  }
+
+  // A self-call of the loop being compiled in place: its arguments moved into the
+  // parameters' registers (as one parallel assignment) and a jump to the start.
+  void compileLoopJump(const Bind& bd) {
+    loc_ = bd.loc;
+    uint32_t saved = top_;
+    const std::vector<uint32_t>& params = loop_->params;
+    size_t n = params.size();
+    constexpr uint32_t kNone = UINT32_MAX;
+    std::vector<uint32_t> src(n, kNone);  // the register of each argument, if it is in one
+    for (size_t j = 0; j < n; ++j) {
+      const Atom& a = bd.args[j + 1];
+      if (a.kind == Atom::Local && !lazyUpval_.count(a.var)) src[j] = regOf(a.var);
+    }
+    // A parameter another argument still reads is copied before it is written.
+    for (size_t j = 0; j < n; ++j) {
+      if (src[j] == kNone || src[j] == params[j]) continue;
+      for (size_t m = 0; m < n; ++m)
+        if (m != j && params[m] == src[j] && src[m] != params[m]) {
+          uint32_t tmp = allocReg();
+          emit(instr::make(Op::MOVE, tmp, src[j]));
+          src[j] = tmp;
+          break;
+        }
+    }
+    for (size_t j = 0; j < n; ++j) {
+      if (src[j] == params[j]) continue;
+      if (src[j] != kNone)
+        emit(instr::make(Op::MOVE, params[j], src[j]));
+      else
+        loadAtom(bd.args[j + 1], params[j]);
+    }
+    int64_t off = static_cast<int64_t>(loop_->head) - static_cast<int64_t>(proto_->code.size()) - 1;
+    emit(instr::makeBx(Op::JMP, 0, 0));
+    proto_->code.back() = instr::withSBx(proto_->code.back(), static_cast<int32_t>(off));
+    top_ = saved;
   }
 
   struct GroupClosure {
@@ -1061,6 +1319,7 @@ class FnCompiler {
   std::unordered_set<const Var*> pendingRec_;
   std::vector<GroupClosure> groupClosures_;
   std::vector<Window> windows_;  // reserved, for calls not compiled yet (lowest first)
+  LoopCtx* loop_ = nullptr;      // the innermost loop being compiled in place
   uint32_t top_ = 0;
   uint32_t maxTop_ = 0;
   SrcLoc loc_;

@@ -4,6 +4,7 @@
 // here (expander.h says why).
 #include <cstring>
 #include <fstream>
+#include <string_view>
 
 #include "expand_derived.h"
 #include "expand_include.h"
@@ -20,6 +21,27 @@ Value vectorLiteral(VM& vm, const Sx* x) {
   Vector* v = vm.makeVector(static_cast<uint32_t>(x->items.size()));
   for (size_t i = 0; i < x->items.size(); ++i) v->items[i] = x->items[i]->number;
   return Value::object(v);
+}
+
+// Whether `name` is one of the names Expander::expr treats as a form (when no local
+// binding shadows it): a scan of lengths and first letters spares the calls of
+// everything else (car, +, user procedures) the comparisons with each form's name.
+// (A constant table: nothing allocated, so nothing outlives a VM.)
+bool isSpecialFormName(const std::string& name) {
+  static constexpr std::string_view kNames[] = {"quote",      "if",
+                                                "lambda",     "let",
+                                                "let*",       "letrec",
+                                                "letrec*",    "begin",
+                                                "cond",       "and",
+                                                "or",         "when",
+                                                "unless",     "case",
+                                                "do",         "define",
+                                                "quasiquote", "include",
+                                                "set!",       "define-syntax",
+                                                "unquote",    "unquote-splicing"};
+  for (std::string_view k : kNames)
+    if (k.size() == name.size() && k[0] == name[0] && k == name) return true;
+  return false;
 }
 
 }  // namespace
@@ -227,7 +249,7 @@ inline Atom Expander::expr(Sx* x, const std::string& nameHint) {
   if (x->tail) fail(x->loc, "a dotted list is not an expression");
   if (x->items.empty()) fail(x->loc, "empty combination '()': quote it to get the empty list");
   Sx* head = x->items[0];
-  if (head->kind == Sx::Symbol && !lookupSymbol(head)) {
+  if (head->kind == Sx::Symbol && isSpecialFormName(head->text) && !lookupSymbol(head)) {
     const std::string& k = head->text;
     if (k == "quote") {
       if (x->items.size() != 2) fail(x->loc, "quote: expected exactly one datum");

@@ -120,8 +120,9 @@ typedef struct dlam_config {
   /* Threads for the matrix products of arrays (dot) through a BLAS, 1 .. 256; 0 counts
   ** as 1 (the default). Checked but unused: dot is single-threaded dlam code for now. */
   int blas_threads;
-  /* Where all of the VM's output goes (display, write, newline, print...): called with
-  ** stream 1 (standard output) or 2 (standard error) and the bytes (not NUL-terminated).
+  /* Where all of the VM's output goes (display, write, newline, print... to the standard
+  ** output port: stream 1; to current-error-port: stream 2): called with the stream and
+  ** the bytes (not NUL-terminated).
   ** NULL: the process's stdout and stderr. Called on the thread running the VM. */
   void (*write)(void *ud, int stream, const char *bytes, size_t n);
   void *write_ud; /* given to write */
@@ -232,7 +233,7 @@ DLAM_API dlam_val dlam_list_of_numbers(dlam_vm *vm, const double *xs, size_t n);
 ** derivative code may return converts to 0. */
 DLAM_API dlam_status dlam_to_number(dlam_vm *vm, dlam_val v, double *out);
 
-/* A handle to a new vector (SPEC section 5) of the n numbers xs[0..n-1] (xs may be
+/* A handle to a new vector of the n numbers xs[0..n-1] (xs may be
 ** NULL when n is 0); n is at most 2^30. */
 DLAM_API dlam_val dlam_vector_of_numbers(dlam_vm *vm, const double *xs, size_t n);
 
@@ -324,7 +325,11 @@ DLAM_API dlam_status dlam_value_and_gradient_array(dlam_vm *vm, dlam_val fn, con
 ** script's call site, with a trace. A host function may call the API on vm (dlam_call,
 ** dlam_eval, ...); if such a call fails and the host function then fails without
 ** calling dlam_set_error, the inner error's message is used. ud is the pointer given
-** at registration. Host functions registered with dlam_register have no derivative:
+** at registration. A host function written in C++ that lets an exception out does not
+** unwind through the VM: the exception is caught at the boundary and raised as a runtime
+** error "NAME: the host function threw an exception: WHAT" at the script's call site
+** (the same for dlam_register_numeric's functions and vjps); the VM stays usable.
+** Host functions registered with dlam_register have no derivative:
 ** using one in code being differentiated is a runtime error naming it (give it one
 ** with custom-vjp in dlam, or use dlam_register_numeric). */
 typedef dlam_status (*dlam_host_fn)(dlam_vm *vm, int argc, const dlam_val *argv, dlam_val *result,

@@ -9,7 +9,8 @@
 //
 // Errors throw dlam::Exception (status() and what() = dlam_last_error). Exceptions
 // exist only on this side: the library itself is C and never throws. Host functions
-// registered through the wrapper are plain C callbacks, which must not throw either.
+// registered through the wrapper are plain C callbacks; one that throws (a dlam::Exception
+// from a nested call, or any other) fails its call with a runtime error naming it (dlam.h).
 // A Val must not outlive the Vm it came from. Header-only; the C header is the contract.
 #ifndef DLAM_HPP
 #define DLAM_HPP

@@ -15,6 +15,8 @@
 // atomic interrupt flag.
 #include "dlam.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -373,6 +375,24 @@ const char* statusName(dlam_status s) {
   return "an unknown status";
 }
 
+// Runs a host callback (a C function, which may be C++ that throws): an exception it lets out
+// becomes a runtime error naming the host function, raised at the script's call site like any
+// other failure, instead of unwinding through the VM as an internal error. (A thread's forced
+// unwinding, pthread_cancel, goes on.)
+template <class F>
+auto callHost(dlam::VM& vm, const char* name, F&& f) -> decltype(f()) {
+  std::string what;
+  try {
+    return f();
+  } catch (const abi::__forced_unwind&) {
+    throw;
+  } catch (const std::exception& e) {
+    what = std::string(": ") + e.what();
+  } catch (...) {
+  }
+  vm.runtimeError(std::string(name) + ": the host function threw an exception" + what);
+}
+
 // NativeFn of functions registered with dlam_register.
 Value hostTrampoline(dlam::VM& vm, Value* args, int nargs) {
   Native* self = vm.callingNative;
@@ -387,7 +407,14 @@ Value hostTrampoline(dlam::VM& vm, Value* args, int nargs) {
   uint64_t serial = D->errorSerial;
   dlam_val result = nullptr;
   // The callee stays on the dlam stack during the call, so `self` stays alive.
-  dlam_status st = fn(D, nargs, argv.data(), &result, self->hostData);
+  dlam_status st = callHost(vm, self->name, [&] {
+    try {
+      return fn(D, nargs, argv.data(), &result, self->hostData);
+    } catch (...) {
+      if (result) D->tryRelease(result);  // a result stored before the throw
+      throw;
+    }
+  });
   if (st == DLAM_OK) {
     Value r = Value::voidValue();
     if (result) {
@@ -433,7 +460,8 @@ Value numericTrampoline(dlam::VM& vm, Value* args, int nargs) {
   if (!self || !self->hostFn) vm.runtimeError("host function called without its callback");
   dlam::Scratch<double> xs(static_cast<size_t>(nargs));
   for (int i = 0; i < nargs; ++i) xs[i] = vm.checkNumber(self->name, args, i);
-  double y = reinterpret_cast<dlam_numeric_fn>(self->hostFn)(xs.data(), self->hostData);
+  auto fn = reinterpret_cast<dlam_numeric_fn>(self->hostFn);
+  double y = callHost(vm, self->name, [&] { return fn(xs.data(), self->hostData); });
   return Value::numberChecked(y);
 }
 
@@ -464,8 +492,8 @@ Value vjpTrampoline(dlam::VM& vm, Value* args, int nargs) {
                     ": the sensitivity given to its vjp is not a number: " + shortShow(vm, ybar));
   std::vector<double> xs(static_cast<size_t>(n) + 1), xbar(static_cast<size_t>(n) + 1, 0.0);
   for (int i = 0; i < n; ++i) xs[i] = vm.checkNumber(self->name, args, i);
-  reinterpret_cast<dlam_numeric_vjp>(self->hostVjp)(xs.data(), ybar.asNumber(), xbar.data(),
-                                                    self->hostData);
+  auto vjp = reinterpret_cast<dlam_numeric_vjp>(self->hostVjp);
+  callHost(vm, self->name, [&] { vjp(xs.data(), ybar.asNumber(), xbar.data(), self->hostData); });
   Value l = Value::nil();
   for (int i = n; i > 0; --i) l = vm.cons(Value::numberChecked(xbar[i - 1]), l);
   return l;
@@ -602,6 +630,7 @@ dlam_vm* newVm(const char* config_lua_path, const dlam_config* c) {
         auto write = c->write;
         void* ud = c->write_ud;
         D->vm->output = [write, ud](std::string_view s) { write(ud, 1, s.data(), s.size()); };
+        D->vm->errorOutput = [write, ud](std::string_view s) { write(ud, 2, s.data(), s.size()); };
       }
       dlam_vm* raw = D.get();
       D->vm->rootProviders.push_back([raw](std::vector<Obj*>& out) { raw->markHandles(out); });

@@ -1,4 +1,5 @@
-// config_loader.h — reads a dlam configuration file (SPEC section 6).
+// config_loader.h — reads a dlam configuration file (docs/language.md, "Limits and
+// configuration").
 //
 // The file is a Lua 5.4 chunk run in a sandboxed interpreter (base, string, math and
 // table libraries only; no dofile/loadfile/require, text chunks only) with an

@@ -1,4 +1,4 @@
-// foreign.h — foreign functions through libffi (SPEC section 5).
+// foreign.h — foreign functions through libffi (docs/language.md, "Foreign functions").
 //
 // openForeign defines the global `foreign-function`:
 //

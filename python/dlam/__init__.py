@@ -17,15 +17,20 @@ numbers Python lists, booleans bools, strings strs, the empty list [], void None
 anything else (procedures, symbols, lists of other things) a `dlam.Value`.
 
 libdlam is looked for in $DLAM_LIBRARY, next to this file (where the installer copies it),
-then in the build tree this source tree belongs to (../../build/embed).
+then in the build tree this source tree belongs to (../../build/embed). The package is two
+parts: this module, which calls libdlam through ctypes, and dlam._core (dlam/_core.c, a C
+extension built by the installer, or by the CMake build into build/python), which holds
+dlam.Value and calls a procedure with numbers in one C call: the path a host takes in a loop.
 
-The GIL is released while dlam runs (ctypes releases it for every call into the library) and
-taken again by callbacks into Python (host functions, output). One VM must not be used by two
+The GIL is released while dlam runs (by ctypes, and by dlam._core around its call) and taken
+again by callbacks into Python (host functions, output). One VM must not be used by two
 threads at once; `VM.interrupt` may be called from any thread.
 """
 
-import builtins as _builtins
 import ctypes as _c
+import glob as _glob
+import importlib.machinery as _machinery
+import importlib.util as _util
 import inspect as _inspect
 import os as _os
 import sys as _sys
@@ -93,8 +98,32 @@ def _find_library():
                       "package, or set DLAM_LIBRARY to its path)")
 
 
+def _load_core():
+    """dlam._core: the installed one (next to this file), else the one the CMake build made
+    (build/python of the build tree libdlam comes from, or of this source tree)."""
+    try:
+        from . import _core
+        return _core
+    except ImportError:
+        pass
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    dirs = [_os.path.join(_os.path.dirname(library_path), "..", "python"),
+            _os.path.join(here, "..", "..", "build", "python")]
+    for d in dirs:
+        for suffix in _machinery.EXTENSION_SUFFIXES:
+            for path in _glob.glob(_os.path.join(d, "_core" + suffix)):
+                spec = _util.spec_from_file_location(__name__ + "._core", path)
+                module = _util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                _sys.modules[__name__ + "._core"] = module
+                return module
+    raise ImportError("dlam: the extension dlam._core is not built (cmake --build build makes "
+                      "build/python/_core*.so; pip install ./python builds it in the package)")
+
+
 library_path = _find_library()
 _lib = _c.CDLL(library_path)
+_core = _load_core()
 
 _vm_p = _c.c_void_p
 _val = _c.c_void_p
@@ -134,9 +163,6 @@ _call = _sig("dlam_call", _st, _vm_p, _val, _c.c_int, _c.POINTER(_val), _c.POINT
 _call_numbers = _sig("dlam_call_numbers", _st, _vm_p, _val, _c.c_int, _dbl_p, _dbl_p,
                      _c.POINTER(_val))
 _number = _sig("dlam_number", _val, _vm_p, _c.c_double)
-# The same without argtypes, for Value.__call__: its arguments are ctypes objects made once.
-_fast_call = _c.CDLL(library_path).dlam_call_numbers
-_fast_call.restype = _c.c_int
 _boolean = _sig("dlam_boolean", _val, _vm_p, _c.c_int)
 _list_of_numbers = _sig("dlam_list_of_numbers", _val, _vm_p, _dbl_p, _c.c_size_t)
 _vector_of_numbers = _sig("dlam_vector_of_numbers", _val, _vm_p, _dbl_p, _c.c_size_t)
@@ -156,66 +182,22 @@ _config_init = _sig("dlam_config_init", None, _c.POINTER(_Config))
 _config_load_lua = _sig("dlam_config_load_lua", _st, _c.POINTER(_Config), _c.c_char_p)
 _config_error = _sig("dlam_config_error", _c.c_char_p, _c.POINTER(_Config))
 _config_free = _sig("dlam_config_free", None, _c.POINTER(_Config))
+_core.bind(_c.cast(_call_numbers, _c.c_void_p).value, _c.cast(_release, _c.c_void_p).value)
 
 
 def interrupt(vm):
     """Asks the code running in vm to stop (from any thread): the run raises LimitError."""
+    if not isinstance(vm, VM):
+        raise TypeError("dlam.interrupt needs a dlam.VM, got %s" % type(vm).__name__)
     vm.interrupt()
 
 
 # ---- values ------------------------------------------------------------------------------
 
-class Value:
-    """A dlam value the package does not convert (a procedure, a symbol...), kept alive by the
-    VM until this object goes. Calling it calls the dlam procedure."""
-
-    __slots__ = ("_vm", "_h", "_hp", "__weakref__")
-
-    def __init__(self, vm, handle):
-        self._vm = vm
-        self._h = handle
-        self._hp = _c.c_void_p(handle)
-
-    def __call__(self, *args):
-        # The common case, numbers in and out, in one call into the library (_fast_call:
-        # dlam_call_numbers without ctypes' argument conversion); anything else: VM.call.
-        vm = self._vm
-        n = len(args)
-        if n <= 4 and self._h is not None and vm._vm:
-            x = vm._x
-            for i in range(n):
-                a = args[i]
-                if type(a) is not float and type(a) is not int:
-                    break
-                x[i] = a
-            else:
-                st = _fast_call(vm._vmp, self._hp, n, x, vm._outref, vm._rref)
-                if st != _OK:
-                    vm._raise(st)
-                r = vm._r.value
-                return vm._out.value if r is None else vm._from_dlam(r, True)
-        return vm.call(self, *args)
-
-    def release(self):
-        """Lets the VM collect the value now; the Value must not be used again."""
-        h, self._h = self._h, None
-        vm = self._vm
-        if h is not None and vm._vm:
-            _release(vm._vm, h)
-
-    def __del__(self):
-        try:
-            self.release()
-        except Exception:  # (at interpreter exit the module may be half gone)
-            pass
-
-    def __repr__(self):
-        if self._h is None:
-            return "<dlam.Value released>"
-        return "<dlam.Value %s>" % self._vm._show(self._h, False)
-
-    def __str__(self):
-        return self._vm._show(self._h, True) if self._h is not None else repr(self)
+# A dlam value the package does not convert (a procedure, a symbol...), kept alive by the VM
+# until the Value goes; calling it calls the dlam procedure (dlam/_core.c). Value(vm, handle)
+# takes over the handle; `release()` lets the VM collect the value at once.
+Value = _core.Value
 
 
 _CONFIG_KEYS = ("heap_limit_mb", "stack_limit", "instruction_limit", "include_path", "ffi",
@@ -241,7 +223,7 @@ def _flag(key, v):
     return int(v)
 
 
-class VM:
+class VM(_core.VMBase):
     """A dlam VM with the standard library. Keyword arguments are the configuration keys:
     heap_limit_mb, stack_limit, instruction_limit (per call from Python; 0: none),
     include_path (a list of directories), ffi_enabled / ffi_libraries (or
@@ -252,7 +234,6 @@ class VM:
     def __init__(self, config=None, **settings):
         self._vm = None
         self._host = {}    # name -> the ctypes callbacks of a host function (kept alive)
-        self._pending = []  # the Python exception a host function raised, for its caller
         for key in settings:
             if key not in _CONFIG_KEYS:
                 raise ConfigError("error: unknown configuration key '%s'" % key)
@@ -302,16 +283,16 @@ class VM:
                 _free(vm)
                 raise ConfigError(message.decode("utf-8", "replace"))
             self._vm = vm
-            self._vmp = _c.c_void_p(vm)
-            self._x = (_c.c_double * 4)()
-            self._out, self._r = _c.c_double(), _val()
-            self._outref, self._rref = _c.byref(self._out), _c.byref(self._r)
         finally:
             _config_free(_c.byref(cfg))
 
     # -- life --
     def close(self):
-        """Frees the VM now (else when the VM object goes). Its Values become unusable."""
+        """Frees the VM now (else when the VM object goes). Its Values become unusable. A VM
+        that is running (from a host function, or on another thread) is not closed: ApiError."""
+        if self._running:
+            raise ApiError("error: the VM is running: it cannot be closed until the call returns "
+                           "(interrupt it to stop it)")
         vm, self._vm = self._vm, None
         if vm:
             _free(vm)
@@ -335,6 +316,18 @@ class VM:
         if vm:
             _interrupt(vm)
 
+    def _run(self, fn, *args):
+        """fn(*args): a ctypes call that runs dlam code (with the GIL released), counted while
+        it runs so that close() refuses meanwhile; a failure raises its exception (before the
+        handles of Values that died meanwhile are released, which would clear the error)."""
+        self._enter()
+        try:
+            st = fn(*args)
+            if st != _OK:
+                self._raise(st)
+        finally:
+            self._leave()
+
     # -- errors and conversion --
     def _handle(self):
         if not self._vm:
@@ -342,14 +335,30 @@ class VM:
         return self._vm
 
     def _raise(self, status):
-        pending, self._pending = self._pending, []
+        """Raises the exception of a failed call's status, with dlam's message. A Python
+        exception a host function raised and that caused this error is its __cause__; one
+        that is not an Exception (KeyboardInterrupt, SystemExit) is raised itself."""
         message = (_last_error(self._vm) or b"").decode("utf-8", "replace")
+        causes = [e for e in self._pending if _host_error(e) in message]
+        del self._pending[:]
         if status == _EXIT:
             raise Exit(message, _exit_code(self._vm))
         err = _ERRORS.get(status, Error)(message)
-        if pending:
-            raise err from pending[-1]
+        if causes:
+            if not isinstance(causes[-1], Exception):
+                raise causes[-1]
+            raise err from causes[-1]
         raise err
+
+    def _own(self, v):
+        """The handle of v, a Value of this VM that is not released (else ApiError)."""
+        self._handle()
+        if v._vm is not self:
+            raise ApiError("error: a value of another VM")
+        h = v._h
+        if h is None:
+            raise ApiError("error: a released value")
+        return h
 
     def _on_write(self, _ud, stream, data, n):
         text = _c.string_at(data, n).decode("utf-8", "replace")
@@ -367,22 +376,14 @@ class VM:
         """A handle to x's dlam value, appended to keep (released by the caller)."""
         vm = self._handle()
         if isinstance(x, Value):
-            if x._vm is not self:
-                raise ApiError("error: a value of another VM")
-            if x._h is None:
-                raise ApiError("error: a released value")
-            return x._h
+            return self._own(x)
         if isinstance(x, bool):
             h = _boolean(vm, int(x))
         elif isinstance(x, (int, float)):
             h = _number(vm, float(x))
         elif _np is not None and isinstance(x, _np.ndarray):
-            if x.ndim != 1:
-                raise TypeError("dlam: only 1-dimensional arrays convert (to vectors), got shape "
-                                "%s" % (x.shape,))
-            a = _np.ascontiguousarray(x, dtype=_np.float64)
-            h = _vector_of_numbers(vm, a.ctypes.data_as(_dbl_p), a.size)
-        elif _np is not None and isinstance(x, _np.floating):
+            h = self._array_to_dlam(vm, x)
+        elif _np is not None and isinstance(x, (_np.floating, _np.integer)):
             h = _number(vm, float(x))
         elif isinstance(x, (list, tuple)):
             if all(isinstance(e, (int, float)) and not isinstance(e, bool) for e in x):
@@ -396,6 +397,19 @@ class VM:
             self._raise(_API)
         keep.append(h)
         return h
+
+    def _array_to_dlam(self, vm, x):
+        """A handle to a new dlam value holding a NumPy array of numbers. libdlam copies the
+        numbers from the array's own memory when it is C-contiguous float64 (no copy on the
+        Python side); other layouts and number types are first made so by NumPy. One
+        dimension: a dlam vector. (n dimensions: dlam_array_of_numbers, once libdlam has it.)"""
+        if x.dtype.kind not in "fiub":
+            raise TypeError("dlam: an array of %s does not convert (numbers only)" % x.dtype)
+        if x.ndim != 1:
+            raise TypeError("dlam: only 1-dimensional arrays convert (to vectors), got shape "
+                            "%s" % (x.shape,))
+        a = _np.ascontiguousarray(x, dtype=_np.float64)
+        return _vector_of_numbers(vm, a.ctypes.data_as(_dbl_p), a.size)
 
     def _list_of(self, xs, keep):
         """A dlam list of any convertible values, built by dlam's own list."""
@@ -413,9 +427,7 @@ class VM:
     def _call_handles(self, fn, handles, keep):
         argv = (_val * max(len(handles), 1))(*handles)
         r = _val()
-        st = _call(self._vm, fn, len(handles), argv, _c.byref(r))
-        if st != _OK:
-            self._raise(st)
+        self._run(_call, self._vm, fn, len(handles), argv, _c.byref(r))
         keep.append(r.value)
         return r.value
 
@@ -436,6 +448,8 @@ class VM:
                 return []
             if t == _T_STRING:
                 return self._show(h, True)
+            # A vector: a new NumPy array that libdlam fills in place. (n-dimensional arrays:
+            # a view of dlam_array_data's memory kept alive by the handle, once libdlam has it.)
             if t in (_T_VECTOR, _T_PAIR):
                 n = _c.c_size_t(0)
                 _to_numbers(vm, h, None, 0, _c.byref(n))
@@ -466,18 +480,14 @@ class VM:
         if not isinstance(source, str) or not isinstance(name, str):
             raise TypeError("dlam: eval needs the source and its name as str")
         r = _val()
-        st = _eval(vm, source.encode(), name.encode(), _c.byref(r))
-        if st != _OK:
-            self._raise(st)
+        self._run(_eval, vm, source.encode(), name.encode(), _c.byref(r))
         return self._from_dlam(r.value, True)
 
     def run_file(self, path):
         """Runs the dlam file at path; returns the value of its last form, converted."""
         vm = self._handle()
         r = _val()
-        st = _run_file(vm, _os.fsencode(path), _c.byref(r))
-        if st != _OK:
-            self._raise(st)
+        self._run(_run_file, vm, _os.fsencode(path), _c.byref(r))
         return self._from_dlam(r.value, True)
 
     def __getitem__(self, name):
@@ -515,27 +525,20 @@ class VM:
         elif not isinstance(fn, Value):
             raise TypeError("dlam: cannot call %s" % type(fn).__name__)
         vm = self._handle()
-        if fn._vm is not self:
-            raise ApiError("error: a value of another VM")
-        if fn._h is None:
-            raise ApiError("error: a released value")
+        h = self._own(fn)
         if all(type(a) is float or type(a) is int for a in args):
             n = len(args)
             x = (_c.c_double * n)(*args) if n else None
             out = _c.c_double()
             r = _val()
-            st = _call_numbers(vm, fn._h, n, x, _c.byref(out), _c.byref(r))
-            if st != _OK:
-                self._raise(st)
+            self._run(_call_numbers, vm, h, n, x, _c.byref(out), _c.byref(r))
             return out.value if r.value is None else self._from_dlam(r.value, True)
         keep = []
         try:
             handles = [self._to_dlam(a, keep) for a in args]
             argv = (_val * max(len(handles), 1))(*handles)
             r = _val()
-            st = _call(vm, fn._h, len(handles), argv, _c.byref(r))
-            if st != _OK:
-                self._raise(st)
+            self._run(_call, vm, h, len(handles), argv, _c.byref(r))
             return self._from_dlam(r.value, True)
         finally:
             for k in keep:
@@ -552,20 +555,23 @@ class VM:
             raise TypeError("dlam: value_and_grad needs a dlam procedure, got %s"
                             % type(fn).__name__)
         vm = self._handle()
+        h = self._own(fn)
         if isinstance(x, (int, float)) and not isinstance(x, bool):
             xs = (_c.c_double * 1)(x)
             y, g = _c.c_double(), (_c.c_double * 1)()
-            st = _value_and_gradient(vm, fn._h, 1, xs, _c.byref(y), g)
-            if st != _OK:
-                self._raise(st)
+            self._run(_value_and_gradient, vm, h, 1, xs, _c.byref(y), g)
             return y.value, g[0]
         # fn of a vector: its gradient by (gradient fn) in dlam, taken at the vector.
+        if not isinstance(x, (list, tuple)) and not (_np is not None
+                                                     and isinstance(x, _np.ndarray)):
+            raise TypeError("dlam: value_and_grad takes the gradient at a number, a list or a "
+                            "NumPy array, got %s" % type(x).__name__)
         keep = []
         try:
             v = self._to_dlam(x if _np is None or isinstance(x, _np.ndarray)
                               else _np.asarray(x, dtype=_np.float64), keep)
             vag = self._global_handle("value-and-gradient")
-            wrapped = self._call_handles(vag, [fn._h], keep)
+            wrapped = self._call_handles(vag, [h], keep)
             r = self._call_handles(wrapped, [v], keep)
             head = self._call_handles(self._global_handle("car"), [r], keep)
             tail = self._call_handles(self._global_handle("cdr"), [r], keep)
@@ -619,7 +625,7 @@ class VM:
                 return _OK
             except BaseException as e:  # noqa: B902 (everything goes back to dlam)
                 vm_self._pending.append(e)
-                _set_error(vm, ("%s: %s" % (type(e).__name__, e)).encode("utf-8", "replace"))
+                _set_error(vm, _host_error(e).encode("utf-8", "replace"))
                 return _RUNTIME
 
         cb = _HOST(trampoline)
@@ -627,6 +633,11 @@ class VM:
         st = _register(self._handle(), name.encode(), -1, cb, None)
         if st != _OK:
             self._raise(st)
+
+
+def _host_error(e):
+    """The message of the dlam error a Python exception raised in a host function becomes."""
+    return "%s: %s" % (type(e).__name__, e)
 
 
 def _sensitivities(s, arity):

@@ -1,5 +1,6 @@
 """conftest.py — the tests import the dlam package of this source tree (python/), which finds
-libdlam in the build tree (or $DLAM_LIBRARY)."""
+libdlam in the build tree (or $DLAM_LIBRARY) and its C part, dlam._core, in the build tree's
+python/ directory (made by the CMake build)."""
 import os
 import sys
 

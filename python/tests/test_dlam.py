@@ -277,3 +277,241 @@ def test_example_fit_py():
                          capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.startswith("a = 0.8000, b = 1.7000")
+
+
+# ---- the direct call path (dlam._core) -----------------------------------------------------
+
+def test_calls_take_the_direct_path_or_the_general_one(vm):
+    add = vm.eval("(lambda (x y) (+ x y))")
+    assert add(1, 2.5) == 3.5 and type(add(1, 2)) is float
+    assert vm.eval("(lambda (x) (list x x))")(2.0) == [2.0, 2.0]  # not a number: converted
+    assert vm.eval("(lambda args (length args))")(*range(12)) == 12.0  # past the direct path
+    assert add(np.float64(2.0), 1) == 3.0  # a float subclass
+    assert add(np.int64(2), np.float32(1.5)) == 3.5  # other NumPy scalars: the general path
+    assert vm.eval("(lambda (v) (vector-ref v 1))")(np.array([4.0, 5.0])) == 5.0
+    with pytest.raises(dlam.RuntimeError, match=r"c\.dlam:1:13: error: car: expected pair"):
+        vm.eval("(lambda (x) (car x))", "c.dlam")(5.0)
+    with pytest.raises(dlam.RuntimeError, match=r"\+: expected number"):
+        add(True, 1)  # a bool is dlam's #t, not 1
+    with pytest.raises(OverflowError):
+        add(10 ** 400, 1)
+    with pytest.raises(TypeError):
+        add(1, y=2)
+    assert vm.eval("(+ 1 2)") == 3.0
+
+
+def test_direct_call_releases_the_gil_and_is_interrupted(vm):
+    spin = vm.eval("(lambda (n) (let loop ((i 0)) (if (< i n) (loop (+ i 1)) i)))")
+    ticks = []
+    done = threading.Event()
+
+    def ticker():
+        while not done.is_set():
+            ticks.append(1)
+            time.sleep(0.001)
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    assert spin(3000000) == 3000000.0
+    done.set()
+    t.join()
+    assert len(ticks) > 5
+    timer = threading.Timer(0.2, dlam.interrupt, args=(vm,))
+    timer.start()
+    with pytest.raises(dlam.LimitError, match="interrupted"):
+        spin(1e15)
+    timer.join()
+    assert spin(10) == 10.0
+
+
+def test_values_freed_on_another_thread_wait_for_the_run(vm):
+    # The garbage collector may free a Value on any thread, also while another thread runs
+    # its VM with the GIL released: its handle is released when that run ends, not during it.
+    values = [vm.eval("(lambda (x) %d)" % i) for i in range(100)]
+    kept = values[7]
+    started = threading.Event()
+    seen = []
+    vm.register("started", started.set)
+
+    def drop():
+        started.wait()
+        values.clear()
+        seen.append(vm._deferred)
+        vm.interrupt()
+
+    t = threading.Thread(target=drop)
+    t.start()
+    with pytest.raises(dlam.LimitError, match="interrupted"):
+        vm.eval("(begin (started) (let loop () (loop)))")
+    t.join()
+    assert seen == [99] and vm._deferred == 0
+    assert kept(0.0) == 7.0 and vm.eval("(+ 1 2)") == 3.0
+    # freed inside a host function (the same thread, dlam running): also after the run
+    doomed = [vm.eval("(lambda () 1)") for _ in range(3)]
+    counts = []
+
+    def drop_now():
+        doomed.clear()
+        counts.append(vm._deferred)
+    vm.register("drop-now", drop_now)
+    vm.eval("(drop-now)")
+    assert counts == [3] and vm._deferred == 0
+
+
+# ---- errors that cross both ways -------------------------------------------------------------
+
+def test_host_exceptions_leave_nothing_behind(vm):
+    def bad(x):
+        raise ValueError("boom")
+
+    vm.register("bad", bad)
+    # caught by dlam: the call succeeds, and the next error is not chained to it
+    assert vm.eval("(guard (e (#t 0)) (bad 1))") == 0.0
+    with pytest.raises(dlam.RuntimeError) as info:
+        vm.eval("(car 5)")
+    assert info.value.__cause__ is None
+    # through the direct path: the dlam error, caused by the Python exception
+    f = vm.eval("(lambda (x) (+ 1 (bad x)))", "d.dlam")
+    with pytest.raises(dlam.RuntimeError, match=r"d\.dlam:1:18: error: bad: ValueError: boom") \
+            as info:
+        f(2.0)
+    assert isinstance(info.value.__cause__, ValueError)
+
+    # a host function that catches the dlam error of a nested call and goes on
+    def careful():
+        try:
+            vm.eval("(car 1)", "inner.dlam")
+        except dlam.RuntimeError as e:
+            return len(str(e).splitlines()[0])
+    vm.register("careful", careful)
+    assert vm.eval("(careful)") == len("inner.dlam:1:1: error: car: expected pair as argument 1, "
+                                       "got 1")
+    # Ctrl-C in a host function is not dlam's to wrap: it comes back as itself
+    def ctrl_c():
+        raise KeyboardInterrupt
+    vm.register("ctrl-c", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        vm.eval("(+ 1 (ctrl-c))")
+    assert vm.eval("(+ 1 2)") == 3.0
+
+
+def test_error_port_goes_to_sys_stderr(vm, capsys):
+    vm.eval("(display \"out\") (display \"err\" (current-error-port))"
+            " (write (list 1 \"s\") (current-error-port)) (newline)")
+    captured = capsys.readouterr()
+    assert captured.out == "out\n"
+    assert captured.err == "err(1 \"s\")"
+
+
+# ---- NumPy arrays --------------------------------------------------------------------------
+
+def test_numpy_arrays_in_any_layout(vm):
+    f = vm.eval("(lambda (v) (vector-dot v (vector 1 10 100)))")
+    a = np.arange(6.0)
+    assert f(a[::2]) == 0 + 20 + 400  # strided
+    assert f(np.array([1, 2, 3], dtype=np.int32)) == 321
+    assert f(np.array([1, 2, 3], dtype=np.float32)) == 321
+    r = vm.eval("(lambda (v) (vector-map (lambda (x) (* 2 x)) v))")(a[1::2])
+    assert isinstance(r, np.ndarray) and r.dtype == np.float64 and list(r) == [2.0, 6.0, 10.0]
+    assert r.flags.writeable and r.flags.c_contiguous
+    v, g = vm.value_and_grad(vm.eval("(lambda (v) (vector-dot v v))"), a[::-2])
+    assert v == 25 + 9 + 1 and list(g) == [10.0, 6.0, 2.0]
+    assert list(a) == [0, 1, 2, 3, 4, 5]  # the caller's array is not touched
+    with pytest.raises(TypeError, match="1-dimensional"):
+        f(np.zeros((2, 3)))
+    with pytest.raises(TypeError):
+        f(np.array(["a", "b"]))
+
+
+# ---- bad input to every entry point ----------------------------------------------------------
+
+def test_bad_arguments_to_each_entry_point(vm):
+    f = vm.eval("(lambda (x) (* x x))")
+    bad_calls = [
+        (TypeError, lambda: vm.eval(b"(+ 1 2)")),
+        (TypeError, lambda: vm.eval("1", None)),
+        (TypeError, lambda: vm.run_file(None)),
+        (dlam.SyntaxError, lambda: vm.run_file("/nonexistent/x.dlam")),
+        (TypeError, lambda: vm[None]),
+        (TypeError, lambda: vm.__setitem__(3, 1.0)),
+        (TypeError, lambda: vm.__setitem__("x", {"a": 1})),
+        (TypeError, lambda: vm.__setitem__("x", [1, object()])),
+        (TypeError, lambda: vm.call(3.0)),
+        (KeyError, lambda: vm.call("no-such-procedure-here", 1.0)),
+        (TypeError, lambda: vm.call("car", object())),
+        (dlam.RuntimeError, lambda: vm.call(vm.eval("'sym"), 1.0)),
+        (TypeError, lambda: vm.value_and_grad(f, "1.0")),
+        (TypeError, lambda: vm.value_and_grad(f, np.zeros((2, 2)))),
+        (TypeError, lambda: vm.value_and_grad(5.0, 1.0)),
+        (dlam.RuntimeError, lambda: vm.value_and_grad(f, [1.0, 2.0])),  # f of a number
+        (TypeError, lambda: vm.register(None, abs)),
+        (TypeError, lambda: vm.register("g", abs, vjp=3)),
+        (TypeError, lambda: dlam.interrupt(None)),
+        (TypeError, lambda: dlam.Value(None, 1)),
+    ]
+    for cls, call in bad_calls:
+        with pytest.raises(cls):
+            call()
+        assert f(3.0) == 9.0 and vm.eval("(+ 1 2)") == 3.0
+
+
+def test_values_of_another_vm_or_released_or_closed(vm):
+    other = dlam.VM()
+    theirs = other.eval("(lambda (x) x)")
+    mine = vm.eval("(lambda (x) x)")
+    for use in (lambda v: vm.call(v, 1.0), lambda v: vm.__setitem__("x", v),
+                lambda v: vm.value_and_grad(v, 1.0), lambda v: vm.value_and_grad(v, [1.0]),
+                lambda v: vm.call("list", v)):
+        with pytest.raises(dlam.ApiError, match="another VM"):
+            use(theirs)
+        gone = vm.eval("(lambda (x) x)")
+        gone.release()
+        with pytest.raises(dlam.ApiError, match="released"):
+            use(gone)
+        assert mine(4.0) == 4.0
+    gone.release()  # twice: nothing happens
+    assert repr(gone) == "<dlam.Value released>"
+    assert theirs(2.0) == 2.0  # the other VM is fine
+    other.close()
+    other.close()  # twice: nothing happens
+    assert repr(theirs) == "<dlam.Value of a closed VM>"
+    for use in (lambda: theirs(1.0), lambda: other.eval("1"), lambda: other.run_file("x.dlam"),
+                lambda: other["car"], lambda: other.__setitem__("x", 1.0),
+                lambda: other.call(theirs, 1.0), lambda: other.value_and_grad(theirs, 1.0),
+                lambda: other.register("h", abs)):
+        with pytest.raises(dlam.ApiError, match="closed"):
+            use()
+    other.interrupt()  # a closed VM: nothing to stop
+    theirs.release()
+    assert mine(5.0) == 5.0
+
+
+def test_a_running_vm_is_not_closed(vm):
+    def closer():
+        vm.close()
+    vm.register("closer", closer)
+    with pytest.raises(dlam.RuntimeError, match="closer: ApiError: error: the VM is running") \
+            as info:
+        vm.eval("(closer)")
+    assert isinstance(info.value.__cause__, dlam.ApiError)
+    assert vm.eval("(+ 1 2)") == 3.0
+    vm.close()
+    with pytest.raises(dlam.ApiError, match="closed"):
+        vm.eval("1")
+
+
+def test_host_function_returning_a_bad_value(vm):
+    other = dlam.VM()
+    theirs = other.eval("(lambda (x) x)")
+    gone = vm.eval("(lambda (x) x)")
+    gone.release()
+    for name, value, why in (("leak", theirs, "a value of another VM"),
+                             ("stale", gone, "a released value")):
+        vm.register(name, lambda v=value: v)
+        with pytest.raises(dlam.RuntimeError,
+                           match=r"r\.dlam:1:6: error: %s: ApiError: error: %s" % (name, why)) \
+                as info:
+            vm.eval("(+ 1 (%s))" % name, "r.dlam")
+        assert isinstance(info.value.__cause__, dlam.ApiError)
+        assert vm.eval("(+ 1 2)") == 3.0
+    other.close()

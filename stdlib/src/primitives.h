@@ -37,7 +37,13 @@ class Registrar {
   Native* define(NativeId id, NativeFn fn) {
     const PrimitiveInfo& p = primitive(id);
     ++counts_[idOf(id)];
-    return vm.defineNative(p.name, fn, p.minArgs, p.maxArgs, idOf(id));
+    Native* n = vm.defineNative(p.name, fn, p.minArgs, p.maxArgs, idOf(id));
+    // Numeric primitives follow the dual-number rule on bundles (VM::fwdApply).
+    if (p.kind == PrimKind::Arithmetic || p.kind == PrimKind::Comparison || id == NativeId::Sign ||
+        id == NativeId::Step || id == NativeId::ZeroIfZero || id == NativeId::VectorRef ||
+        id == NativeId::VectorLength)
+      n->flags |= kDualRule;
+    return n;
   }
   // Throws std::logic_error naming the first entry not registered exactly once.
   void checkEachOnce() const;

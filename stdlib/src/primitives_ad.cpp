@@ -2,7 +2,6 @@
 // free-variables, and the %-helpers that transformed code and the prelude use
 // (symbolic-zero-aware car/cdr, sign and step for derivative rules, materialising
 // symbolic zeros into the shape of a value).
-#include <unordered_set>
 #include <vector>
 
 #include "dlam/aggregate.h"
@@ -40,15 +39,19 @@ Value gradientEnd(VM& vm, Value*, int) {
 
 Value szeroP(VM&, Value* a, int) { return Value::boolean(a[0].isZero()); }
 
+// (%symbolic-zero): the zero of any shape that transformed code and the library use
+// (the prelude's %Z); user code gets shaped zeros from zero.
+Value symbolicZero(VM&, Value*, int) { return Value::zero(); }
+
 // car and cdr of a sensitivity, where the symbolic zero stands for a pair of zeros.
 Value scar(VM& vm, Value* a, int) {
   if (a[0].isZero()) return a[0];
-  if (!isPair(a[0])) vm.typeError("%scar", 0, "pair sensitivity", a[0]);
+  if (!isPair(a[0])) vm.sensitivityPartError(a[0]);
   return asPair(a[0])->car;
 }
 Value scdr(VM& vm, Value* a, int) {
   if (a[0].isZero()) return a[0];
-  if (!isPair(a[0])) vm.typeError("%scdr", 0, "pair sensitivity", a[0]);
+  if (!isPair(a[0])) vm.sensitivityPartError(a[0]);
   return asPair(a[0])->cdr;
 }
 
@@ -83,6 +86,170 @@ Value step(VM& vm, Value* a, int) {
   return Value::number(num(vm, "%step", a, 0) >= num(vm, "%step", a, 1) ? 1 : 0);
 }
 
+// ---- forward mode (vm/src/forward.cpp) -----------------------------------------
+
+// A forward tag is passed around as a character (its own image and sensitivity under
+// *j, so reverse passes over forward code carry it as it is).
+uint32_t tagArg(VM& vm, const char* who, const Value* a, int i) {
+  if (!a[i].isChar()) vm.typeError(who, i, "forward tag", a[i]);
+  return a[i].asChar();
+}
+Value tagValue(uint32_t tag) { return Value::character(tag); }
+
+// (%fwd-begin) → a new tag above every tag in use; (%fwd-end tag) ends it.
+Value fwdBegin(VM& vm, Value*, int) {
+  uint32_t tag = vm.fwdBegin();
+  if (tag >= 0x10ffff) vm.limitError("forward mode: derivatives nested too deeply");
+  return tagValue(tag);
+}
+Value fwdEnd(VM& vm, Value* a, int) {
+  vm.fwdEnd(tagArg(vm, "%fwd-end", a, 0));
+  return Value::voidValue();
+}
+// (%fwd-tag): the innermost tag begun (user-level bundle, primal and tangent).
+Value fwdTag(VM& vm, Value*, int) { return tagValue(vm.fwdTagInUse()); }
+// (%top-tag xs): the highest tag of a bundle among the list xs, or #f.
+Value topTag(VM&, Value* a, int) {
+  uint32_t top = 0;
+  for (Value l = a[0]; isPair(l); l = asPair(l)->cdr) {
+    Value x = unwrapAttached(asPair(l)->car);
+    while (isObj(x, ObjType::Rev)) x = static_cast<Rev*>(x.asObject())->primal;
+    if (isFwd(x) && !asFwd(x)->co()) top = std::max(top, asFwd(x)->tag());
+  }
+  return top ? tagValue(top) : Value::boolean(false);
+}
+
+Value bundleAt(VM& vm, Value* a, int) {
+  return vm.fwdBundle(tagArg(vm, "%bundle-at", a, 0), a[1], a[2]);
+}
+Value primalAt(VM& vm, Value* a, int) { return vm.fwdPrimal(tagArg(vm, "%primal-at", a, 0), a[1]); }
+Value tangentAt(VM& vm, Value* a, int) {
+  return vm.fwdTangent(tagArg(vm, "%tangent-at", a, 0), a[1]);
+}
+
+// The reverse rules of %bundle-at, %primal-at and %tangent-at (ad_rules.cpp).
+// (%co-primal tag g) and (%co-tangent tag g): the parts of the sensitivity g of a
+// bundle of that tag that its primal and its tangent receive (a pair: part by part).
+Value coPart(VM& vm, uint32_t tag, Value g, bool tangent) {
+  std::vector<Value> out;
+  struct Item {
+    Value v;
+    bool expanded;
+  };
+  std::vector<Item> todo{{g, false}};
+  while (!todo.empty()) {
+    Item it = todo.back();
+    todo.pop_back();
+    if (it.expanded) {
+      Value cdr = out.back();
+      out.pop_back();
+      Value car = out.back();
+      out.pop_back();
+      out.push_back(vm.cons(car, cdr));
+      continue;
+    }
+    Value x = it.v;
+    if (isPair(x)) {
+      todo.push_back({x, true});
+      todo.push_back({asPair(x)->cdr, false});
+      todo.push_back({asPair(x)->car, false});
+    } else if (isFwd(x) && asFwd(x)->co() && asFwd(x)->tag() == tag) {
+      out.push_back(tangent ? asFwd(x)->tangent : asFwd(x)->primal);
+    } else {
+      // A sensitivity that is not a cobundle of the tag: all of it is the primal's.
+      out.push_back(tangent ? Value::zero() : x);
+    }
+  }
+  return out.back();
+}
+Value coPrimal(VM& vm, Value* a, int) {
+  return coPart(vm, tagArg(vm, "%co-primal", a, 0), a[1], false);
+}
+Value coTangent(VM& vm, Value* a, int) {
+  return coPart(vm, tagArg(vm, "%co-tangent", a, 0), a[1], true);
+}
+// (%cobundle-primal tag g y), (%cobundle-tangent tag g y): the sensitivity of a
+// bundle from g, that of its primal (tangent) y: cobundles of the tag holding g, made
+// the shape of y (fwdProject), as the primal (tangent) part.
+Value coBundle(VM& vm, uint32_t tag, Value g, Value y, bool tangent) {
+  struct Item {
+    Value g, y;
+    bool expanded;
+  };
+  std::vector<Item> todo{{g, y, false}};
+  std::vector<Value> out;
+  while (!todo.empty()) {
+    Item it = todo.back();
+    todo.pop_back();
+    if (it.expanded) {
+      Value cdr = out.back();
+      out.pop_back();
+      Value car = out.back();
+      out.pop_back();
+      out.push_back(vm.cons(car, cdr));
+      continue;
+    }
+    if (it.g.isZero()) {
+      out.push_back(it.g);
+    } else if (isPair(it.g)) {
+      Value yc = isPair(it.y) ? asPair(it.y)->car : Value::zero();
+      Value yd = isPair(it.y) ? asPair(it.y)->cdr : Value::zero();
+      todo.push_back({it.g, it.y, true});
+      todo.push_back({asPair(it.g)->cdr, yd, false});
+      todo.push_back({asPair(it.g)->car, yc, false});
+    } else if (it.g.isNumber() || isFwd(it.g) || isObj(it.g, ObjType::Vector) ||
+               isObj(it.g, ObjType::Rev)) {
+      Value p = vm.fwdProject(it.g, it.y);
+      out.push_back(Value::object(tangent ? vm.makeFwd(tag, Value::zero(), p, true)
+                                          : vm.makeFwd(tag, p, Value::zero(), true)));
+    } else {
+      out.push_back(it.g);
+    }
+  }
+  return out.back();
+}
+Value coBundlePrimal(VM& vm, Value* a, int) {
+  return coBundle(vm, tagArg(vm, "%cobundle-primal", a, 0), a[1], a[2], false);
+}
+Value coBundleTangent(VM& vm, Value* a, int) {
+  return coBundle(vm, tagArg(vm, "%cobundle-tangent", a, 0), a[1], a[2], true);
+}
+// (%fwd-project g v): g made the shape of the value v (VM::fwdProject), leaves of a
+// list walked.
+Value fwdProjectNative(VM& vm, Value* a, int) { return vm.fwdProject(a[0], a[1]); }
+
+// (%fwd-strip v): v with every bundle in it (along lists) replaced by its innermost
+// primal: what an error message shows of a value computed on bundles.
+Value fwdStrip(VM& vm, Value* a, int) {
+  Value v = a[0];
+  auto strip = [](Value x) {
+    while (isFwd(x)) x = asFwd(x)->primal;
+    return x;
+  };
+  if (!isPair(v)) return strip(v);
+  std::vector<Value> items;
+  for (; isPair(v); v = asPair(v)->cdr) items.push_back(strip(asPair(v)->car));
+  Value r = strip(v);
+  for (size_t i = items.size(); i-- > 0;) r = vm.cons(items[i], r);
+  return r;
+}
+
+// (attach-j* v rep): v, whose j* is rep (called in its place when given bundles).
+Value attachJStar(VM& vm, Value* a, int) {
+  Attached* r = vm.makeAttached(a[0], Value::boolean(false));
+  r->rep = a[1];
+  vm.writeBarrier(r, a[1]);
+  r->flags |= kForwardRep;
+  return Value::object(r);
+}
+// (%forward-rep v): the rep attach-j* gave v, or #f.
+Value forwardRep(VM&, Value* a, int) {
+  Value v = a[0];
+  if (isObj(v, ObjType::Attached) && (v.asObject()->flags & kForwardRep))
+    return static_cast<Attached*>(v.asObject())->rep;
+  return Value::boolean(false);
+}
+
 Value freeVariables(VM& vm, Value* a, int) {
   Value f = unwrapAttached(a[0]);
   if (isNative(f)) return Value::nil();
@@ -91,19 +258,6 @@ Value freeVariables(VM& vm, Value* a, int) {
   std::vector<Value> syms;
   for (const auto& n : names) syms.push_back(vm.symbol(n));
   return vm.list(syms.data(), syms.size());
-}
-
-// The values a closure captured, as a list: what its sensitivity has the shape of. A
-// transformed closure keeps some as primal values (Proto::primalUpvals), and so do
-// the closures of its own transforms (their images, one tag more): those are given as
-// their images, with a tag for each proto along the primal chain that keeps them.
-Value capturedValues(VM& vm, Closure* c) {
-  vm.forceClosure(c);
-  std::vector<Value> caps(c->upvals, c->upvals + c->count());
-  for (const Proto* p = c->proto; p; p = p->primal)
-    for (size_t i = 0; i < caps.size(); ++i)
-      if (keepsPrimal(p->primalUpvals, i)) caps[i] = vm.starJ(caps[i]);
-  return vm.list(caps.data(), caps.size());
 }
 
 // Whether s and v agree about being vectors (s under any reverse tags): a vector's
@@ -115,11 +269,10 @@ bool sameVectorShape(Value s, Value v) {
   return !sv || sameShape(static_cast<Vector*>(s.asObject()), static_cast<Vector*>(v.asObject()));
 }
 
-// (%materialize sens value): sens with every symbolic zero replaced by a zero of the
-// shape of the corresponding part of value (numbers 0, vectors zeros of their length,
-// pairs part by part, records and dicts part by part into a record of the type, a dict
-// of the keys, closures the list of their captured values' zeros, everything else ()).
-// Iterative.
+// (%materialize sens value): sens with every symbolic zero replaced by the zero of the
+// corresponding part of value (VM::zeroOf), and the sensitivity of a discrete value
+// (its own, or any other discrete value a custom derivative gave for it) made that
+// value itself, so a structure's sensitivity keeps its keys. Iterative.
 Value materializeTree(VM& vm, Value s0, Value v0) {
   struct Item {
     Value s, v;
@@ -127,20 +280,6 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
   };
   std::vector<Item> work{{s0, v0, 0}};
   std::vector<Value> results, parts, vparts;
-  // Pushes the parts of aggregate v (with those of s, or s itself when it is the
-  // symbolic zero) to be materialized, then the step that rebuilds them.
-  auto pushAggregate = [&](Value s, Value v) {
-    work.push_back({s, v, 2});
-    vparts.clear();
-    partsOf(v, vparts);
-    parts.clear();
-    if (!s.isZero()) partsOf(s, parts);
-    for (size_t i = vparts.size(); i-- > 0;)
-      work.push_back({s.isZero() ? s : parts[i], vparts[i], 0});
-  };
-  // A closure's zero lists its captured values' zeros; a closure met again (a
-  // recursive closure captures itself) gets () so the expansion ends.
-  std::unordered_set<Obj*> expanded;
   while (!work.empty()) {
     Item it = work.back();
     work.pop_back();
@@ -148,12 +287,10 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
       // An aggregate (a record, a dict) like it.v, from its parts' results.
       size_t n = partCount(it.v);
       const Value* got = results.data() + results.size() - n;
-      bool same = !it.s.isZero();
-      if (same) {
-        parts.clear();
-        partsOf(it.s, parts);
-        for (size_t i = 0; i < n && same; ++i) same = parts[i] == got[i];
-      }
+      bool same = true;
+      parts.clear();
+      partsOf(it.s, parts);
+      for (size_t i = 0; i < n && same; ++i) same = parts[i] == got[i];
       Value r = same ? it.s : rebuild(vm, it.v, got);
       results.resize(results.size() - n);
       results.push_back(r);
@@ -169,61 +306,57 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
       results.push_back(same ? it.s : vm.cons(car, cdr));
       continue;
     }
-    Value s = it.s, v = unwrapAttached(it.v);
-    // A sparse vector sensitivity (object.h) leaves as its dense form.
-    if (isObj(s, ObjType::Vector)) s = Value::object(vm.dense(static_cast<Vector*>(s.asObject())));
-    // A zero for a reverse-tagged number carries the same tags, so that
-    // (%materialize (*j s) (*j v)) is (*j (%materialize s v)).
-    int tags = 0;
-    while (isObj(v, ObjType::Rev)) {
-      v = static_cast<Rev*>(v.asObject())->primal;
-      ++tags;
-    }
-    if (!s.isZero()) {
-      if (v.isZero()) {
-        results.push_back(s);  // a zero value (a nested derivative's sensitivity) fits any shape
-      } else if (isPair(s) && isPair(v)) {
-        work.push_back({s, v, 1});
-        work.push_back({asPair(s)->cdr, asPair(v)->cdr, 0});
-        work.push_back({asPair(s)->car, asPair(v)->car, 0});
-      } else if (isAggregate(s) && isAggregate(v) && sameAggregateShape(s, v)) {
-        pushAggregate(s, v);
-      } else if (isPair(s) && isClosure(v)) {
-        // A closure's sensitivity: one entry per captured value.
-        work.push_back({s, capturedValues(vm, asClosure(v)), 0});
-      } else if (isPair(s) || isAggregate(s) || isAggregate(v) ||
-                 (s.isNumber() && !v.isNumber() && !isObj(v, ObjType::Rev)) ||
-                 !sameVectorShape(s, v)) {
-        std::string ss = vm.show(s, true), sv = vm.show(v, true);
-        if (ss.size() > 60) ss = ss.substr(0, 57) + "...";
-        if (sv.size() > 60) sv = sv.substr(0, 57) + "...";
-        vm.runtimeError("sensitivity " + ss + " does not have the shape of the value " + sv +
-                        " (a custom derivative returned the wrong shape?)");
-      } else {
-        results.push_back(s);
-      }
+    Value s = it.s;
+    if (s.isZero()) {
+      // A zero for a reverse-tagged number carries the same tags, so that
+      // (%materialize (*j s) (*j v)) is (*j (%materialize s v)).
+      results.push_back(vm.zeroOf(it.v));
       continue;
     }
-    if (v.isNumber() || isObj(v, ObjType::Vector)) {
-      Value z = Value::number(0);
-      if (!v.isNumber()) {
-        auto* like = static_cast<Vector*>(v.asObject());
-        Vector* zv = vm.makeArray(like->rank, arrayShape(like));
-        for (uint32_t i = 0; i < zv->aux; ++i) zv->items[i] = 0;
-        z = Value::object(zv);
-      }
-      for (int i = 0; i < tags; ++i) z = Value::object(vm.makeRev(z));
-      results.push_back(z);
-    } else if (isAggregate(v)) {
-      pushAggregate(s, v);
-    } else if (isPair(v)) {
+    Value v = unwrapAttached(it.v);
+    // A sparse vector sensitivity (object.h) leaves as its dense form.
+    if (isObj(s, ObjType::Vector)) s = Value::object(vm.dense(static_cast<Vector*>(s.asObject())));
+    while (isObj(v, ObjType::Rev)) v = static_cast<Rev*>(v.asObject())->primal;
+    // The sensitivity of a bundle's perturbation that reached a value without one
+    // (reverse over forward) is its primal part (VM::fwdProject).
+    if (isFwd(s) && asFwd(s)->co()) s = vm.fwdProject(s, v);
+    // A sensitivity that still carries the axes its value was broadcast along
+    // (ad_rules.cpp) is summed to the value's shape (an error if they do not broadcast).
+    if ((v.isNumber() || isObj(v, ObjType::Vector)) && isObj(untagged(s), ObjType::Vector) &&
+        !sameVectorShape(s, v)) {
+      Value args[2] = {s, v};
+      s = vm.callPrimitive(vm.builtin(NativeId::SumTo), args, 2);
+    }
+    if (s.isZero()) {
+      results.push_back(vm.zeroOf(it.v));
+    } else if (v.isZero()) {
+      results.push_back(s);  // a zero value (a nested derivative's sensitivity) fits any shape
+    } else if (isDiscrete(v) && isDiscrete(s)) {
+      results.push_back(v);
+    } else if (isPair(s) && isPair(v)) {
       work.push_back({s, v, 1});
-      work.push_back({s, asPair(v)->cdr, 0});
-      work.push_back({s, asPair(v)->car, 0});
-    } else if (isClosure(v) && expanded.insert(v.asObject()).second) {
-      work.push_back({s, capturedValues(vm, asClosure(v)), 0});
+      work.push_back({asPair(s)->cdr, asPair(v)->cdr, 0});
+      work.push_back({asPair(s)->car, asPair(v)->car, 0});
+    } else if (isAggregate(s) && isAggregate(v) && sameAggregateShape(s, v)) {
+      work.push_back({s, v, 2});
+      vparts.clear();
+      partsOf(v, vparts);
+      parts.clear();
+      partsOf(s, parts);
+      for (size_t i = vparts.size(); i-- > 0;) work.push_back({parts[i], vparts[i], 0});
+    } else if (isPair(s) && isClosure(v)) {
+      // A closure's sensitivity: one entry per captured value.
+      work.push_back({s, vm.capturedValues(asClosure(v)), 0});
+    } else if (isPair(s) || isAggregate(s) || isAggregate(v) ||
+               (s.isNumber() && !v.isNumber() && !isObj(v, ObjType::Rev) && !isFwd(v)) ||
+               !sameVectorShape(s, v)) {
+      std::string ss = vm.show(s, true), sv = vm.show(v, true);
+      if (ss.size() > 60) ss = ss.substr(0, 57) + "...";
+      if (sv.size() > 60) sv = sv.substr(0, 57) + "...";
+      vm.runtimeError("sensitivity " + ss + " does not have the shape of the value " + sv +
+                      " (a custom derivative returned the wrong shape?)");
     } else {
-      results.push_back(Value::nil());
+      results.push_back(s);
     }
   }
   return results.back();
@@ -247,9 +380,12 @@ Value materialize(VM& vm, Value* a, int) {
     vc = unwrapAttached(vc);
     int tags = 0;  // a number's zero carries its reverse tags (as in materializeTree)
     for (; isObj(vc, ObjType::Rev); ++tags) vc = static_cast<Rev*>(vc.asObject())->primal;
-    if (vc.isNumber() && (sc.isNumber() || isObj(sc, ObjType::Rev))) continue;
+    if ((vc.isNumber() || isFwd(vc)) &&
+        (sc.isNumber() || (isObj(sc, ObjType::Rev) && !isObj(untagged(sc), ObjType::Vector)) ||
+         (isFwd(sc) && !asFwd(sc)->co())))
+      continue;
     Value m;
-    if (vc.isNumber() && sc.isZero()) {
+    if ((vc.isNumber() || isFwd(vc)) && sc.isZero()) {
       m = Value::number(0);
       for (int i = 0; i < tags; ++i) m = Value::object(vm.makeRev(m));
     } else {
@@ -331,9 +467,9 @@ bool conforms(Value s, Value v) {
     // that became the value of a nested derivative).
     if (a.isZero() || b.isZero()) continue;
     if (!sameVectorShape(a, b)) return false;
-    bool bNumber = b.isNumber() || isObj(b, ObjType::Rev);
+    bool bNumber = b.isNumber() || isObj(b, ObjType::Rev) || isFwd(b);
     if (bNumber) {
-      if (!(a.isNumber() || isObj(a, ObjType::Rev))) return false;
+      if (!(a.isNumber() || isObj(a, ObjType::Rev) || isFwd(a))) return false;
       continue;
     }
     if (isPair(b)) {
@@ -360,7 +496,7 @@ bool conforms(Value s, Value v) {
       for (size_t i = 0; i < pa.size(); ++i) work.push_back({pa[i], pb[i]});
       continue;
     }
-    if (a.isNumber() || isObj(a, ObjType::Rev)) return false;
+    if (a.isNumber() || isObj(a, ObjType::Rev) || isFwd(a)) return false;
   }
   return true;
 }
@@ -397,11 +533,27 @@ void openAdPrimitives(Registrar& r) {
   r.define(NativeId::StarJInverse, starJInverse);
   r.define(NativeId::Zero, zero);
   r.define(NativeId::AttachStarJ, attach);
+  r.define(NativeId::BundleAt, bundleAt);
+  r.define(NativeId::PrimalAt, primalAt);
+  r.define(NativeId::TangentAt, tangentAt);
+  vm.defineNative("%fwd-begin", fwdBegin, 0, 0);
+  vm.defineNative("%fwd-end", fwdEnd, 1, 1);
+  vm.defineNative("%fwd-tag", fwdTag, 0, 0);
+  vm.defineNative("%top-tag", topTag, 1, 1);
+  vm.defineNative("%co-primal", coPrimal, 2, 2);
+  vm.defineNative("%co-tangent", coTangent, 2, 2);
+  vm.defineNative("%cobundle-primal", coBundlePrimal, 3, 3);
+  vm.defineNative("%cobundle-tangent", coBundleTangent, 3, 3);
+  vm.defineNative("%fwd-project", fwdProjectNative, 2, 2);
+  vm.defineNative("attach-j*", attachJStar, 2, 2);
+  vm.defineNative("%fwd-strip", fwdStrip, 1, 1);
+  vm.defineNative("%forward-rep", forwardRep, 1, 1);
   vm.defineNative("collect-garbage", collectGarbage, 0, 0);
   vm.defineNative("%gradient-start", gradientStart, 0, 0);
   vm.defineNative("%gradient-end", gradientEnd, 0, 0);
   r.define(NativeId::Plus, plus);
   r.define(NativeId::SZeroP, szeroP);
+  vm.defineNative("%symbolic-zero", symbolicZero, 0, 0);
   r.define(NativeId::SCar, scar);
   r.define(NativeId::SCdr, scdr);
   r.define(NativeId::Sign, sign);

@@ -1,4 +1,4 @@
-// primitives_arrays.cpp — n-dimensional arrays of doubles (SPEC section 5, "Arrays"):
+// primitives_arrays.cpp — n-dimensional arrays of doubles (docs/arrays.md):
 // the elementwise kernels with NumPy broadcasting that + - * / expt min max and the
 // unary numeric primitives use when given arrays, and the natives that compute
 // the array procedures (dot through CBLAS, transpose, outer, reductions, slicing,

@@ -4,7 +4,7 @@
 // attaches constant-stack derivatives to them; the procedures it attaches them to
 // are these natives, which loop in C++ and call the mapped procedure directly
 // (a primitive) or through VM::call (a closure). When natives are already nested
-// (callDepth), or for several lists, they hand the call to the dlam definition
+// (callDepth), or for more than two lists, they hand the call to the dlam definition
 // with vm.tailCall, so deep user recursion through map never recurses in C++.
 #include "primitives.h"
 
@@ -18,10 +18,43 @@ bool callableDirectly(Value f) {
   return n->kind == 0 && n->fn && n->id != static_cast<uint16_t>(NativeId::Apply);
 }
 
+// (map f l1 l2): side by side up to the shorter list, as the dlam definition
+// (%mapn) goes: at each step the first list that has run out ends the map, and one
+// that is neither a pair nor empty is the error.
+Value map2(VM& vm, Value* a) {
+  VM::Root f(vm, a[0]), l1(vm, a[1]), l2(vm, a[2]), head(vm, Value::nil());
+  Value tail = Value::nil();
+  for (;;) {
+    bool done = false;
+    for (Value l : {l1.get(), l2.get()}) {
+      if (l.isNil()) {
+        done = true;
+        break;
+      }
+      if (!isPair(l)) vm.runtimeError("map: expected a list, got " + vm.show(l, true));
+    }
+    if (done) break;
+    Value xs[2] = {asPair(l1.get())->car, asPair(l2.get())->car};
+    Value y = applyProcedure(vm, f.get(), xs, 2);
+    Value cell = vm.cons(y, Value::nil());
+    if (tail.isNil()) {
+      head.set(cell);
+    } else {
+      asPair(tail)->cdr = cell;
+      vm.writeBarrier(tail.asObject(), cell);
+    }
+    tail = cell;
+    l1.set(asPair(l1.get())->cdr);
+    l2.set(asPair(l2.get())->cdr);
+  }
+  return head.get();
+}
+
 // (map f l): builds the result front to back (the cells are new, so setting the
 // cdr of the last one is invisible to the program).
 Value mapNative(VM& vm, Value* a, int n) {
-  if (n != 2 || nestedTooDeep(vm)) return handOver(vm, "%map-plain", a, n);
+  if (n > 3 || nestedTooDeep(vm)) return handOver(vm, "%map-plain", a, n);
+  if (n == 3) return map2(vm, a);
   VM::Root f(vm, a[0]), l(vm, a[1]), head(vm, Value::nil());
   Value tail = Value::nil();
   while (isPair(l.get())) {
@@ -65,7 +98,7 @@ Value applyProcedure(VM& vm, Value f, Value* args, int nargs) {
       vm.runtimeError(std::string(n->name) + ": wrong number of arguments (" +
                       std::to_string(nargs) + ")");
     vm.callingNative = n;
-    Value r = n->fn(vm, args, nargs);
+    Value r = vm.callPrimitive(n, args, nargs);
     if (!r.isTailCall()) return r;
   }
   return vm.call(f, args, nargs);

@@ -1,4 +1,4 @@
-// primitives_lists.cpp — the data primitives of SPEC §2: pairs and lists, type
+// primitives_lists.cpp — the data primitives: pairs and lists, type
 // predicates (and list?), eq?/eqv?/equal?, strings (number->string, string->number,
 // string-append, symbol->string, string->symbol, the comparisons
 // string=? string<? ...) and iota.
@@ -145,7 +145,8 @@ Value pairP(VM&, Value* a, int) { return Value::boolean(isPair(unwrapAttached(a[
 Value numberP(VM&, Value* a, int) {
   // A reverse-tagged number is a number; a tagged array (a vector or matrix) is not.
   Value v = unwrapAttached(a[0]);
-  if (isObj(v, ObjType::Rev)) v = untagged(v);
+  while (isObj(v, ObjType::Rev) || isFwd(v))
+    v = isFwd(v) ? asFwd(v)->primal : static_cast<const Rev*>(v.asObject())->primal;
   return Value::boolean(v.isNumber() || v.isZero());
 }
 Value booleanP(VM&, Value* a, int) { return Value::boolean(unwrapAttached(a[0]).isBool()); }

@@ -1,4 +1,4 @@
-// primitives_math.cpp — the numeric primitives of SPEC §2: arithmetic, libm
+// primitives_math.cpp — the numeric primitives: arithmetic, libm
 // functions, rounding, comparisons and numeric predicates.
 //
 // These natives are what first-class uses of `+`, `sin`, ... call (codegen

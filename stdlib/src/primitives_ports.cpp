@@ -323,8 +323,7 @@ void writeToPort(VM& vm, const char* who, Port* p, std::string_view text) {
         vm.output(text);
       return;
     case PortKind::StdErr:
-      std::fflush(stdout);  // what was written before comes before
-      std::fwrite(text.data(), 1, text.size(), stderr);
+      vm.errorOutput(text);
       return;
     case PortKind::StringOut:
       p->buffer.append(text);

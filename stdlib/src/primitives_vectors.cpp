@@ -1,4 +1,4 @@
-// primitives_vectors.cpp — immutable vectors of doubles (SPEC section 5): the natives
+// primitives_vectors.cpp — immutable vectors of doubles: the natives
 // that compute them.
 //
 // A vector stores its elements unboxed (object.h Vector). These natives compute
@@ -151,7 +151,14 @@ Value vectorOnehot(VM& vm, Value* a, int argc) {
   if (!isObj(a[0], ObjType::Vector)) vm.typeError("%vector-onehot", 0, "vector", a[0]);
   uint32_t n = vectorLength(static_cast<Vector*>(a[0].asObject()));
   uint32_t i = indexArg(vm, "%vector-onehot", a, 1, n);
-  double y = element(vm, "%vector-onehot", a[2]);
+  // g may carry the axes the element was broadcast along (ad_rules.cpp): summed.
+  Value g = a[2];
+  if (isObj(g, ObjType::Vector)) {
+    Value to = Value::number(0);
+    Value args[2] = {g, to};
+    g = vm.callPrimitive(vm.builtin(NativeId::SumTo), args, 2);
+  }
+  double y = element(vm, "%vector-onehot", g);
   Value rest = argc == 4 ? a[3] : Value::zero();
   if (rest.isZero()) return Value::object(vm.makeSparse(n, i, y, Value::nil()));
   if (isObj(rest, ObjType::Vector) && vectorLength(static_cast<Vector*>(rest.asObject())) == n &&

@@ -8,6 +8,7 @@ typedef struct {
   char text[4096];
   size_t len;
   int calls, stream_other;
+  int last_stream; /* capture_streams: the stream of the last bytes */
 } captured;
 
 static void capture(void* ud, int stream, const char* bytes, size_t n) {
@@ -19,6 +20,16 @@ static void capture(void* ud, int stream, const char* bytes, size_t n) {
     c->len += n;
     c->text[c->len] = 0;
   }
+}
+
+/* Both streams in the order written, each change of stream marked "<1>" or "<2>". */
+static void capture_streams(void* ud, int stream, const char* bytes, size_t n) {
+  captured* c = (captured*)ud;
+  if (stream != c->last_stream) {
+    c->last_stream = stream;
+    capture(ud, 1, stream == 1 ? "<1>" : stream == 2 ? "<2>" : "<?>", 3);
+  }
+  capture(ud, 1, bytes, n);
 }
 
 /* dlam_new_with(cfg) must give a VM whose every call fails with DLAM_ERR_CONFIG naming sub. */
@@ -51,7 +62,7 @@ int main(void) {
 
   /* write: display, print, newline, write all go to the callback, nothing to stdout */
   {
-    captured out = {{0}, 0, 0, 0};
+    captured out = {{0}, 0, 0, 0, 0};
     dlam_config c;
     dlam_config_init(&c);
     c.write = capture;
@@ -67,6 +78,25 @@ int main(void) {
     CHECK_EVAL_ERROR(vm, "(display 7) (car 5)", "err.dlam", DLAM_ERR_RUNTIME, "err.dlam:1:");
     CHECK(strcmp(out.text, "7") == 0);
     CHECK(eval_number(vm, "(+ 1 2)") == 3);
+    dlam_free(vm);
+  }
+
+  /* stream 2: what is written to current-error-port goes to the callback too, in order */
+  {
+    captured out = {{0}, 0, 0, 0, 0};
+    dlam_config c;
+    dlam_config_init(&c);
+    c.write = capture_streams;
+    c.write_ud = &out;
+    dlam_vm* vm = dlam_new_with(&c);
+    CHECK_OK(vm, dlam_eval(vm,
+                           "(display \"a\") (display \"oops\" (current-error-port))"
+                           " (write-string \"!\" (current-error-port)) (newline)"
+                           " (let ((e (current-error-port))) (write (list 1 \"s\") e)"
+                           " (write-char #\\z e) (newline e) (flush-output-port e))"
+                           " (display 2)",
+                           "err", NULL));
+    CHECK(strcmp(out.text, "<1>a<2>oops!<1>\n<2>(1 \"s\")z\n<1>2") == 0);
     dlam_free(vm);
   }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,7 +48,79 @@ static dlam_status scaled(dlam_vm* vm, int argc, const dlam_val* argv, dlam_val*
   return DLAM_OK;
 }
 
+// Host functions that let C++ exceptions out: a std::exception, a dlam::Exception from a
+// nested call through the wrapper, something that is no std::exception at all, one thrown
+// after storing a result, and from a numeric function and from its vjp.
+static dlam_status throwsStd(dlam_vm*, int, const dlam_val*, dlam_val*, void*) {
+  throw std::runtime_error("disk on fire");
+}
+static dlam_status throwsNested(dlam_vm* vm, int, const dlam_val*, dlam_val*, void*) {
+  dlam::detail::check(vm, dlam_eval(vm, "(car 5)", "nested.dlam", nullptr));
+  return DLAM_OK;
+}
+static dlam_status throwsInt(dlam_vm*, int, const dlam_val*, dlam_val*, void*) { throw 42; }
+static dlam_status throwsAfterResult(dlam_vm* vm, int, const dlam_val*, dlam_val* result, void*) {
+  *result = dlam_number(vm, 1);
+  throw std::logic_error("changed my mind");
+}
+static double throwingNumeric(const double* x, void*) {
+  if (x[0] < 0) throw std::domain_error("negative");
+  return x[0];
+}
+static void throwingVjp(const double*, double, double*, void*) {
+  throw std::runtime_error("no derivative today");
+}
+
+static void testForeignExceptions() {
+  dlam::Vm vm;
+  vm.registerFunction("throws-std", -1, throwsStd);
+  vm.registerFunction("throws-nested", 0, throwsNested);
+  vm.registerFunction("throws-int", 0, throwsInt);
+  vm.registerFunction("throws-after-result", 0, throwsAfterResult);
+  vm.registerNumeric("checked", 1, throwingNumeric, throwingVjp);
+  struct Case {
+    const char* source;
+    const char* message;
+  } cases[] = {
+      {"(+ 1 (throws-std 2))",
+       "t.dlam:1:6: error: throws-std: the host function threw an exception: disk on fire"},
+      {"(throws-nested)",
+       "t.dlam:1:1: error: throws-nested: the host function threw an exception: "
+       "nested.dlam:1:1: error: car: expected pair as argument 1, got 5"},
+      {"(throws-int)", "t.dlam:1:1: error: throws-int: the host function threw an exception\n"},
+      {"(throws-after-result)",
+       "t.dlam:1:1: error: throws-after-result: the host function threw an exception: changed"},
+      {"(checked -1)",
+       "t.dlam:1:1: error: checked: the host function threw an exception: negative"},
+      {"((gradient checked) 2)",
+       "error: checked: the host function threw an exception: no derivative today"},
+  };
+  for (const Case& c : cases) {
+    try {
+      vm.eval(c.source, "t.dlam");
+      std::fprintf(stderr, "%s did not fail\n", c.source);
+      ++failures;
+    } catch (const dlam::Exception& e) {
+      EXPECT(e.status() == DLAM_ERR_RUNTIME);
+      if (!std::strstr(e.what(), c.message)) {
+        std::fprintf(stderr, "%s: expected \"%s\" in: %s\n", c.source, c.message, e.what());
+        ++failures;
+      }
+    }
+    EXPECT(vm.eval("(+ 1 2)").number() == 3);  // usable after each
+  }
+  // a dlam guard catches it like any error; the numeric function still works for good input
+  EXPECT(vm.eval("(guard (e (#t 7)) (throws-std))").number() == 7);
+  EXPECT(vm.eval("(checked 5)").number() == 5);
+}
+
 int main() {
+  try {
+    testForeignExceptions();
+  } catch (const dlam::Exception& e) {
+    std::fprintf(stderr, "unexpected exception: %s\n", e.what());
+    ++failures;
+  }
   try {
     dlam::Vm vm;
     vm.eval("(define (f x y) (* x (sin y)))");

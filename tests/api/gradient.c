@@ -110,7 +110,7 @@ static void collections_of_back_to_back_gradients(void) {
 int main(void) {
   dlam_vm* vm = dlam_new(NULL);
 
-  /* SPEC examples */
+  /* the examples of docs/differentiation.md */
   check_vg(vm, "(lambda (x) (* x x x))", 1, (double[]){2}, 8, (double[]){12}, 0);
   check_vg(vm, "(lambda (x y) (* x (sin y)))", 2, (double[]){2, 0}, 0, (double[]){0, 2}, 0);
   check_vg(vm, "(lambda (x) (if (> x 0) (* x x) (- x)))", 1, (double[]){-3}, 3, (double[]){-1}, 0);

@@ -43,7 +43,7 @@ inline const char* kindName(ErrorKind k) {
   return "?";
 }
 
-// SPEC section 7: any input gives an error message with a location. A syntax, runtime
+// The contract: any input gives an error message with a location. A syntax, runtime
 // or limit error must name its chunk, carry a non-empty message and format cleanly.
 // (Kinds Config and Api never come from evaluating source text.)
 inline void checkError(const Error& e, const std::string& chunk, bool allowRuntime) {
@@ -57,7 +57,8 @@ inline void checkError(const Error& e, const std::string& chunk, bool allowRunti
   // function (the trace then reaches the chunk); either way with a line.
   // `chunk` is a prefix: fuzz_vm names its chunks <fuzz0>, <fuzz1>, ... and an error may
   // be raised inside a function an earlier chunk defined.
-  if (e.file.rfind(chunk, 0) != 0 && e.file != "<prelude>")
+  // `read` from a string port locates its syntax errors in the string, "<string>".
+  if (e.file.rfind(chunk, 0) != 0 && e.file != "<prelude>" && e.file != "<string>")
     fail("error in unexpected file '" + e.file + "': " + e.message);
   if (!e.loc.known()) fail("error without a line: " + e.format());
   std::string text = e.format();

@@ -15,11 +15,11 @@
 namespace {
 
 // Loading the prelude costs far more than compiling a small input, so one VM serves many
-// inputs: compileSource runs nothing and defines nothing but macros (forgotten after each
-// input), so what an input leaves behind is interned symbols and garbage protos
-// (collected after each input). The VM is replaced every kInputsPerVm inputs to bound the
-// symbol table.
-constexpr int kInputsPerVm = 2000;
+// inputs: compileSource runs nothing and defines nothing but macros (the bindings go back
+// to the library's after each input: VM::restoreBindings), so what an input leaves behind
+// is interned symbols and garbage protos (collected when due). The VM is replaced every
+// kInputsPerVm inputs to bound the symbol table.
+constexpr int kInputsPerVm = 5000;
 
 dlam::VM& sharedVm() {
   static std::unique_ptr<dlam::VM> vm;
@@ -35,6 +35,8 @@ dlam::VM& sharedVm() {
     vm = std::make_unique<dlam::VM>(cfg);
     vm->output = [](std::string_view) {};
     dlam::openStdlib(*vm);
+    vm->saveBindings();
+    vm->collectGarbage();
     uses = 0;
   }
   return *vm;
@@ -51,11 +53,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (dlam::Proto* p : protos) (void)vm.disassemble(p);
   } catch (const dlam::Error& e) {
     dlam::fuzz::checkError(e, chunk, false);
+    vm.recover(dlam::VM::GcKind::Minor);
   }
-  // compileSource runs nothing, but define-syntax defines macros as it compiles: they go,
-  // so that every input meets the same VM.
-  vm.forgetMacros();
-  vm.recover();
-  vm.collectGarbage();
+  // compileSource runs nothing, but define-syntax defines macros as it compiles: the
+  // bindings go back to the library's, so that every input meets the same VM. The
+  // garbage (the protos compiled) is collected when a collection is due, as between
+  // top-level forms: a full collection after every input took most of the time.
+  vm.restoreBindings();
+  vm.safePoint();
   return 0;
 }

@@ -1,4 +1,5 @@
-// fuzz_vm.cpp — evaluates arbitrary text in a VM with small limits, several inputs per VM.
+// fuzz_vm.cpp — evaluates arbitrary text in a VM with small limits; one VM, reset between
+// inputs, serves thousands of them.
 //
 // The input is split at lines `;---` into chunks (a comment, so a whole file is still a
 // valid script), and every chunk runs in the same VM, as the REPL would run them:
@@ -71,7 +72,7 @@ void exerciseValue(dlam::VM& vm, dlam::Value v) {
     if (!dlam::isObj(v, dlam::ObjType::Attached) && !sameValue(back, v))
       dlam::fuzz::fail("(*j-inverse (*j v)) is not v for v = " + shown.substr(0, 200) + ", got " +
                        vm.show(back, true).substr(0, 200));
-    // SPEC 3: (*j v) twice gives the same object. Numbers are unboxed (no slot to memoize
+    // (*j v) twice gives the same object. Numbers are unboxed (no slot to memoize
     // on), and a tagged number is a number too (a new tag each time, eq? by level and
     // value): its image is a tag on it itself. Other heap objects: the same image.
     if (dlam::isObj(v, dlam::ObjType::Rev)) {
@@ -92,7 +93,7 @@ void exerciseValue(dlam::VM& vm, dlam::Value v) {
     (void)vm.show(vm.zeroOf(j), true);
   } catch (const dlam::Error& e) {
     checkNativeError(e);
-    vm.recover();
+    vm.recover(dlam::VM::GcKind::Minor);
   }
 }
 
@@ -103,19 +104,22 @@ void runChunk(dlam::VM& vm, std::string_view chunk, const std::string& name) {
     exerciseValue(vm, v);
   } catch (const dlam::Error& e) {
     dlam::fuzz::checkError(e, "<fuzz", true);
-    vm.recover();
+    vm.recover(dlam::VM::GcKind::Minor);
   }
 }
 
-// After everything the input did, the VM evaluates a fixed program and calls the saved
-// primitives. Only special forms and lambdas: the input may have redefined any global.
-void checkUsable(dlam::VM& vm, dlam::Value plus, dlam::Value starJ, dlam::Value starJInv) {
+// After everything the input did, the VM runs a fixed program (compiled once, when the
+// VM was made: compiling it for every input cost a tenth of the time) and calls the
+// saved primitives. Only special forms and lambdas: the input may have redefined any
+// global.
+constexpr const char* kCheckProgram =
+    "(letrec ((f (lambda (n k) (if n (f #f (lambda () (k))) (k))))) (f #t (lambda () 'ok)))";
+
+void checkUsable(dlam::VM& vm, dlam::Value check, dlam::Value plus, dlam::Value starJ,
+                 dlam::Value starJInv) {
   vm.mutableConfig().instructionLimit = vm.instructionsExecuted() + 10 * kInstructionsPerChunk;
   try {
-    dlam::Value v = dlam::evalSource(
-        vm,
-        "(letrec ((f (lambda (n k) (if n (f #f (lambda () (k))) (k))))) (f #t (lambda () 'ok)))",
-        "<check>");
+    dlam::Value v = vm.call(check, nullptr, 0);
     if (vm.show(v, true) != "ok")
       dlam::fuzz::fail("the check program returned " + vm.show(v, true));
     dlam::Value args[2] = {dlam::Value::number(1), dlam::Value::number(2)};
@@ -132,7 +136,9 @@ void checkUsable(dlam::VM& vm, dlam::Value plus, dlam::Value starJ, dlam::Value 
   }
 }
 
-// A VM with the standard library, and the primitives saved before any input ran.
+// A VM with the standard library, and the primitives saved before any input ran; the
+// bindings of every symbol are checkpointed then (VM::saveBindings), and each input
+// starts from them (reset).
 struct Machine {
   explicit Machine() {
     dlam::Config cfg;
@@ -144,15 +150,25 @@ struct Machine {
     vm = std::make_unique<dlam::VM>(cfg);
     vm->output = [](std::string_view) {};
     dlam::openStdlib(*vm);
+    std::vector<dlam::Proto*> check = dlam::compileSource(*vm, kCheckProgram, "<check>");
+    if (check.size() != 1) dlam::fuzz::fail("the check program did not compile to one chunk");
+    dlam::Value checkFn = dlam::Value::object(vm->makeClosure(check[0], 0));
     saved = std::make_unique<dlam::VM::Root>(
-        *vm, vm->list(std::vector<dlam::Value>{vm->global("+"), vm->global("*j"),
+        *vm, vm->list(std::vector<dlam::Value>{checkFn, vm->global("+"), vm->global("*j"),
                                                vm->global("*j-inverse")}
                           .data(),
-                      3));
+                      4));
+    vm->saveBindings();
   }
   ~Machine() {
     saved.reset();  // the root goes before its VM
     vm.reset();
+  }
+  // Back to the state after the library loaded: every global and macro as it was, the
+  // same random numbers. (The input's last chunk ended normally or was recovered from.)
+  void reset() {
+    vm->restoreBindings();
+    vm->random().seed(0x5eed);
   }
   dlam::Value savedAt(int i) {
     dlam::Value l = saved->get();
@@ -163,15 +179,20 @@ struct Machine {
   std::unique_ptr<dlam::VM::Root> saved;
 };
 
-// DLAM_FUZZ_PERSISTENT=1: one VM serves many inputs (much faster: no prelude load per
-// input, and closer to a long REPL session), at the price of findings that may depend on
-// the inputs before; by default every input gets a fresh VM, so every finding reproduces.
-bool persistent() {
-  static const bool p = [] {
-    const char* v = std::getenv("DLAM_FUZZ_PERSISTENT");
+// By default one VM serves kInputsPerVm inputs, reset between them (Machine::reset): no
+// prelude load per input, which is what made the target slow (40-80 inputs a second
+// under ASan). What a reset does not undo is the mutation of data the library holds and
+// the symbols an input interned (the VM is replaced after kInputsPerVm inputs, which
+// bounds them). DLAM_FUZZ_FRESH=1 makes a fresh VM for every input instead: slow, but
+// nothing carries over, so it is the way to confirm that a finding stands alone.
+constexpr int kInputsPerVm = 5000;
+
+bool fresh() {
+  static const bool f = [] {
+    const char* v = std::getenv("DLAM_FUZZ_FRESH");
     return v && *v && *v != '0';
   }();
-  return p;
+  return f;
 }
 
 }  // namespace
@@ -180,23 +201,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view src(reinterpret_cast<const char*>(data), size);
   static std::unique_ptr<Machine> shared;
   static int uses = 0;
-  std::unique_ptr<Machine> fresh;
+  std::unique_ptr<Machine> own;
   Machine* m;
-  if (persistent()) {
-    if (!shared || ++uses >= 500) {
+  if (fresh()) {
+    own = std::make_unique<Machine>();
+    m = own.get();
+  } else {
+    if (!shared || ++uses >= kInputsPerVm) {
       shared.reset();
       shared = std::make_unique<Machine>();
       uses = 0;
     }
     m = shared.get();
-  } else {
-    fresh = std::make_unique<Machine>();
-    m = fresh.get();
   }
+  m->reset();
   dlam::VM& vm = *m->vm;
   std::vector<std::string_view> chunks = splitChunks(src);
   for (size_t i = 0; i < chunks.size(); ++i)
     runChunk(vm, chunks[i], "<fuzz" + std::to_string(i) + ">");
-  checkUsable(vm, m->savedAt(0), m->savedAt(1), m->savedAt(2));
+  checkUsable(vm, m->savedAt(0), m->savedAt(1), m->savedAt(2), m->savedAt(3));
   return 0;
 }

@@ -1,5 +1,5 @@
 // repl_pty_test.cpp — drives the `dlam` REPL in a pseudo-terminal and checks that the
-// session keeps working after every kind of error (SPEC sections 1 and 7): a syntax
+// session keeps working after every kind of error: a syntax
 // error, a runtime error, an error inside a gradient, stack overflow, the heap limit, the
 // instruction limit, an interrupt (Ctrl-C during a running loop), running out of memory
 // under an address-space limit (not in sanitizer builds), each followed by a successful

@@ -1,4 +1,4 @@
-// cpp_allocation_failure_test.cpp — SPEC section 7 for the C++ side of the VM: every
+// cpp_allocation_failure_test.cpp — reliability for the C++ side of the VM: every
 // std::vector, std::string and hash-map growth of the reader, expander, ANF, code
 // generator, reverse transform, interpreter, natives, printer and C API may fail, and
 // each failure must end the run with the same clean error the GC heap gives ("out of

@@ -30,14 +30,19 @@ const Case kCases[] = {
     {"((hessian 5) '(1))", "hessian: expected a procedure, got 5"},
     {"((gradient (lambda (x) (list x x))) 1)",
      "gradient: the function must return a real number, got (1 1)"},
-    {"((derivative (lambda (x) (list x))) 1)",
-     "derivative: the function must return a real number, got (1)"},
+    {"((derivative-forward (lambda (x) x)) '(1 2))",
+     "derivative-forward: expected a real argument, got (1 2)"},
+    {"((hessian (lambda (v) 1)) \"s\")",
+     "hessian: expected a list of reals, a vector or real arguments, got \"s\""},
+    {"((jacobian-forward (lambda (v) v)) 1 'a)",
+     "jacobian-forward: expected a list of reals, a vector or real arguments, got (1 a)"},
+    {"(hvp (lambda (v) (list v)) 1 1)", "hvp: the function must return a real number, got (1)"},
     {"((value-and-gradient (lambda (x) \"s\")) 1)",
      "value-and-gradient: the function must return a real number, got \"s\""},
     {"((hessian (lambda (v) v)) '(1 2))",
      "hessian: the function must return a real number, got (1 2)"},
     {"((jacobian (lambda (v) (car v))) '(1 2))",
-     "jacobian: the function must return a list of reals, got 1"},
+     "jacobian: the function must return a list of reals or a vector, got 1"},
 };
 
 TEST(LibraryErrors, NameTheFunctionCalledAndTheProblem) {

@@ -1,4 +1,4 @@
-// primitives_test.cpp — the C++ primitives of SPEC §2, called directly through
+// primitives_test.cpp — the C++ primitives of the language, called directly through
 // their Native entries (no compiler involved): results, registration (ids and
 // arities) and the wording of their errors.
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // printer_test.cpp — VM::show on every kind of value: the number formats of
-// SPEC §2, display versus write, and structures too deep for C++ recursion.
+// the printed forms, display versus write, and structures too deep for C++ recursion.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// reliability_test.cpp — SPEC section 7 at the level of the libraries: every allocation
+// reliability_test.cpp — reliability at the level of the libraries: every allocation
 // of the VM may fail, and each failure must become a clean dlam::Error ("out of memory",
 // kind Limit) after which the VM, recovered, keeps working — never a crash, a hang, a
 // half-built object reached later, or a leak (run these under ASan/LSan too).
@@ -226,6 +226,36 @@ const Scenario kScenarios[] = {
      "    (cond ((ev? a) (string-append \"even \" (number->string a))) (else b)))))\n"
      "(list (h 1 2) (h 1 2 3) (apply h '(1 2 3 4)) 'sym \"str\" 1.5 (reverse '(1 2 3)))",
      "(\"even 2\" (3 3) \"even 4\" sym \"str\" 1.5 (3 2 1))"},
+    // The surfaces added since: string ports and read, records and dicts, format.
+    {"string ports and read",
+     "(define p (open-input-string \"(a (b . c) #(1 2)) \\\"s\\\\n\\\" 42 x\"))\n"
+     "(define o (open-output-string))\n"
+     "(let loop ((d (read p)) (n 0))\n"
+     "  (if (eof-object? d) (write n o) (begin (write d o) (write-char #\\space o) (loop (read p) "
+     "(+ n 1)))))\n"
+     "(define q (open-input-string \"line one\\nline two\\nrest\"))\n"
+     "(list (get-output-string o) (read-line q) (read-char q) (peek-char q) (read-string 3 q) "
+     "(read-line q) (read-line q) (eof-object? (read-line q)))",
+     "(\"(a (b . c) #(1 2)) \\\"s\\\\n\\\" 42 x 4\" \"line one\" #\\l #\\i \"ine\" \" two\" "
+     "\"rest\" #t)"},
+    {"records and dicts",
+     "(define-record-type point (make-point x y) point? (x point-x) (y point-y))\n"
+     "(define d (fold-left (lambda (d i) (dict-set d i (make-point i (* i i)))) (dict 'a 1 \"s\" "
+     "2) (iota 40)))\n"
+     "(define d2 (dict-remove (dict-remove d 3) 'a))\n"
+     "(list (dict-size d) (dict-size d2) (point-y (dict-ref d 7)) (point? (dict-ref d2 \"s\")) "
+     "(dict-ref d2 3 'none)\n"
+     "      (length (dict->alist d2)) (car (dict-keys d)) (make-point 1 2)\n"
+     "      ((gradient (lambda (x) (point-x (make-point (* x x) x)))) 3))",
+     "(42 40 49 #f none 40 0 #<point x: 1 y: 2> 6)"},
+    {"format and strings",
+     "(list (format \"~a + ~s = ~5,2f~%\" 1 \"two\" 3.14159) (format \"~a\" (list 1 \"x\" #\\y "
+     "'z))\n"
+     "      (string-append \"ab\" (number->string 255 16) (list->string (list #\\c #\\d)))\n"
+     "      (string-upcase \"straße\") (substring \"hello world\" 6 11) (string-index \"abc\" "
+     "#\\c)\n"
+     "      (symbol->string (string->symbol \"q r\")))",
+     "(\"1 + \\\"two\\\" =  3.14\\n\" \"(1 x y z)\" \"abffcd\" \"STRAßE\" \"world\" 2 \"q r\")"},
 };
 
 class AllocationFailureIn : public ::testing::TestWithParam<Scenario> {};
@@ -333,7 +363,7 @@ TEST(AllocationFailure, AllocatorReturnsNull) {
 
 // ---------------------------------------------------------------------------------------
 // Limits: each ends the evaluation with its own message, and the same VM goes on working
-// (SPEC section 7: "the host can continue").
+// (the host can continue).
 
 struct LimitCase {
   const char* name;

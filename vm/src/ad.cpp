@@ -8,17 +8,20 @@
 // rep-function convention by calling the transform of the primitive's eta
 // expansion; of a record or a dict, the record (dict) of the *j of its fields
 // (values), memoised both ways as for pairs. *j-inverse undoes each of these. zero is
-// the symbolic zero (a conformant zero of any shape, O(1)), except for a record (a
-// record of its type holding its fields' zeros) and a dict (its keys with its values'
-// zeros); plus adds sensitivities structurally (records of one type
-// field by field, dicts of the same keys value by value) and returns the other side in
-// O(1) when one is zero. Nothing here recurses in C++ along the data: structures are
-// walked with explicit stacks.
+// the zero shaped like its argument, made eagerly (zeroOf); the transformed code and
+// the library use the symbolic zero instead (a conformant zero of any shape, O(1)),
+// which %materialize shapes where a sensitivity leaves them. plus adds sensitivities
+// structurally (records of one type field by field, dicts of the same keys value by
+// value, two equal discrete values being that value) and returns the other side in
+// O(1) when one is the symbolic zero. Nothing here recurses in C++ along the data:
+// structures are walked with explicit stacks.
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "dlam/aggregate.h"
 #include "dlam/dict.h"
+#include "dlam/opcodes.h"
 #include "dlam/scratch.h"
 #include "dlam/vm.h"
 
@@ -92,11 +95,12 @@ void VM::noteAttached(Attached* a) {
 Proto* VM::transformed(Proto* p) {
   if (p->transformed) return p->transformed;
   if (!transformProto) runtimeError("*j: no reverse transform is installed in this VM");
-  // Each level of nesting transforms code that is larger than the last: a limit on
-  // the depth keeps runaway nesting (a function taking its own gradient) a clean error.
-  constexpr uint16_t kMaxAdLevel = 8;
-  if (p->adLevel >= kMaxAdLevel)
-    limitError("*j: derivatives nested more than " + std::to_string(kMaxAdLevel) + " levels deep");
+  // No fixed cap on nesting: each level transforms code larger than the last, so
+  // runaway nesting (a function taking its own gradient) ends at the heap limit. The
+  // one bound is the bytecode's: an instruction holds its reverse level in 7 bits.
+  if (p->adLevel >= instr::kMaxLevel)
+    limitError("*j: derivatives nested more than " + std::to_string(instr::kMaxLevel) +
+               " reverse levels deep (the bytecode's limit)");
   Proto* t = transformProto(*this, p);
   p->transformed = t;
   writeBarrier(p, Value::object(t));
@@ -218,7 +222,7 @@ Value VM::liftedCall(Native* lifted, Value* args, int nargs) {
     }
   }
   callingNative = base;
-  Value r = base->fn(*this, stripped.data(), nargs);
+  Value r = callPrimitive(base, stripped.data(), nargs);
   for (uint16_t i = 0; i < lifted->level; ++i) r = starJ(r);
   return r;
 }
@@ -255,7 +259,7 @@ Value VM::liftedBinary(NativeId id, uint32_t level, Value* args) {
     }
   }
   Native* base = builtin(id);
-  if (level == 0) return base->fn(*this, args, 2);
+  if (level == 0) return callPrimitive(base, args, 2);
   Value stripped[2] = {args[0], args[1]};
   for (Value& a : stripped) {
     for (uint32_t i = 0; i < level; ++i) {
@@ -270,8 +274,8 @@ Value VM::liftedBinary(NativeId id, uint32_t level, Value* args) {
       }
     }
   }
-  Value r = base->fn(*this, stripped, 2);
-  if (r.isNumber() || isObj(r, ObjType::Vector))
+  Value r = callPrimitive(base, stripped, 2);
+  if (r.isNumber() || isFwd(r) || isObj(r, ObjType::Vector))
     for (uint32_t i = 0; i < level; ++i) r = Value::object(makeRev(r));
   return r;
 }
@@ -321,7 +325,12 @@ Value VM::jLeaf(Value v) {
       return Value::object(r);
     }
     case ObjType::Attached:
+      // attach-j*'s rep is for j*: under *j the value is its primal.
+      if (o->flags & kForwardRep) return starJ(static_cast<Attached*>(o)->primal);
       return static_cast<Attached*>(o)->rep;
+    case ObjType::Fwd:
+      // A bundle is tagged as a whole, like a number (its parts carry lower tags).
+      return Value::object(makeRev(v));
     case ObjType::Foreign:
       runtimeError("*j: the foreign function " + std::string(static_cast<Native*>(o)->name) +
                    " has no derivative; attach one with custom-vjp");
@@ -371,6 +380,9 @@ Value VM::jInvLeaf(Value v) {
       return adMap(v, true);
     case ObjType::Rev:
       return static_cast<Rev*>(o)->primal;
+    case ObjType::Fwd:
+      runtimeError("*j-inverse: got the bundle " + show(v, true) +
+                   " where a reverse-tagged value was expected (a derivative level was mixed up)");
     case ObjType::Closure: {
       Value m = getMemo(o, true);
       if (!m.isUndefined()) return m;
@@ -488,40 +500,134 @@ Value VM::adMap(Value root, bool inverse) {
 Value VM::starJ(Value v) { return isPair(v) ? adMap(v, false) : jLeaf(v); }
 Value VM::starJInverse(Value v) { return isPair(v) ? adMap(v, true) : jInvLeaf(v); }
 
-// A record's zero is a record of its type holding its fields' zeros, a dict's a dict of
-// its keys holding its values' zeros; everything else's is the symbolic zero (or 0). Records and
-// dicts nested in one another are walked with a stack.
+// The values a closure captured, as a list: what its sensitivity has the shape of. A
+// transformed closure keeps some as primal values (Proto::primalUpvals), and so do
+// the closures of its own transforms (their images, one tag more): those are given as
+// their images, with a tag for each proto along the primal chain that keeps them.
+Value VM::capturedValues(Closure* c) {
+  forceClosure(c);
+  std::vector<Value> caps(c->upvals, c->upvals + c->count());
+  for (const Proto* p = c->proto; p; p = p->primal)
+    for (size_t i = 0; i < caps.size(); ++i)
+      if (keepsPrimal(p->primalUpvals, i)) caps[i] = starJ(caps[i]);
+  return list(caps.data(), caps.size());
+}
+
+// The zero sensitivity shaped like v, built eagerly (docs/language.md says why): a
+// number's is 0 (under v's reverse tags), a vector's a vector of zeros of its length,
+// a pair's the pair of its parts' zeros, a record's a record of its type, a dict's a
+// dict of its keys, a closure's the list of its captured values' zeros, a primitive's
+// (); a discrete value is its own zero. Walked with a stack; a list along its spine.
+// Shared parts are made once (a DAG stays a DAG), and a closure met again inside its
+// own zero (a recursive closure captures itself) gets (), so the walk ends.
 Value VM::zeroOf(Value v) {
   v = unwrapAttached(v);
-  if (v.isNumber()) return Value::number(0);
-  if (!isAggregate(v)) return Value::zero();
+  // A forward bundle's sensitivity is that of its primal number (as forward.cpp keeps it).
+  if (v.isNumber() || isFwd(v)) return Value::number(0);
+  if (isDiscrete(v) || v.isZero()) return v;
+  enum Kind : uint8_t { kVisit, kList, kAggregate, kClosure };
   struct Item {
     Value v;
-    bool expanded;
+    Kind kind;
+    uint32_t n;  // kList: the number of elements (the results: n cars, then the end)
   };
-  std::vector<Item> work{{v, false}};
+  std::vector<Item> work{{v, kVisit, 0}};
   std::vector<Value> results, parts;
+  std::unordered_map<Obj*, Value> made;  // compound values' zeros (undefined: being made)
+  auto tagged = [&](Value z, int tags) {
+    for (int i = 0; i < tags; ++i) z = Value::object(makeRev(z));
+    return z;
+  };
   while (!work.empty()) {
     Item it = work.back();
     work.pop_back();
-    Value x = unwrapAttached(it.v);
-    if (!it.expanded) {
-      if (x.isNumber()) {
-        results.push_back(Value::number(0));
-      } else if (!isAggregate(x)) {
-        results.push_back(Value::zero());
-      } else {
-        work.push_back({x, true});
-        parts.clear();
-        partsOf(x, parts);
-        for (size_t i = parts.size(); i-- > 0;) work.push_back({parts[i], false});
+    Value x = it.v;
+    if (it.kind == kList) {
+      // n elements' zeros then the end's: the list, back to front.
+      Value l = results.back();
+      results.pop_back();
+      for (uint32_t i = 0; i < it.n; ++i) {
+        l = cons(results.back(), l);
+        results.pop_back();
       }
+      made[x.asObject()] = l;
+      results.push_back(l);
       continue;
     }
-    size_t n = partCount(x);
-    Value z = rebuild(*this, x, results.data() + results.size() - n);
-    results.resize(results.size() - n);
-    results.push_back(z);
+    if (it.kind == kAggregate) {
+      size_t n = partCount(x);
+      Value z = rebuild(*this, x, results.data() + results.size() - n);
+      results.resize(results.size() - n);
+      made[x.asObject()] = z;
+      results.push_back(z);
+      continue;
+    }
+    if (it.kind == kClosure) {
+      made[x.asObject()] = results.back();
+      continue;
+    }
+    x = unwrapAttached(x);
+    int tags = 0;
+    while (isObj(x, ObjType::Rev)) {
+      x = static_cast<Rev*>(x.asObject())->primal;
+      ++tags;
+    }
+    if (x.isNumber() || isFwd(x)) {
+      results.push_back(tagged(Value::number(0), tags));
+      continue;
+    }
+    if (isDiscrete(x) || x.isZero()) {
+      results.push_back(x);
+      continue;
+    }
+    Obj* o = x.asObject();
+    if (auto m = made.find(o); m != made.end()) {
+      // Undefined: a closure inside its own zero.
+      results.push_back(m->second.isUndefined() ? Value::nil() : m->second);
+      continue;
+    }
+    switch (o->type) {
+      case ObjType::Vector: {
+        // An array of any rank: zeros of its shape.
+        auto* a = static_cast<Vector*>(o);
+        uint32_t n = vectorLength(a);
+        Vector* z = a->rank > 1 ? makeArray(a->rank, arrayShape(a)) : makeVector(n);
+        for (uint32_t i = 0; i < n; ++i) z->items[i] = 0;
+        results.push_back(tagged(Value::object(z), tags));
+        break;
+      }
+      case ObjType::Pair: {
+        // The spine up to a part already made (shared) or the end: its cars are
+        // visited in order, then the end, then the list is built.
+        uint32_t n = 0;
+        Value p = x;
+        std::vector<Value> cars;
+        do {
+          cars.push_back(asPair(p)->car);
+          p = asPair(p)->cdr;
+          ++n;
+        } while (isPair(p) && !made.count(p.asObject()));
+        work.push_back({x, kList, n});
+        work.push_back({p, kVisit, 0});
+        for (size_t i = cars.size(); i-- > 0;) work.push_back({cars[i], kVisit, 0});
+        break;
+      }
+      case ObjType::Record:
+      case ObjType::Dict:
+        work.push_back({x, kAggregate, 0});
+        parts.clear();
+        partsOf(x, parts);
+        for (size_t i = parts.size(); i-- > 0;) work.push_back({parts[i], kVisit, 0});
+        break;
+      case ObjType::Closure:
+        made[o] = Value::undefined();
+        work.push_back({x, kClosure, 0});
+        work.push_back({capturedValues(static_cast<Closure*>(o)), kVisit, 0});
+        break;
+      default:  // primitives, foreign functions: no free variables
+        results.push_back(Value::nil());
+        break;
+    }
   }
   return results.back();
 }
@@ -545,6 +651,50 @@ inline Value plusShallow(Value a, Value b) {
   return Value::undefined();
 }
 
+// Sensitivities that carry the axes of a broadcast (ad_rules.cpp). The sensitivity of
+// a value may have more axes than the value, or sizes where the value has 1: it
+// stands for its sum over those axes. Two such sensitivities of one value of different
+// shapes are added by first summing each to the shape they have in common (the value's
+// shape broadcasts to it): the axes both have (aligned at the last), each of the size
+// both give it, else 1. Undefined if the shapes do not broadcast together.
+
+// The size of axis i (of v->rank) of a dense array or a sparse vector sensitivity.
+uint32_t axisSize(const Vector* v, uint32_t i) {
+  return v->rank == 1 ? vectorLength(v) : arrayShape(v)[i];
+}
+
+// x (an array) summed to the shape `to` (rank 0: a number), by %sum-to.
+Value sumToShape(VM& vm, Value x, const std::vector<uint32_t>& to) {
+  Value like = to.empty()
+                   ? Value::number(0)
+                   : Value::object(vm.makeArray(static_cast<uint32_t>(to.size()), to.data()));
+  if (!to.empty())
+    for (uint32_t i = 0, n = vectorLength(static_cast<Vector*>(like.asObject())); i < n; ++i)
+      static_cast<Vector*>(like.asObject())->items[i] = 0;
+  Value args[2] = {x, like};
+  return vm.callPrimitive(vm.builtin(NativeId::SumTo), args, 2);
+}
+
+Value plusBroadcast(VM& vm, Vector* u, Vector* v) {
+  uint32_t r = std::min(u->rank, v->rank);
+  std::vector<uint32_t> to(r);
+  for (uint32_t i = 1; i <= r; ++i) {
+    uint32_t x = axisSize(u, u->rank - i), y = axisSize(v, v->rank - i);
+    if (x != y && x != 1 && y != 1) return Value::undefined();
+    to[r - i] = x == y ? x : 1;
+  }
+  return vm.arith(NativeId::Add, sumToShape(vm, Value::object(u), to),
+                  sumToShape(vm, Value::object(v), to));
+}
+
+// A number's sensitivity added to one that carries broadcast axes: the number plus
+// the sum of the array; undefined for other kinds.
+Value plusNumberArray(VM& vm, Value a, Value b) {
+  if (a.isNumber() && isObj(b, ObjType::Vector)) std::swap(a, b);
+  if (!isObj(a, ObjType::Vector) || !b.isNumber()) return Value::undefined();
+  return vm.arith(NativeId::Add, sumToShape(vm, a, {}), b);
+}
+
 // The sum of two vector sensitivities; undefined unless both are vectors. A chain of
 // nodes that ends in () (object.h) shorter than the vector goes in front of the other
 // side, node by node: the shorter of two such chains, or such a chain in front of a
@@ -556,6 +706,7 @@ Value plusVectors(VM& vm, Value a, Value b) {
   auto *u = static_cast<Vector*>(a.asObject()), *v = static_cast<Vector*>(b.asObject());
   uint32_t n = vectorLength(u);
   if (!sameShape(u, v)) {
+    if (Value r = plusBroadcast(vm, u, v); !r.isUndefined()) return r;
     if (u->rank == 1 && v->rank == 1)
       vm.runtimeError("plus: sensitivities of vectors of different lengths (" + std::to_string(n) +
                       " and " + std::to_string(vectorLength(v)) + ")");
@@ -614,6 +765,10 @@ Value plusTree(VM& vm, Value a, Value b) {
       results.push_back(r);
       continue;
     }
+    if (isFwd(x) || isFwd(y)) {  // bundles (and their sensitivities) add as numbers
+      results.push_back(vm.arith(NativeId::Add, x, y));
+      continue;
+    }
     if (isPair(x) && isPair(y)) {
       work.push_back({x, y, true});
       work.push_back({asPair(x)->cdr, asPair(y)->cdr, false});
@@ -635,11 +790,15 @@ Value plusTree(VM& vm, Value a, Value b) {
           static_cast<Rev*>(x.asObject())->primal, static_cast<Rev*>(y.asObject())->primal))));
       continue;
     }
-    if (x.isNil() && y.isNil()) {
-      results.push_back(x);
+    if (isDiscrete(x) && isDiscrete(y) && sameDiscrete(x, y)) {
+      results.push_back(x);  // its own sensitivity: (plus "s" "s") is "s"
       continue;
     }
     if (Value r = plusVectors(vm, x, y); !r.isUndefined()) {
+      results.push_back(r);
+      continue;
+    }
+    if (Value r = plusNumberArray(vm, x, y); !r.isUndefined()) {
       results.push_back(r);
       continue;
     }
@@ -661,6 +820,7 @@ Value plusEnd(VM& vm, Value a, Value b) {
         vm.plus(static_cast<Rev*>(a.asObject())->primal, static_cast<Rev*>(b.asObject())->primal)));
   if (a.isNil() && b.isNil()) return a;
   if (Value r = plusVectors(vm, a, b); !r.isUndefined()) return r;  // without plusTree's stacks
+  if (Value r = plusNumberArray(vm, a, b); !r.isUndefined()) return r;
   if (isObj(a, ObjType::Dict) && isObj(b, ObjType::Dict))  // entries' sensitivities: O(log n)
     if (Value r =
             dictPlusShared(vm, static_cast<Dict*>(a.asObject()), static_cast<Dict*>(b.asObject()));
@@ -685,15 +845,22 @@ void VM::splitResult(Value r, uint8_t mode, Value callee, Value* parts) {
   }
   if (splitsAs(r, mode)) {
     // The list of argument sensitivities ends (or is not a list) before the
-    // elements taken: the error of the %scar that would have taken the first missing one.
+    // elements taken: the error of taking the first missing one.
     Value xs = r.isZero() ? r : asPair(r)->cdr;
     while (isPair(xs)) xs = asPair(xs)->cdr;
-    typeError("%scar", 0, "pair sensitivity", xs);
+    sensitivityPartError(xs);
   }
   // The checks of %rep-result and %bp-result give the error.
   Value args[2] = {r, callee};
   builtin(mode == 1 ? NativeId::RepResult : NativeId::BpResult)->fn(*this, args, 2);
   runtimeError("internal error: a split call result passed its check");
+}
+
+void VM::sensitivityPartError(Value got) {
+  std::string shown = show(got, true);
+  if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+  runtimeError("backpropagator: expected a pair sensitivity (one per argument, or a pair's), got " +
+               shown);
 }
 
 void VM::regroupParts(Value* args, uint32_t m, uint32_t n) {
@@ -712,7 +879,7 @@ void VM::regroupParts(Value* args, uint32_t m, uint32_t n) {
     } else if (v.isZero()) {
       args[i] = v;
     } else {
-      typeError("%scar", 0, "pair sensitivity", v);
+      sensitivityPartError(v);
     }
   }
   args[n - 1] = v;
@@ -724,6 +891,7 @@ Value VM::plus(Value a, Value b) {
   b = unwrapAttached(b);
   Value r = plusShallow(a, b);
   if (!r.isUndefined()) return r;
+  if (isFwd(a) || isFwd(b)) return arith(NativeId::Add, a, b);
   if (!isPair(a) || !isPair(b)) return plusEnd(*this, a, b);
   Pair *pa = asPair(a), *pb = asPair(b);
   // One element added to a list ((cons g 0), the sensitivity of a car): one new pair.

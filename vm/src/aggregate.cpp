@@ -1,5 +1,5 @@
 // aggregate.cpp — records and dicts taken apart into their parts and rebuilt
-// (dlam/aggregate.h).
+// (dlam/aggregate.h), and the discrete values, their own sensitivities.
 #include "dlam/aggregate.h"
 
 #include "dlam/dict.h"
@@ -47,6 +47,29 @@ bool sameAggregateShape(Value a, Value b) {
   if (x->type == ObjType::Record)
     return static_cast<Record*>(x)->type == static_cast<Record*>(y)->type;
   return sameKeys(static_cast<Dict*>(x), static_cast<Dict*>(y), [](Value, Value) {});
+}
+
+bool isDiscrete(Value v) {
+  if (v.isNumber() || v.isZero() || v.isUndefined()) return false;
+  if (!v.isObject()) return true;  // (), booleans, characters, void
+  Obj* o = v.asObject();
+  switch (o->type) {
+    case ObjType::String:
+    case ObjType::Symbol:
+    case ObjType::ErrorObject:
+    case ObjType::Port:
+      return true;
+    case ObjType::Record:
+      return isRecordType(static_cast<Record*>(o));
+    default:
+      return false;
+  }
+}
+
+bool sameDiscrete(Value a, Value b) {
+  if (a == b) return true;
+  return isObj(a, ObjType::String) && isObj(b, ObjType::String) &&
+         static_cast<String*>(a.asObject())->view() == static_cast<String*>(b.asObject())->view();
 }
 
 }  // namespace dlam

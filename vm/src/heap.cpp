@@ -80,6 +80,8 @@ uint64_t objectFootprint(const Obj* o) {
       return Arena::footprint(sizeof(DictNode));
     case ObjType::Port:
       return Arena::footprint(sizeof(Port));
+    case ObjType::Fwd:
+      return Arena::footprint(sizeof(Fwd));
   }
   return 0;
 }
@@ -106,6 +108,10 @@ VM::VM(const Config& config) : config_(config) {
   nextGc_ = 0;
 #endif
   output = [](std::string_view s) { fwrite(s.data(), 1, s.size(), stdout); };
+  errorOutput = [](std::string_view s) {
+    fflush(stdout);  // what was written before comes before
+    fwrite(s.data(), 1, s.size(), stderr);
+  };
 }
 
 namespace {
@@ -222,8 +228,21 @@ Symbol* VM::findSymbol(std::string_view name) const {
   return it == symbols_.end() ? nullptr : it->second;
 }
 
-void VM::forgetMacros() {
-  for (auto& [name, sym] : symbols_) sym->macro = Value::undefined();
+void VM::saveBindings() {
+  savedBindings_.clear();
+  savedBindings_.reserve(symbols_.size());
+  for (auto& [name, sym] : symbols_) savedBindings_.push_back({sym, sym->global, sym->macro});
+}
+
+void VM::restoreBindings() {
+  for (auto& [name, sym] : symbols_) {
+    sym->global = Value::undefined();
+    sym->macro = Value::undefined();
+  }
+  for (const SavedBinding& b : savedBindings_) {
+    setGlobal(b.symbol, b.global);
+    setMacro(b.symbol, b.macro);
+  }
 }
 
 Symbol* VM::intern(std::string_view name) {
@@ -354,6 +373,10 @@ void VM::markRoots(std::vector<Obj*>& work) {
     if (f.closure) markValue(Value::object(f.closure), work);
   for (auto& [name, sym] : symbols_) markValue(Value::object(sym), work);
   for (auto& [pub, twin] : libraryTwins_) markValue(Value::object(twin), work);
+  for (const SavedBinding& b : savedBindings_) {
+    markValue(b.global, work);
+    markValue(b.macro, work);
+  }
   for (Value v : tempRoots_) markValue(v, work);
   for (Value v : pendingCall_) markValue(v, work);
   markValue(raisedValue_, work);
@@ -445,6 +468,10 @@ void VM::markRoots(std::vector<Obj*>& work) {
       markValue(n->right, work);
       break;
     }
+    case ObjType::Fwd:
+      markValue(static_cast<Fwd*>(o)->primal, work);
+      markValue(static_cast<Fwd*>(o)->tangent, work);
+      break;
     case ObjType::String:
     case ObjType::Port:
       break;

@@ -160,6 +160,15 @@ void VM::stackOverflow(const Proto* callee) {
   limitError(message);
 }
 
+void VM::cxrError(uint64_t ins, const uint64_t* pc, const Value* R, Value got, const char* plain) {
+  if (uint32_t id = instr::cxrId(ins)) {
+    // The first step read the accessor's argument; the accessor itself reports it.
+    Value arg = R[instr::b(pc[-1 - static_cast<ptrdiff_t>(instr::cxrStepOf(ins))])];
+    builtin(static_cast<NativeId>(id))->fn(*this, &arg, 1);
+  }
+  typeError(plain, 0, "pair", got);
+}
+
 void VM::typeError(const char* who, int argIndex, const char* expected, Value got) {
   // A reverse-tagged number where some other type was expected is an ordinary type
   // error of the user's program (say (car x) with x a number being differentiated):
@@ -180,7 +189,7 @@ double VM::checkNumber(const char* who, Value* args, int i) {
   return args[i].asNumber();
 }
 
-void VM::recover() {
+void VM::recover(GcKind kind) {
   frames_.clear();
   raisedValue_ = Value::undefined();
   landing_ = Value::undefined();
@@ -189,7 +198,10 @@ void VM::recover() {
   pendingCall_.clear();  // a native's tail call the failed run never made
   callingNative = nullptr;
   tapeStart_ = UINT64_MAX;  // (a gradient the error ended)
-  collectGarbage();
+  if (kind == GcKind::Major)
+    collectGarbage();
+  else
+    collectDue();
 }
 
 Value VM::runToplevel(Proto* chunk) {
@@ -217,7 +229,7 @@ Value VM::call(Value fn, const Value* args, int nargs) {
     // Resolve attachments and apply before entering the loop.
     for (;;) {
       if (isObj(fn, ObjType::Attached)) {
-        fn = static_cast<Attached*>(fn.asObject())->primal;
+        fn = attachedCallee(fn, &stack_[slot + 1], nargs);
         stack_[slot] = fn;
         continue;
       }
@@ -248,7 +260,7 @@ Value VM::call(Value fn, const Value* args, int nargs) {
                        std::to_string(nargs) + ")");
         callingNative = n;
         result = n->kind ? liftedCall(n, &stack_[slot + 1], nargs)
-                         : n->fn(*this, &stack_[slot + 1], nargs);
+                         : callPrimitive(n, &stack_[slot + 1], nargs);
         if (result.isTailCall()) {
           std::vector<Value> pending;
           pending.swap(pendingCall_);
@@ -517,7 +529,7 @@ Value VM::execute(bool resume) {
   const Instr* pc;
   Value* R;
   const Value* K;
-  Instr ins;
+  Instr ins = 0;  // (read by poll, after the first instruction)
   int64_t budget = kPollInterval;
   Value badSplit =
       Value::undefined();  // (result . callee) of a return whose caller cannot split it
@@ -636,7 +648,8 @@ Value VM::execute(bool resume) {
   DISPATCH();
 
 poll : {
-  frame->pc = pc;
+  // (After a JMP, the jump itself: a loop compiled in place stops at its self-call.)
+  frame->pc = instr::op(ins) == Op::JMP ? pc - instr::sBx(ins) : pc;
   uint64_t executed = kPollInterval - budget - 1;
   instructionCount_ += executed + 1;
   budget = kPollInterval;
@@ -802,7 +815,7 @@ call_again:
     if (stackTop_ < base + a + 1 + nargs) stackTop_ = base + a + 1 + nargs;
     callingNative = n;
     Value result = n->kind ? liftedCall(n, &R[a + 1], static_cast<int>(nargs))
-                           : n->fn(*this, &R[a + 1], static_cast<int>(nargs));
+                           : callPrimitive(n, &R[a + 1], static_cast<int>(nargs));
     stackTop_ = savedTop;
     // A native may have called back into dlam and grown frames_ (reallocating it).
     frame = &frames_.back();
@@ -827,7 +840,7 @@ call_again:
     DISPATCH();
   }
   if (isObj(fn, ObjType::Attached)) {
-    R[a] = static_cast<Attached*>(fn.asObject())->primal;
+    R[a] = attachedCallee(fn, &R[a + 1], static_cast<int>(nargs));
     goto call_again;
   }
   runtimeError(show(fn, true) + " is not a procedure");
@@ -860,7 +873,7 @@ op_TAILCALL : {
       DISPATCH();
     }
     if (isObj(fn, ObjType::Attached)) {
-      R[a] = static_cast<Attached*>(fn.asObject())->primal;
+      R[a] = attachedCallee(fn, &R[a + 1], static_cast<int>(nargs));
       continue;
     }
     if (isNative(fn) && asNative(fn)->id == static_cast<uint16_t>(NativeId::Apply)) {
@@ -1054,19 +1067,19 @@ arith_slow : {
   COMPARE(NUMEQK, ==, NumEq, KC)
 #undef COMPARE
 
-#define CMPJUMP(NAME, OPER, ID, RHS)                                \
-  op_##NAME : {                                                     \
-    Value x = RA, y = RHS;                                          \
-    bool holds;                                                     \
-    if (x.isNumber() && y.isNumber()) {                             \
-      holds = x.asNumber() OPER y.asNumber();                       \
-    } else {                                                        \
-      SAVE_PC();                                                    \
-      Value args[2] = {x, y};                                       \
-      holds = builtin(NativeId::ID)->fn(*this, args, 2).isTruthy(); \
-    }                                                               \
-    if (!holds) pc += instr::sC(ins);                               \
-    DISPATCH();                                                     \
+#define CMPJUMP(NAME, OPER, ID, RHS)                                    \
+  op_##NAME : {                                                         \
+    Value x = RA, y = RHS;                                              \
+    bool holds;                                                         \
+    if (x.isNumber() && y.isNumber()) {                                 \
+      holds = x.asNumber() OPER y.asNumber();                           \
+    } else {                                                            \
+      SAVE_PC();                                                        \
+      Value args[2] = {x, y};                                           \
+      holds = callPrimitive(builtin(NativeId::ID), args, 2).isTruthy(); \
+    }                                                                   \
+    if (!holds) pc += instr::sC(ins);                                   \
+    DISPATCH();                                                         \
   }
   CMPJUMP(JNLT, <, Lt, RB)
   CMPJUMP(JNLE, <=, Le, RB)
@@ -1092,7 +1105,7 @@ op_CAR : {
     x = unwrapAttached(x);
     if (!isPair(x)) {
       SAVE_PC();
-      typeError("car", 0, "pair", x);
+      cxrError(ins, pc, R, x, "car");
     }
   }
   RA = asPair(x)->car;
@@ -1104,7 +1117,7 @@ op_CDR : {
     x = unwrapAttached(x);
     if (!isPair(x)) {
       SAVE_PC();
-      typeError("cdr", 0, "pair", x);
+      cxrError(ins, pc, R, x, "cdr");
     }
   }
   RA = asPair(x)->cdr;
@@ -1164,22 +1177,22 @@ op_PLUS : {
   DISPATCH();
 }
 // car/cdr of a sensitivity: the symbolic zero stands for a pair of zeros.
-#define SENS_PART(NAME, FIELD, WHO)           \
-  op_##NAME : {                               \
-    Value x = RB;                             \
-    if (isPair(x)) {                          \
-      RA = asPair(x)->FIELD;                  \
-      DISPATCH();                             \
-    }                                         \
-    if (x.isZero()) {                         \
-      RA = x;                                 \
-      DISPATCH();                             \
-    }                                         \
-    SAVE_PC();                                \
-    typeError(WHO, 0, "pair sensitivity", x); \
+#define SENS_PART(NAME, FIELD) \
+  op_##NAME : {                \
+    Value x = RB;              \
+    if (isPair(x)) {           \
+      RA = asPair(x)->FIELD;   \
+      DISPATCH();              \
+    }                          \
+    if (x.isZero()) {          \
+      RA = x;                  \
+      DISPATCH();              \
+    }                          \
+    SAVE_PC();                 \
+    sensitivityPartError(x);   \
   }
-  SENS_PART(SCAR, car, "%scar")
-  SENS_PART(SCDR, cdr, "%scdr")
+  SENS_PART(SCAR, car)
+  SENS_PART(SCDR, cdr)
 #undef SENS_PART
 // JINV and STARJ apply their operation C + 1 times (a chain the compiler joined); each
 // level's result is in R[A] while the next is taken.
@@ -1228,7 +1241,7 @@ op_NEG : {
     DISPATCH();
   }
   SAVE_PC();
-  Value r = builtin(NativeId::Sub)->fn(*this, &x, 1);
+  Value r = callPrimitive(builtin(NativeId::Sub), &x, 1);
   R = stack_.data() + frame->base;
   RA = r;
   DISPATCH();
@@ -1268,7 +1281,7 @@ op_VREF : {
   }
   SAVE_PC();
   Value args[2] = {x, k};
-  Value r = builtin(NativeId::VectorRef)->fn(*this, args, 2);
+  Value r = callPrimitive(builtin(NativeId::VectorRef), args, 2);
   R = stack_.data() + frame->base;
   RA = r;
   DISPATCH();

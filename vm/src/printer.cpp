@@ -23,7 +23,7 @@ constexpr size_t kMaxPrintedBytes = size_t(256) << 20;
 
 namespace {
 
-// SPEC §2: integer-valued doubles print without a point, everything else as the
+// Numbers: integer-valued doubles print without a point, everything else as the
 // shortest text that reads back to the same double.
 void appendNumber(std::string& out, double x) {
   if (std::isnan(x)) {
@@ -205,7 +205,7 @@ std::string_view nativeName(const Native* n) { return n->name ? n->name : ""; }
 // element, or close a bracket opened earlier.
 struct Task {
   // Label: " NAME: " before a record's field (v its name) or a dict's value (v its key).
-  enum Kind : uint8_t { Show, ListRest, CloseParen, CloseAngle, Label } kind;
+  enum Kind : uint8_t { Show, ListRest, CloseParen, CloseAngle, Label, Space } kind;
   Value v;
 };
 
@@ -228,6 +228,9 @@ std::string VM::show(Value root, bool write) {
         continue;
       case Task::CloseAngle:
         out += '>';
+        continue;
+      case Task::Space:
+        out += ' ';
         continue;
       case Task::Label:
         out += ' ';
@@ -384,6 +387,16 @@ std::string VM::show(Value root, bool write) {
       case ObjType::DictNode:
         out += "#<dict-node>";
         break;
+      case ObjType::Fwd: {
+        // #<bundle PRIMAL TANGENT>, or #<cobundle ...> for the sensitivity of one.
+        auto* f = static_cast<Fwd*>(o);
+        out += f->co() ? "#<cobundle " : "#<bundle ";
+        todo.push_back({Task::CloseAngle, Value()});
+        todo.push_back({Task::Show, f->tangent});
+        todo.push_back({Task::Space, Value()});
+        todo.push_back({Task::Show, f->primal});
+        break;
+      }
       case ObjType::Port: {
         auto* port = static_cast<Port*>(o);
         if (port->kind == PortKind::Eof) {

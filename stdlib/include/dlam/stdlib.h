@@ -5,7 +5,7 @@
 
 namespace dlam {
 
-// Registers every primitive of SPEC section 2 as a global.
+// Registers every primitive of the language as a global.
 void openPrimitives(VM& vm);
 // openPrimitives, then compiles and runs the prelude (map, fold-left, gradient, ...).
 void openStdlib(VM& vm);

@@ -101,6 +101,9 @@ namespace dlam {
   X(Zero, "zero", 1, 1, Ad)                       \
   X(Plus, "plus", 2, 2, Ad)                       \
   X(AttachStarJ, "attach-*j", 2, 2, Ad)           \
+  X(BundleAt, "%bundle-at", 3, 3, Ad)             \
+  X(PrimalAt, "%primal-at", 2, 2, Ad)             \
+  X(TangentAt, "%tangent-at", 2, 2, Ad)           \
   X(SZeroP, "%zero?", 1, 1, Internal)             \
   X(SCar, "%scar", 1, 1, Internal)                \
   X(SCdr, "%scdr", 1, 1, Internal)                \

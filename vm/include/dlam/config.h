@@ -1,4 +1,4 @@
-// config.h — the settings of one VM (SPEC section 6), filled from a Lua file by embed/.
+// config.h — the settings of one VM, filled from a Lua file by embed/.
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -40,6 +40,7 @@ enum class ObjType : uint8_t {
   Dict,         // a persistent map (its entries: a tree of DictNodes)
   DictNode,     // one entry of a dict's tree (never a value of its own)
   Port,         // input or output port, or the end-of-file object (dlam/port.h)
+  Fwd,          // forward-tagged value (AD): a bundle, or the sensitivity of one
 };
 
 // Obj::flags bits.
@@ -57,6 +58,9 @@ enum ObjFlag : uint16_t {
   kZeroTree = 1 << 10,        // dict node: every value in its subtree is the symbolic zero
   kAsciiKnown = 1 << 11,      // string: whether it is all ASCII was found (kAscii says)
   kAscii = 1 << 12,           // string: every byte is ASCII (a character index is a byte index)
+  kCoBundle = 1 << 13,        // Fwd: the sensitivity of a bundle (see Fwd), not a bundle
+  kDualRule = 1 << 14,        // native: numeric, so bundles among its arguments go to VM::fwdApply
+  kForwardRep = 1 << 15,      // attached: rep is the value's j* (attach-j*), not its *j
 };
 
 // Obj::marked: the arena's epoch when the object was last marked (1 to kMaxEpoch), 0
@@ -207,6 +211,19 @@ struct Rev : Obj {
 struct Attached : Obj {
   Value primal;
   Value rep;
+};
+
+// A forward-tagged value (forward mode, docs/forward-mode.md): a dual number primal +
+// tangent·ε_tag, aux holding the tag, the perturbation's nesting level (VM::fwdBegin). A bundle's
+// parts carry only lower tags, so nested derivatives never mix their perturbations.
+// Flagged kCoBundle it is instead the sensitivity of a bundle of that tag (a reverse
+// pass over code that made the bundle): the linear form taking (p, t) to
+// primal·p + tangent·t, which multiplication by a bundle transposes (VM::fwdApply).
+struct Fwd : Obj {
+  Value primal;
+  Value tangent;
+  uint32_t tag() const { return aux; }
+  bool co() const { return flags & kCoBundle; }
 };
 
 // An R7RS error object: the message (a string) and the irritants (a list). Under *j it
@@ -376,6 +393,8 @@ inline Value untagged(Value v) {
   return v;
 }
 inline bool isPair(Value v) { return isObj(v, ObjType::Pair); }
+inline bool isFwd(Value v) { return isObj(v, ObjType::Fwd); }
+inline Fwd* asFwd(Value v) { return static_cast<Fwd*>(v.asObject()); }
 inline Pair* asPair(Value v) { return static_cast<Pair*>(v.asObject()); }
 // isPair(a) && isPair(b), testing the tag bits of the two at once (loops along two spines).
 inline bool bothPairs(Value a, Value b) {
@@ -391,6 +410,15 @@ inline bool isClosure(Value v) { return isObj(v, ObjType::Closure); }
 inline Closure* asClosure(Value v) { return static_cast<Closure*>(v.asObject()); }
 inline bool isNative(Value v) { return isObj(v, ObjType::Native); }
 inline Native* asNative(Value v) { return static_cast<Native*>(v.asObject()); }
+// What calling an attached value calls: its primal, or for attach-j* given a bundle
+// among the arguments, its forward rep (which follows j*'s convention).
+inline Value attachedCallee(Value fn, const Value* args, int nargs) {
+  auto* a = static_cast<const Attached*>(fn.asObject());
+  if (a->flags & kForwardRep)
+    for (int i = 0; i < nargs; ++i)
+      if (isObj(args[i], ObjType::Fwd)) return a->rep;
+  return a->primal;
+}
 // An attached value behaves like its primal everywhere but under *j.
 inline Value unwrapAttached(Value v) {
   while (isObj(v, ObjType::Attached)) [[unlikely]] v = static_cast<Attached*>(v.asObject())->primal;

@@ -119,8 +119,8 @@ namespace dlam {
   X(JNGEK, AKsC, "if not R[A] >= K[B] then pc += sC")                                            \
   X(JNNUMEQK, AKsC, "if not R[A] = K[B] then pc += sC")                                          \
   X(CONS, ABC, "R[A] = (cons R[B] R[C])")                                                        \
-  X(CAR, AB, "R[A] = (car R[B])")                                                                \
-  X(CDR, AB, "R[A] = (cdr R[B])")                                                                \
+  X(CAR, AB, "R[A] = (car R[B]); C: the step of a caar ... cdddr it is (instr::cxrStep)")        \
+  X(CDR, AB, "R[A] = (cdr R[B]); C: the step of a caar ... cdddr it is (instr::cxrStep)")        \
   X(NOT, AB, "R[A] = (not R[B])")                                                                \
   X(NULLP, AB, "R[A] = (null? R[B])")                                                            \
   X(PAIRP, AB, "R[A] = (pair? R[B])")                                                            \
@@ -173,6 +173,13 @@ inline Instr withSBx(Instr i, int32_t off) {
   return (i & ((Instr{1} << kBShift) - 1)) |
          (static_cast<Instr>(static_cast<uint32_t>(off)) << kBShift);
 }
+// CAR and CDR that are step `step` of a composition (caar ... cdddr, NativeId `id`):
+// C holds both, for the error (0: a plain car or cdr).
+constexpr uint32_t cxrStep(uint32_t id, size_t step) {
+  return (static_cast<uint32_t>(step) << 8) | id;
+}
+constexpr uint32_t cxrId(Instr i) { return c(i) & 0xff; }
+constexpr uint32_t cxrStepOf(Instr i) { return c(i) >> 8; }
 inline Instr withSC(Instr i, int32_t off) {
   return (i & ~(kField << kCShift)) | (static_cast<Instr>(static_cast<uint16_t>(off)) << kCShift);
 }

@@ -24,7 +24,7 @@ enum class PortKind : uint8_t {
   StringOut,  // collects what is written (buffer), get-output-string gives it
   StdIn,      // standard input (fd 0, not closed by the port)
   StdOut,     // the VM's output (VM::output), where display writes by default
-  StdErr,     // standard error (standard output is flushed before each write)
+  StdErr,     // standard error: VM::errorOutput (by default stdout flushed, then stderr)
 };
 
 struct Port : Obj {

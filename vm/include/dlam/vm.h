@@ -135,6 +135,8 @@ struct GcStats {
 
 class VM {
  public:
+  // The kinds of collection (collectGarbage).
+  enum class GcKind { Minor, Major };
   explicit VM(const Config& config = Config{});
   ~VM();
   VM(const VM&) = delete;
@@ -257,8 +259,14 @@ class VM {
   }
   // The symbol of this name if it exists (nothing is created).
   Symbol* findSymbol(std::string_view name) const;
-  // Removes every macro (the compiler fuzzer's shared VM goes back to its state).
-  void forgetMacros();
+  // A checkpoint of every symbol's global value and macro, and the return to it:
+  // symbols made since are unbound, the others get back what they had. One VM with its
+  // library loaded then serves many independent programs (the fuzz targets reset it
+  // between inputs instead of loading the prelude each time). What the values refer to
+  // is not copied: a program that mutates a pair or a vector the library holds leaves it
+  // mutated. The checkpoint's values stay alive (a root) until the next one replaces it.
+  void saveBindings();
+  void restoreBindings();
   // Numbers the expansions of macros, so the names each one introduces are its own.
   uint32_t nextMacroMark() { return ++macroMarks_; }
   // Registers a native procedure as a global.
@@ -280,7 +288,10 @@ class VM {
   int callDepth() const { return callDepth_; }
   // Resets the stack after an error so the VM can be used again (and collects
   // the garbage the failed run left, so a heap-limit error does not persist).
-  void recover();
+  // GcKind::Minor: the collection the policy picks instead of a full one (minor unless
+  // a full one is due, as it is past half the heap limit), for a host that recovers
+  // often (the fuzz targets: most of their inputs fail).
+  void recover(GcKind kind = GcKind::Major);
   // Between top-level forms (no dlam code running): collects if a collection is due.
   void safePoint() {
     if (gcRequested_ && frames_.empty()) collectDue();
@@ -314,7 +325,7 @@ class VM {
   [[noreturn]] void stackOverflow(const Proto* callee);
   // Frames above stack_limit kept for whoever starts a recursion: the top level, an
   // include, the library's wrappers (gradient, map, ...). So a recursion stack_limit
-  // calls deep runs wherever it starts (SPEC: a million frames within the default).
+  // calls deep runs wherever it starts (a million frames within the default).
   // A 64th of the limit, at most 1024: a small limit stays close to what it says.
   static constexpr uint64_t kMaxFrameHeadroom = 1024;
   // The number of frames past which a call is a stack overflow.
@@ -325,6 +336,14 @@ class VM {
   }
   // "NAME: expected TYPE as argument N, got VALUE"
   [[noreturn]] void typeError(const char* who, int argIndex, const char* expected, Value got);
+  // The error of the CAR or CDR instruction `ins` (pc: the one after it) that got `got`,
+  // not a pair: that of the accessor it is a step of (caar ... cdddr) on the
+  // accessor's argument, or else of `plain` (car or cdr).
+  // A sensitivity taken apart (%scar, %scdr, the parts of a call's argument
+  // sensitivities) that is not a pair: named for the user as a backpropagator's.
+  [[noreturn]] void sensitivityPartError(Value got);
+  [[noreturn]] void cxrError(uint64_t ins, const uint64_t* pc, const Value* R, Value got,
+                             const char* plain);
   double checkNumber(const char* who, Value* args, int i);
 
   // ---- errors a program catches (vm/src/handlers.cpp) ----------------------------
@@ -368,7 +387,10 @@ class VM {
                                                   : x;
   }
   Value starJInverse(Value v);
+  // The zero sensitivity shaped like v, made eagerly (iterative; see ad.cpp).
   Value zeroOf(Value v);
+  // The values closure c captured, as a list (the shape of its sensitivity).
+  Value capturedValues(Closure* c);
   Value plus(Value a, Value b);
   // The parts of a call's result for a caller that takes it split (CallFrame::split),
   // into parts (splitCount(mode) of them); an error naming `callee` if the result
@@ -399,11 +421,59 @@ class VM {
   // Builds the closure (lambda (x1 .. xn) (base x1 .. xn)) — set by the compiler.
   std::function<Proto*(VM&, Native*, int nargs)> etaProto;
 
+  // ---- forward mode (vm/src/forward.cpp) -----------------------------------------
+  // A bundle (object.h, Fwd) of tag `tag`: primal + tangent·ε; a cobundle when co.
+  Fwd* makeFwd(uint32_t tag, Value primal, Value tangent, bool co = false);
+  // A native, applied: numeric ones (kDualRule) given bundles go to fwdApply.
+  Value callPrimitive(Native* n, Value* args, int nargs) {
+    if ((n->flags & kDualRule) && anyFwd(args, nargs)) [[unlikely]]
+      return fwdApply(n, args, nargs);
+    return n->fn(*this, args, nargs);
+  }
+  static bool anyFwd(const Value* args, int nargs) {
+    for (int i = 0; i < nargs; ++i)
+      if (isObj(args[i], ObjType::Fwd)) return true;
+    return false;
+  }
+  // A numeric primitive applied to bundles: the dual-number rule at the highest tag
+  // among its arguments (the tangent rule of the primitive's row, compiler/src/ad_rules),
+  // the parts computed by callPrimitive again (lower tags); cobundles (sensitivities)
+  // by the transposed rules of + - * /.
+  Value fwdApply(Native* n, Value* args, int nargs);
+  // (op a b) for + - * / through callPrimitive (bundles of any tag).
+  Value arith(NativeId op, Value a, Value b);
+  // A new forward tag above every tag in use (the nesting level of a perturbation),
+  // and its end: tags are handed out in nesting order, so an inner one is higher.
+  uint32_t fwdBegin() { return ++fwdTag_; }
+  void fwdEnd(uint32_t tag) {
+    if (fwdTag_ >= tag) fwdTag_ = tag - 1;
+  }
+  // The tag user-level bundle, primal and tangent work at: the innermost one begun
+  // (fwdUserTag when set by a custom rule's call), or the one above all at top level.
+  uint32_t fwdTagInUse() const { return fwdTag_; }
+  // v taken apart at `tag`: the parts of a bundle of that tag; anything else is its own
+  // primal with a zero tangent. Pairs, records and closures' environments are walked.
+  Value fwdPrimal(uint32_t tag, Value v);
+  Value fwdTangent(uint32_t tag, Value v);
+  // (bundle x t) at `tag`, structurally: a pair of bundles for a pair, a closure over
+  // bundles for a closure (its environment's tangents t, in free-variable order).
+  Value fwdBundle(uint32_t tag, Value x, Value t);
+  // A sensitivity g made the shape of `v`'s: cobundles of tags v has not (what a value
+  // with no perturbation of that tag was given where it met a bundle) give their
+  // primal part, the only one that reaches v.
+  Value fwdProject(Value g, Value v);
+  // The tangent rule of a numeric primitive (set by the compiler: its rules table).
+  Value (*tangentRule)(VM& vm, NativeId id, const Value* p, const Value* t, int n,
+                       Value y) = nullptr;
+
   // ---- printing ---------------------------------------------------------------
   // display (write=false) or write (write=true) form of a value; iterative.
   std::string show(Value v, bool write = true);
   // Where display/print output goes (default: stdout).
   std::function<void(std::string_view)> output;
+  // Where the standard error port (current-error-port) writes (default: stdout flushed,
+  // then stderr). An embedding host sets both (dlam_config's write callback).
+  std::function<void(std::string_view)> errorOutput;
 
   // ---- GC ---------------------------------------------------------------------
   // Temporary root for natives that call back into dlam while holding Values.
@@ -424,7 +494,6 @@ class VM {
   // A full collection (GcKind::Major) finds every dead object; a minor one only the
   // young ones (allocated since the last collection), tracing from the roots and the
   // remembered set through young objects only. Either way the survivors become old.
-  enum class GcKind { Minor, Major };
   void collectGarbage(GcKind kind = GcKind::Major);
   // Asks for a collection at the next safe point of the interpreter: a full one, or
   // (GcKind::Minor) the kind the policy picks, minor unless a full one is due.
@@ -536,6 +605,11 @@ class VM {
   uint64_t externalBytes_ = 0;  // counted in bytesAllocated_ too (countExternal)
   std::unordered_map<std::string, Symbol*> symbols_;
   std::unordered_map<Symbol*, Symbol*> libraryTwins_;  // public symbol -> the library's
+  struct SavedBinding {
+    Symbol* symbol;
+    Value global, macro;
+  };
+  std::vector<SavedBinding> savedBindings_;  // saveBindings
   bool loadingLibrary_ = false;
   uint32_t macroMarks_ = 0;
   std::vector<Value> tempRoots_;
@@ -549,6 +623,7 @@ class VM {
   std::vector<Value> pendingCall_;
   int callDepth_ = 0;
   Native* builtins_[static_cast<size_t>(NativeId::Count)] = {};
+  uint32_t fwdTag_ = 1;  // the last forward tag handed out (1: user-level bundles at top)
   void ensureStack(size_t needed);
   void forceClosureSlow(Closure* c);
   void noteAttached(Attached* a);

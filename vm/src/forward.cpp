@@ -1,0 +1,306 @@
+// forward.cpp — forward mode on runtime values: bundles (dual numbers tagged with the
+// nesting level of their perturbation), the dual-number arithmetic of the numeric
+// primitives, and the cobundles that carry a bundle's sensitivity through a reverse
+// pass.
+//
+// A bundle (object.h, Fwd) of tag e is primal + tangent·ε_e; its parts carry only
+// tags below e. A numeric primitive given bundles (VM::callPrimitive) works at the
+// highest tag among its arguments: it takes each argument apart at that tag (anything
+// else is its own primal with a zero tangent), applies itself to the primals (lower
+// tags: the same path again, once per level) and its tangent rule (the compiler's
+// table, compiler/src/ad_rules.cpp) to the parts. Tags are handed out in nesting order
+// (VM::fwdBegin), and reverse tags (Rev) wrap bundles as they wrap numbers, so forward
+// and reverse derivatives nest in any order without confusing their perturbations.
+//
+// Reverse over forward: the reverse pass of code that makes bundles gives a bundle's
+// sensitivity as a cobundle (flag kCoBundle), the linear form (p, t) ↦ P·p + T·t. The
+// reverse rules are products of a sensitivity with primal values, so * and / given a
+// cobundle and a bundle of its tag apply the transpose of multiplication by the bundle:
+// (P, T)·(p + tε) = (P p + T t, T p). A cobundle reaching a value that has no
+// perturbation of its tag keeps only its P part (fwdProject): that is all of it that
+// such a value receives.
+//
+// Structures: a bundle of a pair is the pair of the bundles of its parts, of a closure
+// the closure over its bundled environment (made by fwdBundle, walked with explicit
+// stacks); a vector is bundled as a whole. Nothing here recurses in C++ along data;
+// the recursion through callPrimitive is bounded by the number of nested tags.
+#include <string>
+#include <vector>
+
+#include "dlam/vm.h"
+
+namespace dlam {
+
+Fwd* VM::makeFwd(uint32_t tag, Value primal, Value tangent, bool co) {
+  auto* f = static_cast<Fwd*>(allocate(ObjType::Fwd, sizeof(Fwd)));
+  f->aux = tag;
+  f->primal = primal;
+  f->tangent = tangent;
+  if (co) f->flags |= kCoBundle;
+  return f;
+}
+
+Value VM::arith(NativeId op, Value a, Value b) {
+  Value args[2] = {a, b};
+  return callPrimitive(builtin(op), args, 2);
+}
+
+namespace {
+
+// The tag of a bundle or cobundle, 0 for anything else.
+uint32_t tagOf(Value v) { return isFwd(v) ? asFwd(v)->tag() : 0; }
+
+// The error of a cobundle (a sensitivity) used as a number it cannot be.
+[[noreturn]] void coMisuse(VM& vm, const char* who) {
+  vm.runtimeError(std::string(who) +
+                  ": got the sensitivity of a bundle where a number was expected (only + - * / "
+                  "apply to sensitivities)");
+}
+
+}  // namespace
+
+Value VM::fwdApply(Native* n, Value* args, int nargs) {
+  auto id = static_cast<NativeId>(n->id);
+  // + - * / of more than two: a left fold, the pairs by the rules below.
+  if (nargs > 2 &&
+      (id == NativeId::Add || id == NativeId::Mul || id == NativeId::Sub || id == NativeId::Div)) {
+    Value acc = arith(id, args[0], args[1]);
+    for (int i = 2; i < nargs; ++i) acc = arith(id, acc, args[i]);
+    return acc;
+  }
+  uint32_t e = 0;
+  bool co = false;
+  for (int i = 0; i < nargs; ++i) e = std::max(e, tagOf(args[i]));
+  for (int i = 0; i < nargs; ++i)
+    if (tagOf(args[i]) == e && asFwd(args[i])->co()) co = true;
+  Value p[8], t[8];
+  if (nargs > 8) runtimeError(std::string(n->name) + ": too many arguments for a bundle");
+  for (int i = 0; i < nargs; ++i) {
+    if (tagOf(args[i]) == e) {
+      p[i] = asFwd(args[i])->primal;
+      t[i] = asFwd(args[i])->tangent;
+    } else {
+      p[i] = args[i];
+      t[i] = Value::zero();
+    }
+  }
+  if (co) {
+    // Sensitivities: only the linear operations. a and b are the two operands; which
+    // one is the cobundle decides the rule.
+    auto isCo = [&](int i) { return tagOf(args[i]) == e && asFwd(args[i])->co(); };
+    auto isB = [&](int i) { return tagOf(args[i]) == e && !asFwd(args[i])->co(); };
+    auto make = [&](Value P, Value T) {
+      if (P.isZero() && T.isZero()) return Value::zero();
+      return Value::object(makeFwd(e, P, T, true));
+    };
+    if (nargs == 1 && id == NativeId::Sub)
+      return make(callPrimitive(n, p, 1), callPrimitive(n, t, 1));
+    // abs of a sensitivity, part by part: what a convergence test on sensitivities
+    // (fixed-point*'s adjoint iteration) measures.
+    if (nargs == 1 && id == NativeId::Abs)
+      return make(callPrimitive(n, p, 1), callPrimitive(n, t, 1));
+    if (nargs == 1 || nargs > 2) coMisuse(*this, n->name);
+    switch (id) {
+      case NativeId::Add:
+      case NativeId::Sub:
+        if (isCo(0) && isCo(1)) return make(arith(id, p[0], p[1]), arith(id, t[0], t[1]));
+        // A cobundle with a sensitivity of something else: of a value with no
+        // perturbation of this tag, which keeps the primal part.
+        return arith(id, isCo(0) ? p[0] : args[0], isCo(1) ? p[1] : args[1]);
+      case NativeId::Mul: {
+        int c = isCo(0) ? 0 : 1, o = 1 - c;
+        if (isCo(o)) coMisuse(*this, n->name);
+        if (isB(o))  // the transpose of multiplying by the bundle
+          return make(arith(NativeId::Add, arith(NativeId::Mul, p[c], p[o]),
+                            arith(NativeId::Mul, t[c], t[o])),
+                      arith(NativeId::Mul, t[c], p[o]));
+        return make(arith(NativeId::Mul, p[c], args[o]), arith(NativeId::Mul, t[c], args[o]));
+      }
+      case NativeId::Div: {
+        if (!isCo(0) || isCo(1)) coMisuse(*this, n->name);
+        if (isB(1))
+          return arith(NativeId::Mul, args[0], arith(NativeId::Div, Value::number(1), args[1]));
+        return make(arith(NativeId::Div, p[0], args[1]), arith(NativeId::Div, t[0], args[1]));
+      }
+      case NativeId::NumEq:
+      case NativeId::Lt:
+      case NativeId::Gt:
+      case NativeId::Le:
+      case NativeId::Ge: {
+        // A comparison of sensitivities (a convergence test) holds when it holds of
+        // both parts (a part that is the symbolic zero compares as 0).
+        auto part = [&](int i, bool tangent) {
+          Value v = isCo(i) ? (tangent ? t[i] : p[i]) : args[i];
+          return v.isZero() ? Value::number(0) : v;
+        };
+        Value q[2] = {part(0, false), part(1, false)};
+        Value r[2] = {part(0, true), part(1, true)};
+        return Value::boolean(callPrimitive(n, q, 2).isTruthy() &&
+                              callPrimitive(n, r, 2).isTruthy());
+      }
+      default:
+        coMisuse(*this, n->name);
+    }
+  }
+  Value y = callPrimitive(n, p, nargs);
+  if (!tangentRule) runtimeError("forward mode: no tangent rules are installed in this VM");
+  Value ydot = tangentRule(*this, id, p, t, nargs, y);
+  if (ydot.isZero() || ydot.isUndefined()) return y;  // comparisons, rounding: no tangent
+  return Value::object(makeFwd(e, y, ydot));
+}
+
+namespace {
+
+// One step of a structural walk: pairs and closures are taken apart, everything else
+// is a leaf given to `leaf`. Iterative; the results are rebuilt bottom-up.
+template <class Leaf>
+Value mapStructure(VM& vm, Value root, Leaf leaf) {
+  struct Item {
+    Value v;
+    bool expanded;
+  };
+  std::vector<Item> work{{root, false}};
+  std::vector<Value> results;
+  while (!work.empty()) {
+    Item it = work.back();
+    work.pop_back();
+    if (!it.expanded) {
+      if (isPair(it.v)) {
+        work.push_back({it.v, true});
+        work.push_back({asPair(it.v)->cdr, false});
+        work.push_back({asPair(it.v)->car, false});
+      } else {
+        results.push_back(leaf(it.v));
+      }
+      continue;
+    }
+    Value cdr = results.back();
+    results.pop_back();
+    Value car = results.back();
+    results.pop_back();
+    results.push_back(vm.cons(car, cdr));
+  }
+  return results.back();
+}
+
+// The tangent of a value with no perturbation that is not a number: a discrete value
+// ((), booleans, strings, symbols, characters) is its own, as its sensitivity is.
+Value discreteTangent(VM& vm, Value x) {
+  if (!x.isObject() || isObj(x, ObjType::String) || isObj(x, ObjType::Symbol)) return x;
+  return vm.zeroOf(x);
+}
+
+}  // namespace
+
+Value VM::fwdPrimal(uint32_t tag, Value v) {
+  if (tagOf(v) == tag) return asFwd(v)->primal;
+  if (!isPair(v)) {
+    if (isClosure(v)) {
+      auto* c = asClosure(v);
+      bool any = false;
+      for (uint32_t i = 0; i < c->count(); ++i) any |= tagOf(c->upvals[i]) == tag;
+      if (!any) return v;
+      Closure* r = makeClosure(c->proto, c->count());
+      for (uint32_t i = 0; i < c->count(); ++i) r->upvals[i] = fwdPrimal(tag, c->upvals[i]);
+      return Value::object(r);
+    }
+    return v;
+  }
+  return mapStructure(*this, v, [&](Value x) { return tagOf(x) == tag ? asFwd(x)->primal : x; });
+}
+
+Value VM::fwdTangent(uint32_t tag, Value v) {
+  if (tagOf(v) == tag) return asFwd(v)->tangent;
+  if (v.isNumber() || isFwd(v) || isObj(v, ObjType::Rev)) return Value::number(0);
+  if (!isPair(v)) {
+    if (isClosure(v)) {
+      // A closure's tangent: its environment's, in free-variable order.
+      auto* c = asClosure(v);
+      Value l = Value::nil();
+      for (uint32_t i = c->count(); i-- > 0;) l = cons(fwdTangent(tag, c->upvals[i]), l);
+      return l;
+    }
+    return discreteTangent(*this, v);
+  }
+  return mapStructure(*this, v, [&](Value x) {
+    if (tagOf(x) == tag) return asFwd(x)->tangent;
+    if (x.isNumber() || isFwd(x) || isObj(x, ObjType::Rev)) return Value::number(0);
+    return discreteTangent(*this, x);
+  });
+}
+
+Value VM::fwdBundle(uint32_t tag, Value x, Value t) {
+  auto leaf = [&](Value p, Value d) -> Value {
+    if (d.isZero()) return p;
+    if (p.isNumber() || isFwd(p) || isObj(p, ObjType::Vector)) {
+      if (!(d.isNumber() || isFwd(d) || isObj(d, ObjType::Vector)))
+        runtimeError("bundle: the tangent " + show(d, true) + " does not have the shape of " +
+                     show(p, true));
+      return Value::object(makeFwd(tag, p, d));
+    }
+    if (isClosure(p)) {
+      auto* c = asClosure(p);
+      Closure* r = makeClosure(c->proto, c->count());
+      Value l = d;
+      for (uint32_t i = 0; i < c->count(); ++i) {
+        Value di = isPair(l) ? asPair(l)->car : Value::zero();
+        if (isPair(l)) l = asPair(l)->cdr;
+        r->upvals[i] = fwdBundle(tag, c->upvals[i], di);
+      }
+      return Value::object(r);
+    }
+    return p;  // (), booleans, strings, symbols: their own bundle
+  };
+  if (!isPair(x)) return leaf(x, t);
+  // Walk x and t together (t may end in the symbolic zero: zeros from there on).
+  struct Item {
+    Value x, t;
+    bool expanded;
+  };
+  std::vector<Item> work{{x, t, false}};
+  std::vector<Value> results;
+  while (!work.empty()) {
+    Item it = work.back();
+    work.pop_back();
+    if (!it.expanded) {
+      if (isPair(it.x)) {
+        if (!it.t.isZero() && !isPair(it.t))
+          runtimeError("bundle: the tangent " + show(it.t, true) + " does not have the shape of " +
+                       show(it.x, true));
+        Value tc = it.t.isZero() ? it.t : asPair(it.t)->car;
+        Value td = it.t.isZero() ? it.t : asPair(it.t)->cdr;
+        work.push_back({it.x, it.t, true});
+        work.push_back({asPair(it.x)->cdr, td, false});
+        work.push_back({asPair(it.x)->car, tc, false});
+      } else {
+        results.push_back(leaf(it.x, it.t));
+      }
+      continue;
+    }
+    Value cdr = results.back();
+    results.pop_back();
+    Value car = results.back();
+    results.pop_back();
+    results.push_back(cons(car, cdr));
+  }
+  return results.back();
+}
+
+Value VM::fwdProject(Value g, Value v) {
+  // Each level: a cobundle of a tag v's top does not have keeps its primal part; of
+  // v's own tag, its parts are projected on v's parts (bounded by the nesting).
+  while (isFwd(g) && asFwd(g)->co()) {
+    while (isObj(v, ObjType::Rev)) v = static_cast<Rev*>(v.asObject())->primal;
+    Fwd* c = asFwd(g);
+    if (tagOf(v) == c->tag() && !asFwd(v)->co()) {
+      Value P = fwdProject(c->primal, asFwd(v)->primal);
+      Value T = fwdProject(c->tangent, asFwd(v)->tangent);
+      if (P == c->primal && T == c->tangent) return g;
+      return Value::object(makeFwd(c->tag(), P, T, true));
+    }
+    g = c->primal;
+  }
+  return g;
+}
+
+}  // namespace dlam
