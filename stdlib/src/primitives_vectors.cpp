@@ -206,8 +206,8 @@ double item(const VM::Root& v, uint32_t i) {
 }
 
 Value vectorMap(VM& vm, Value* a, int n) {
-  if (nestedTooDeep(vm)) return handOver(vm, "%vector-map-plain", a, n);
   uint32_t len = vec(vm, "vector-map", a, 1)->aux;
+  if (nestedTooDeep(vm)) return handOver(vm, "%vector-map-plain", a, n);
   VM::Root v(vm, a[1]);
   return fillByCalls(vm, "vector-map", a[0], len, 1,
                      [&](uint32_t i, Value* xs) { xs[0] = numberResult(item(v, i)); });
