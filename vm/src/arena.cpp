@@ -56,14 +56,14 @@ inline void* systemAllocate(size_t bytes) {
 // mi_malloc_aligned took from mimalloc: every page is reported as an invalid free.
 inline void* allocatePage(void*& block) {
   constexpr size_t kBytes = Arena::kPageBytes;
-  auto aligned = [](void* p) {
-    return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(p) + kBytes - 1) &
-                                   ~uintptr_t(kBytes - 1));
-  };
 #ifdef DLAM_ARENA_TSAN
   block = std::aligned_alloc(kBytes, kBytes);
   return block;
 #else
+  auto aligned = [](void* p) {
+    return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(p) + kBytes - 1) &
+                                   ~uintptr_t(kBytes - 1));
+  };
   block = mi_malloc(kBytes);
   if (!block || aligned(block) == block) return block;
   mi_free(block);
