@@ -5,14 +5,7 @@
 # Usage: help.sh DLAM
 set -u
 dlam=$1
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-
-fail() {
-  echo "FAIL $1"
-  failures=$((failures + 1))
-}
+. "$(dirname "$0")/harness.sh"
 
 "$dlam" --help >"$tmp/help"
 status=$?

@@ -73,9 +73,7 @@ void VM::checkArity(Value f, int nargs) {
     if (!takesCount(asClosure(f)->proto, n)) closureArityError(*this, asClosure(f), n);
   } else if (isNative(f)) {
     const Native* nat = asNative(f);
-    if (nat->kind == 0 && nat->fn &&
-        (nargs < nat->minArgs || (nat->maxArgs >= 0 && nargs > nat->maxArgs)))
-      nativeArityError(*this, nat, n);
+    if (nat->kind == 0 && nat->fn && !nat->takes(nargs)) nativeArityError(*this, nat, n);
   }
 }
 
@@ -284,8 +282,7 @@ Value VM::call(Value fn, const Value* args, int nargs) {
         Closure* c = repClosure(n, nargs);
         result = call(Value::object(c), argv.data(), nargs);
       } else {
-        if (nargs < n->minArgs || (n->maxArgs >= 0 && nargs > n->maxArgs))
-          nativeArityError(*this, n, static_cast<uint32_t>(nargs));
+        if (!n->takes(nargs)) nativeArityError(*this, n, static_cast<uint32_t>(nargs));
         callingNative = n;
         result = n->kind ? liftedCall(n, &stack_[slot + 1], nargs)
                          : callPrimitive(n, &stack_[slot + 1], nargs);
@@ -831,8 +828,7 @@ call_again:
       R = stack_.data() + frame->base;
       goto call_again;
     }
-    if (static_cast<int>(nargs) < n->minArgs ||
-        (n->maxArgs >= 0 && static_cast<int>(nargs) > n->maxArgs))
+    if (!n->takes(static_cast<int>(nargs))) [[unlikely]]
       nativeArityError(*this, n, nargs);
     uint32_t base = frame->base;
     uint32_t savedTop = stackTop_;

@@ -182,7 +182,9 @@ struct Native : Obj {
   NativeFn fn;
   const char* name;  // static storage, or owned by `ownedName`
   int16_t minArgs;
-  int16_t maxArgs;     // -1: variadic
+  int16_t maxArgs;  // -1: variadic
+  // Whether it takes nargs arguments.
+  bool takes(int nargs) const { return nargs >= minArgs && (maxArgs < 0 || nargs <= maxArgs); }
   uint16_t id;         // builtin identifier (NativeId) for the compiler and AD rules
   Value data;          // per-native payload (host callbacks; the base native of a lifted one)
   Value memo;          // (*j this) once made
