@@ -324,6 +324,13 @@ WORKLOADS += [
              _rosen("hvp", 100, dlam=4000, cpp=1000000,
                     **{"adolc-replay": Rep("rosenbrock", "hvp", 100, 10000)},
                     torch=Rep("rosenbrock", "hvp", 100, 100, runs=3, scale=False))),
+    Workload("rosen-hvp-fr", GRAD, "Hessian-vector product of Rosenbrock n=100 by the library's "
+             "hvp, forward over reverse (C++ by hand as in rosen-hvp)",
+             {"dlam": Rep("rosenbrock", "hvp-fr", 100, 4000),
+              "cpp": Rep("rosenbrock", "hvp", 100, 1000000)}),
+    Workload("rosen-jvp", GRAD, "directional derivative of Rosenbrock n=1000 by forward mode "
+             "(jvp-forward): the cost of bundles",
+             {"dlam": Rep("rosenbrock", "jvp", 1000, 1800)}),
     Workload("mlp-f", GRAD, "MLP 2-16-16-1 tanh, MSE over 256 samples, scalar ops: evaluation",
              _mlp("f", dlam=90, cpp=2000, lua=100, torch=Rep("mlp", "f", 0, 3, runs=3, scale=False))),
     Workload("mlp-grad", GRAD, "MLP loss: gradient w.r.t. the 337 weights",
@@ -412,6 +419,8 @@ COST_RATIOS = [
     CostRatio("rosen-vec grad/f, n=1000", "rosen-vec-grad", "rosen-vec-f"),
     CostRatio("mlp grad/f", "mlp-grad", "mlp-f", target=4.0),
     CostRatio("rosen hvp/f, n=100", "rosen-hvp", "rosen-f-100", target=12.0),
+    CostRatio("rosen hvp-fr/f, n=100", "rosen-hvp-fr", "rosen-f-100", target=12.0),
+    CostRatio("rosen jvp/f, n=1000", "rosen-jvp", "rosen-f", target=3.0),
 ]
 # dlam peak RSS after REPS vs after `base` repetitions in one process: at most this ratio
 GROWTH_CHECKS = [("rosen-grad-growth", 1.05), ("rosen-grad-growth-warm", 1.05)]

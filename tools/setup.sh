@@ -10,6 +10,7 @@ packages=(
   libffi-dev                         # foreign functions
   libmimalloc-dev                    # the GC heap
   libgtest-dev                       # unit and lang tests
+  valgrind                           # the cli.valgrind test (tests/cli/valgrind.sh)
   libedit-dev                        # the REPL's line editing
   lua5.4 luajit                      # benchmark peers
   python3                            # the benchmark runner and tools/adfuzz.py (a test)

@@ -324,13 +324,27 @@ struct TangentCall {
     out = n == 1 ? neg(mul(t[0], mul(y, y))) : div(sub(t[0], mul(y, t[1])), p[1]);
   }
   void expt() {
-    // d(a^b) = b a^(b-1) a' + a^b log(a) b' (each term only where its tangent is)
+    // d(a^b) = b a^(b-1) a' + a^b log(a) b' (each term only where its tangent is), with
+    // the reverse rule's care at the edges: a number exponent 0 gives no tangent and 1
+    // the tangent a', with no power left to differentiate again (0 a^-1 would be NaN
+    // at a = 0); %zero-if-zero makes the factor b an exact zero where b is 0, and the
+    // b' term is 0 where a^b is 0 or a <= 0 (log a is -inf or NaN there).
     Value da = Value::zero(), db = Value::zero();
     if (!t[0].isZero()) {
-      Value args[2] = {p[0], sub(p[1], K(1))};
-      da = mul(t[0], mul(p[1], vm.callPrimitive(vm.builtin(NativeId::Expt), args, 2)));
+      Value b = p[1];
+      if (b.isNumber() && b.asNumber() == 1) {
+        da = t[0];
+      } else if (!b.isNumber() || b.asNumber() != 0) {
+        Value args[2] = {p[0], sub(b, K(1))};
+        da = mul(t[0], mul(f(NativeId::ZeroIfZero, b),
+                           vm.callPrimitive(vm.builtin(NativeId::Expt), args, 2)));
+      }
     }
-    if (!t[1].isZero()) db = mul(t[1], mul(y, f(NativeId::Log, p[0])));
+    if (!t[1].isZero()) {
+      Value mask =
+          mul(f(NativeId::ZeroIfZero, f(NativeId::Sign, p[0])), f(NativeId::ZeroIfZero, y));
+      db = mul(t[1], mul(mask, f(NativeId::Log, p[0])));
+    }
     out = add(da, db);
   }
   void sqrt() { out = div(t[0], mul(K(2), y)); }

@@ -45,6 +45,15 @@ class Registrar {
       n->flags |= kDualRule;
     return n;
   }
+  // A native that the prelude wraps (with a derivative, say) and binds to `name`: its
+  // global is the internal `global` (%make-vector), but it is named `name`, so that its
+  // errors ("make-vector: wrong number of arguments (1)") and `write` show the name the
+  // program called.
+  Native* wrapped(const char* global, const char* name, NativeFn fn, int minArgs, int maxArgs) {
+    Native* n = vm.defineNative(global, fn, minArgs, maxArgs);
+    n->name = name;
+    return n;
+  }
   // Throws std::logic_error naming the first entry not registered exactly once.
   void checkEachOnce() const;
 

@@ -521,6 +521,18 @@ Value checkXbar(VM& vm, Value* a, int) {
   return xbar;
 }
 
+// (%check-arity f n): the error a call of f with n arguments would get, if it would;
+// else void. The reps of the prelude's attached values call it first, so that under *j
+// a call with a wrong count names f (map, vector-sum, the user's function), as it does
+// without, rather than the rep or its fwd function.
+Value checkArityNative(VM& vm, Value* a, int) {
+  Value n = untagged(a[1]);
+  if (!n.isNumber() || n.asNumber() < 0 || n.asNumber() > 1e9)
+    vm.typeError("%check-arity", 1, "count", a[1]);
+  vm.checkArity(a[0], static_cast<int>(n.asNumber()));
+  return Value::voidValue();
+}
+
 }  // namespace
 
 void openAdPrimitives(Registrar& r) {
@@ -529,6 +541,7 @@ void openAdPrimitives(Registrar& r) {
   r.define(NativeId::RepResult, repResult);
   r.define(NativeId::BpResult, bpResult);
   vm.defineNative("%call-vjp", callVjp, 2, -1)->flags |= kNoDerivative;
+  vm.defineNative("%check-arity", checkArityNative, 2, 2);
   r.define(NativeId::StarJ, starJ);
   r.define(NativeId::StarJInverse, starJInverse);
   r.define(NativeId::Zero, zero);

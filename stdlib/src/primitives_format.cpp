@@ -102,7 +102,7 @@ Value format(VM& vm, Value* a, int n) {
       if (field[0] > static_cast<long>(kMaxField) || field[1] > static_cast<long>(kMaxField))
         vm.runtimeError("format: bad directive '" + directive() + "' (a width or decimals above " +
                         std::to_string(kMaxField) + ")");
-      Value x = untagged(unwrapAttached(arg));
+      Value x = untagged(fwdPrimal(unwrapAttached(arg)));
       if (x.isZero()) x = Value::number(0);  // the symbolic zero sensitivity
       if (!x.isNumber())
         vm.runtimeError("format: the directive '" + directive() + "' expects a number, got " +

@@ -6,6 +6,11 @@
 // (a primitive) or through VM::call (a closure). When natives are already nested
 // (callDepth), or for more than two lists, they hand the call to the dlam definition
 // with vm.tailCall, so deep user recursion through map never recurses in C++.
+// %check-lists lets prelude procedures that hand lists on check them under their
+// own name.
+#include <string>
+#include <vector>
+
 #include "primitives.h"
 
 namespace dlam::prim {
@@ -88,6 +93,31 @@ Value foldLeftNative(VM& vm, Value* a, int n) {
   return acc.get();
 }
 
+// (%check-lists who ls): #t when each of the lists ls is a list as far as a procedure
+// over them goes: one list to its end, several side by side up to the shortest (as
+// %any-null? in the prelude; pairs are immutable, so every list ends). Else the error
+// naming `who`: a prelude procedure that hands its lists to reverse, map or fold-left
+// checks them first, else their error would name those. It shows the whole list when
+// there is one, else the tail that is not a list (as %any-null?).
+Value checkLists(VM& vm, Value* a, int) {
+  std::string who(stringArg(vm, "%check-lists", a, 0));
+  std::vector<Value> ls;
+  Value r = unwrapAttached(a[1]);
+  for (; isPair(r); r = unwrapAttached(asPair(r)->cdr))
+    ls.push_back(unwrapAttached(asPair(r)->car));
+  if (!r.isNil()) vm.typeError("%check-lists", 1, "list", a[1]);
+  if (ls.empty()) return Value::boolean(true);
+  for (;;) {
+    for (Value& l : ls) {
+      if (l.isNil()) return Value::boolean(true);
+      if (!isPair(l))
+        vm.runtimeError(who + ": expected a list, got " +
+                        vm.show(ls.size() == 1 ? asPair(unwrapAttached(a[1]))->car : l, true));
+    }
+    for (Value& l : ls) l = unwrapAttached(asPair(l)->cdr);
+  }
+}
+
 }  // namespace
 
 // (f x ...) from C++: a primitive directly, anything else through the VM.
@@ -106,8 +136,10 @@ Value applyProcedure(VM& vm, Value f, Value* args, int nargs) {
 
 void openHofPrimitives(Registrar& r) {
   VM& vm = r.vm;
-  vm.defineNative("%map-native", mapNative, 2, -1);
-  vm.defineNative("%fold-left-native", foldLeftNative, 3, -1);
+  // The prelude attaches their derivatives and binds them to map and fold-left.
+  r.wrapped("%map-native", "map", mapNative, 2, -1);
+  r.wrapped("%fold-left-native", "fold-left", foldLeftNative, 3, -1);
+  vm.defineNative("%check-lists", checkLists, 2, 2);
 }
 
 }  // namespace dlam::prim

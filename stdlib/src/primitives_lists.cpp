@@ -110,7 +110,7 @@ Value reverse(VM& vm, Value* a, int) {
 // A list index: a non-negative integer.
 size_t indexArg(VM& vm, const char* who, Value* a, int i) {
   // Indices are not differentiable: in transformed code they arrive reverse-tagged.
-  Value v = untagged(a[i]);
+  Value v = untagged(fwdPrimal(unwrapAttached(a[i])));
   if (!v.isNumber()) vm.typeError(who, i, "number", a[i]);
   double k = v.asNumber();
   if (!(k >= 0) || k != std::trunc(k) || k > 9007199254740992.0)
@@ -170,12 +170,13 @@ Value listP(VM&, Value* a, int) {
 bool isNumeric(Value v) { return v.isNumber() || v.isZero(); }
 double numericValue(Value v) { return v.isNumber() ? v.asNumber() : 0.0; }
 
-// Identity, except that numbers compare by value and reverse-tagged values by
-// their primals (a tag is not an identity of its own). Loops through nested tags.
+// Identity, except that numbers compare by value and reverse-tagged values and
+// forward bundles by their primals (a tag is not an identity of its own: the bundle of
+// 3 is eqv? to 3, so case and memv dispatch on it). Loops through nested tags.
 bool eqValues(Value x, Value y) {
   for (;;) {
-    x = unwrapAttached(x);
-    y = unwrapAttached(y);
+    x = fwdPrimal(unwrapAttached(x));
+    y = fwdPrimal(unwrapAttached(y));
     if (x == y) return true;
     if (isNumeric(x) && isNumeric(y)) return sameNumber(numericValue(x), numericValue(y));
     if (isObj(x, ObjType::Rev) && isObj(y, ObjType::Rev)) {
@@ -238,7 +239,7 @@ bool equalValues(Value x0, Value y0) {
 // (which decides them without calling this), so that +nan.0 is never eq? and the
 // answer does not depend on the path. equal? keeps eqValues for its leaves.
 Value eqP(VM&, Value* a, int) {
-  Value x = unwrapAttached(a[0]), y = unwrapAttached(a[1]);
+  Value x = fwdPrimal(unwrapAttached(a[0])), y = fwdPrimal(unwrapAttached(a[1]));
   if (isNumeric(x) && isNumeric(y))
     return Value::boolean(sameNumber(numericValue(x), numericValue(y)));
   return Value::boolean(eqValues(x, y));

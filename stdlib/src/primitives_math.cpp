@@ -13,7 +13,7 @@
 namespace dlam::prim {
 
 double numSlow(VM& vm, const char* who, const Value* args, int i) {
-  Value v = unwrapAttached(args[i]);
+  Value v = fwdPrimal(unwrapAttached(args[i]));
   if (v.isNumber()) return v.asNumber();
   if (v.isZero()) return 0.0;  // the symbolic zero sensitivity is the number 0 here
   if (isObj(v, ObjType::Rev))

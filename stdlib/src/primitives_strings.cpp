@@ -70,7 +70,7 @@ size_t charLength(VM& vm, String* s) {
 
 // A character index argument: a non-negative integer (untagged in differentiated code).
 size_t indexArg(VM& vm, const char* who, const Value* a, int i) {
-  Value v = untagged(unwrapAttached(a[i]));
+  Value v = untagged(fwdPrimal(unwrapAttached(a[i])));
   double k = v.isNumber() ? v.asNumber() : -1;
   if (!(k >= 0) || k != std::trunc(k) || k > 9007199254740992.0)
     vm.typeError(who, i, "non-negative integer", a[i]);

@@ -81,9 +81,10 @@ Value vectorOf(VM& vm, Value* a, int n) {
   return Value::object(v);
 }
 
-Value makeVector(VM& vm, Value* a, int) {
+// (make-vector n [fill]): the fill is 0 when left out.
+Value makeVector(VM& vm, Value* a, int nargs) {
   uint32_t n = lengthArg(vm, "make-vector", a, 0);
-  double x = num(vm, "make-vector", a, 1);
+  double x = nargs > 1 ? num(vm, "make-vector", a, 1) : 0.0;
   Vector* v = vm.makeVector(n);
   for (uint32_t i = 0; i < n; ++i) v->items[i] = x;
   return Value::object(v);
@@ -217,8 +218,8 @@ double item(const VM::Root& v, uint32_t i) {
 }
 
 Value vectorMap(VM& vm, Value* a, int n) {
-  if (nestedTooDeep(vm)) return handOver(vm, "%vector-map-plain", a, n);
   uint32_t len = vec(vm, "vector-map", a, 1)->aux;
+  if (nestedTooDeep(vm)) return handOver(vm, "%vector-map-plain", a, n);
   VM::Root v(vm, a[1]);
   return fillByCalls(vm, "vector-map", a[0], len, 1,
                      [&](uint32_t i, Value* xs) { xs[0] = numberResult(item(v, i)); });
@@ -247,16 +248,16 @@ void openVectorPrimitives(Registrar& r) {
   VM& vm = r.vm;
   vm.defineNative("vector?", isVector, 1, 1);
   r.define(NativeId::VectorLength, vectorLength);
-  vm.defineNative("%vector", vectorOf, 0, -1);
-  vm.defineNative("%make-vector", makeVector, 2, 2);
+  r.wrapped("%vector", "vector", vectorOf, 0, -1);
+  r.wrapped("%make-vector", "make-vector", makeVector, 1, 2);
   r.define(NativeId::VectorRef, vectorRef);
-  vm.defineNative("%vector-sum", vectorSum, 1, 1);
-  vm.defineNative("%vector-dot", vectorDot, 2, 2);
-  vm.defineNative("%vector-prod", vectorProd, 1, 1);
+  r.wrapped("%vector-sum", "vector-sum", vectorSum, 1, 1);
+  r.wrapped("%vector-dot", "vector-dot", vectorDot, 2, 2);
+  r.wrapped("%vector-prod", "vector-prod", vectorProd, 1, 1);
   vm.defineNative("%vector-scale", vectorScale, 2, 2);
   r.define(NativeId::VectorOnehot, vectorOnehot);
-  vm.defineNative("%vector->list", vectorToList, 1, 1);
-  vm.defineNative("%list->vector", listToVector, 1, 1);
+  r.wrapped("%vector->list", "vector->list", vectorToList, 1, 1);
+  r.wrapped("%list->vector", "list->vector", listToVector, 1, 1);
   vm.defineNative("%vector-map", vectorMap, 2, 2);
   vm.defineNative("%vector-map2", vectorMap2, 3, 3);
   vm.defineNative("%build", build, 2, 2);

@@ -6,14 +6,7 @@
 # Usage: output.sh DLAM
 set -u
 dlam=$1
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-
-fail() {
-  echo "FAIL $1"
-  failures=$((failures + 1))
-}
+. "$(dirname "$0")/harness.sh"
 
 # expect NAME FILE TEXT: FILE holds exactly TEXT.
 expect() {

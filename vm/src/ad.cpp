@@ -159,7 +159,7 @@ Native* VM::repNative(Native* base, uint16_t level) {
 
 Closure* VM::repClosure(Native* rep, int nargs) {
   Native* base = asNative(rep->data);
-  if (nargs < base->minArgs || (base->maxArgs >= 0 && nargs > base->maxArgs))
+  if (!base->takes(nargs))
     runtimeError(std::string(base->name) + ": wrong number of arguments (" + std::to_string(nargs) +
                  ")");
   if (nargs > 32 && base->maxArgs < 0) {

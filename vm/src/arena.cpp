@@ -47,18 +47,28 @@ inline void* systemAllocate(size_t bytes) {
 #endif
 }
 
-// A page, aligned to its size so that an object's page is its address rounded down.
-// mimalloc gives 64 KiB blocks at that alignment already; mi_malloc_aligned is the
-// fallback.
-inline void* allocatePage() {
+// A page, aligned to its size so that an object's page is its address rounded down;
+// `block` is what to give back (systemFree). mimalloc gives 64 KiB blocks at that
+// alignment already. Else a block of twice the size holds an aligned page (what
+// mi_malloc_aligned would do too). Not mi_malloc_aligned itself: in Debian's
+// libmimalloc, mi_malloc and mi_free are the same functions as malloc and free, and a
+// tool that replaces those (valgrind) then gets, from mi_free, a block that
+// mi_malloc_aligned took from mimalloc: every page is reported as an invalid free.
+inline void* allocatePage(void*& block) {
   constexpr size_t kBytes = Arena::kPageBytes;
 #ifdef DLAM_ARENA_TSAN
-  return std::aligned_alloc(kBytes, kBytes);
+  block = std::aligned_alloc(kBytes, kBytes);
+  return block;
 #else
-  void* p = mi_malloc(kBytes);
-  if (p && (reinterpret_cast<uintptr_t>(p) & (kBytes - 1)) == 0) return p;
-  mi_free(p);
-  return mi_malloc_aligned(kBytes, kBytes);
+  auto aligned = [](void* p) {
+    return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(p) + kBytes - 1) &
+                                   ~uintptr_t(kBytes - 1));
+  };
+  block = mi_malloc(kBytes);
+  if (!block || aligned(block) == block) return block;
+  mi_free(block);
+  block = mi_malloc(2 * kBytes);
+  return block ? aligned(block) : nullptr;
 #endif
 }
 
@@ -117,7 +127,7 @@ Arena::~Arena() {
 
 void Arena::releasePage(Page* p) {
   unpoison(p, kPageBytes);
-  systemFree(p);
+  systemFree(p->block);
 }
 
 void* Arena::refill(size_t c) {
@@ -161,8 +171,10 @@ void* Arena::refill(size_t c) {
     if ((p = empties_[c])) {
       empties_[c] = p->nextEmpty;
     } else {
-      p = static_cast<Page*>(allocatePage());
+      void* block = nullptr;
+      p = static_cast<Page*>(allocatePage(block));
       if (!p) return nullptr;
+      p->block = block;
       p->slotSize = static_cast<uint32_t>(size);
       p->slots = static_cast<uint32_t>((kPageBytes - kPageHeader) / size);
       p->carved = 0;

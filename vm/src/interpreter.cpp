@@ -48,7 +48,34 @@ std::string procedureName(Value f) {
   if (isNative(f) || isObj(f, ObjType::Foreign)) return asNative(f)->name;
   return "#<procedure>";
 }
+
+bool takesCount(const Proto* p, uint32_t nargs) {
+  return p->hasRest ? nargs >= p->nparams : nargs == p->nparams;
+}
+
+[[noreturn]] void closureArityError(VM& vm, Closure* c, uint32_t nargs) {
+  const Proto* p = c->proto;
+  vm.runtimeError(procedureName(Value::object(c)) + ": expected " +
+                  (p->hasRest ? "at least " : "") + std::to_string(p->nparams) + " argument" +
+                  (p->nparams == 1 ? "" : "s") + ", got " + std::to_string(nargs));
+}
+
+[[noreturn]] void nativeArityError(VM& vm, const Native* n, uint32_t nargs) {
+  vm.runtimeError(std::string(n->name) + ": wrong number of arguments (" + std::to_string(nargs) +
+                  ")");
+}
 }  // namespace
+
+void VM::checkArity(Value f, int nargs) {
+  f = unwrapAttached(f);
+  auto n = static_cast<uint32_t>(nargs);
+  if (isClosure(f)) {
+    if (!takesCount(asClosure(f)->proto, n)) closureArityError(*this, asClosure(f), n);
+  } else if (isNative(f)) {
+    const Native* nat = asNative(f);
+    if (nat->kind == 0 && nat->fn && !nat->takes(nargs)) nativeArityError(*this, nat, n);
+  }
+}
 
 void VM::ensureStack(size_t needed) {
   if (needed <= stack_.size()) return;
@@ -255,9 +282,7 @@ Value VM::call(Value fn, const Value* args, int nargs) {
         Closure* c = repClosure(n, nargs);
         result = call(Value::object(c), argv.data(), nargs);
       } else {
-        if (nargs < n->minArgs || (n->maxArgs >= 0 && nargs > n->maxArgs))
-          runtimeError(std::string(n->name) + ": wrong number of arguments (" +
-                       std::to_string(nargs) + ")");
+        if (!n->takes(nargs)) nativeArityError(*this, n, static_cast<uint32_t>(nargs));
         callingNative = n;
         result = n->kind ? liftedCall(n, &stack_[slot + 1], nargs)
                          : callPrimitive(n, &stack_[slot + 1], nargs);
@@ -548,11 +573,8 @@ Value VM::execute(bool resume) {
   // Raised while the caller's frame is still the innermost, so the error points at
   // the call site.
   auto checkArity = [&](Closure* c, uint32_t nargs) {
-    Proto* p = c->proto;
-    if (p->hasRest ? nargs >= p->nparams : nargs == p->nparams) return;
-    runtimeError(procedureName(Value::object(c)) + ": expected " + (p->hasRest ? "at least " : "") +
-                 std::to_string(p->nparams) + " argument" + (p->nparams == 1 ? "" : "s") +
-                 ", got " + std::to_string(nargs));
+    if (!takesCount(c->proto, nargs)) [[unlikely]]
+      closureArityError(*this, c, nargs);
   };
 
   // Enters the function of the newest frame: gathers rest arguments, grows the
@@ -806,10 +828,8 @@ call_again:
       R = stack_.data() + frame->base;
       goto call_again;
     }
-    if (static_cast<int>(nargs) < n->minArgs ||
-        (n->maxArgs >= 0 && static_cast<int>(nargs) > n->maxArgs))
-      runtimeError(std::string(n->name) + ": wrong number of arguments (" + std::to_string(nargs) +
-                   ")");
+    if (!n->takes(static_cast<int>(nargs))) [[unlikely]]
+      nativeArityError(*this, n, nargs);
     uint32_t base = frame->base;
     uint32_t savedTop = stackTop_;
     if (stackTop_ < base + a + 1 + nargs) stackTop_ = base + a + 1 + nargs;

@@ -180,12 +180,19 @@ void appendWrittenChar(std::string& out, uint32_t c) {
 
 // Whether the reader would take the name, written plainly, for something else than
 // this symbol (lexical.h): empty, a delimiter or a control character in it, `#` syntax,
-// `.`, or a number.
+// `.`, or a number — or would not read it: a byte that is not part of well-formed
+// UTF-8 (from |\xHH| or string->symbol), which appendEscaped writes as \xHH.
 bool needsBars(std::string_view name) {
   if (name.empty() || name == "." || name[0] == '#' || readsAsNumber(name)) return true;
-  for (char ch : name) {
-    auto c = static_cast<unsigned char>(ch);
+  const char* end = name.data() + name.size();
+  for (const char* p = name.data(); p != end; ++p) {
+    auto c = static_cast<unsigned char>(*p);
     if (c < 0x20 || c == 0x7f || isDelimiter(c)) return true;
+    if (c >= 0x80) {
+      size_t len = utf8SequenceLength(p, end);
+      if (len == 0) return true;
+      p += len - 1;
+    }
   }
   return false;
 }

@@ -170,6 +170,7 @@ class Arena {
     char* firstFree;
     char* lastFree;
     Page* nextEmpty;  // on empties_
+    void* block;      // the block from mimalloc that holds the page (given back by releasePage)
   };
   struct Large {
     Large* next;

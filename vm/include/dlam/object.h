@@ -182,7 +182,9 @@ struct Native : Obj {
   NativeFn fn;
   const char* name;  // static storage, or owned by `ownedName`
   int16_t minArgs;
-  int16_t maxArgs;     // -1: variadic
+  int16_t maxArgs;  // -1: variadic
+  // Whether it takes nargs arguments.
+  bool takes(int nargs) const { return nargs >= minArgs && (maxArgs < 0 || nargs <= maxArgs); }
   uint16_t id;         // builtin identifier (NativeId) for the compiler and AD rules
   Value data;          // per-native payload (host callbacks; the base native of a lifted one)
   Value memo;          // (*j this) once made
@@ -395,6 +397,15 @@ inline Value untagged(Value v) {
 inline bool isPair(Value v) { return isObj(v, ObjType::Pair); }
 inline bool isFwd(Value v) { return isObj(v, ObjType::Fwd); }
 inline Fwd* asFwd(Value v) { return static_cast<Fwd*>(v.asObject()); }
+// What a use that is not differentiated (an index, a format, a comparison of
+// identity, a native with no derivative rule) sees of a forward bundle: its primal,
+// through nested bundles. The tangent is dropped, as such a native gets primal values
+// under *j (its result is a constant to the derivative).
+inline Value fwdPrimal(Value v) {
+  while (isObj(v, ObjType::Fwd) && !(v.asObject()->flags & kCoBundle))
+    v = static_cast<const Fwd*>(v.asObject())->primal;
+  return v;
+}
 inline Pair* asPair(Value v) { return static_cast<Pair*>(v.asObject()); }
 // isPair(a) && isPair(b), testing the tag bits of the two at once (loops along two spines).
 inline bool bothPairs(Value a, Value b) {

@@ -334,6 +334,11 @@ class VM {
     uint64_t headroom = std::min<uint64_t>(limit / 64, kMaxFrameHeadroom);
     return limit > UINT64_MAX - headroom ? UINT64_MAX : limit + headroom;
   }
+  // The error a call of f with nargs arguments gets if f does not take that many, as
+  // the call itself would raise it ("f: expected 2 arguments, got 1", "vector-sum: wrong
+  // number of arguments (2)"); an attached value's is its primal's. Nothing otherwise.
+  // For code that calls something else in f's place (the rep of an attached value).
+  void checkArity(Value f, int nargs);
   // "NAME: expected TYPE as argument N, got VALUE"
   [[noreturn]] void typeError(const char* who, int argIndex, const char* expected, Value got);
   // The error of the CAR or CDR instruction `ins` (pc: the one after it) that got `got`,
