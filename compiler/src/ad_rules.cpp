@@ -85,8 +85,11 @@ struct ReverseCall {
   }
   // (%check-xbar who xbar ...): the sensitivity is xbar's
   void checkXbar() { addTo(st, bd.args[2], g); }
-  // the identity, as a function: %materialize, %rep-result, %bp-result, %zero-if-zero
+  // the identity, as a function: %rep-result, %bp-result, %zero-if-zero
   void identity() { addTo(st, *a, g); }
+  // the identity, but for the axes of a broadcast that a sensitivity still carried
+  // (ad_rules.cpp, arithmetic), which %materialize summed: g goes back over them
+  void materialize() { addTo(st, *a, op(NativeId::Unreduce, {g, t.jAtom(st.out, *a)})); }
 
   // ---- the AD operators ----
   void starJ() { addTo(st, *a, t.call(st.out, {t.prim(NativeId::StarJInverse), g})); }
@@ -280,6 +283,61 @@ struct ReverseCall {
   void broadcastTo() {
     if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::SumTo, {g, P(*a)}));
   }
+  // Two sensitivities of one value, summed to the shape they have in common (Sens::merge,
+  // %sens+): each operand gets g put back over the axes it had beyond that shape
+  // (%unreduce; a number's, or one of the sum's own shape, is g as it is).
+  // The shape is read from the primals of the values the operand was computed from by
+  // elementwise arithmetic (shapeAtoms), which that arithmetic's own rules read anyway,
+  // rather than from the operand's, which nothing else may need kept.
+  void sensAdd() {
+    if (a->kind == Atom::Local) addTo(st, *a, unreduced(*a));
+    if (b->kind == Atom::Local) {
+      Atom gb = unreduced(*b);
+      addTo(st, *b, id == NativeId::SensSub ? op(NativeId::Sub, {gb}) : gb);
+    }
+  }
+  Atom unreduced(const Atom& x) {
+    std::vector<Atom> from;
+    shapeAtoms(x, from);
+    Atom r = g;
+    for (const Atom& f : from) r = op(NativeId::Unreduce, {r, P(f)});
+    return r;
+  }
+  // Values whose shapes broadcast together to x's: x, or where x is the result of
+  // elementwise arithmetic in the code being transformed (which broadcasts its operands
+  // and keeps their shape), its operands', recursively (number constants have none).
+  // A few at most; past that, x itself.
+  void shapeAtoms(const Atom& x, std::vector<Atom>& out) {
+    constexpr size_t kMax = 4;
+    std::vector<Atom> work{x};
+    std::vector<Atom> found;
+    size_t steps = 0;
+    while (!work.empty()) {
+      Atom v = work.back();
+      work.pop_back();
+      if (v.kind == Atom::Const && v.value.isNumber()) continue;
+      auto it = v.kind == Atom::Local ? t.def_.find(v.var) : t.def_.end();
+      const Bind* d = it == t.def_.end() ? nullptr : it->second;
+      NativeId did = d && d->kind == Bind::Call ? builtinOf(t.vm_, d->args[0]) : NativeId::None;
+      bool elementwise = did == NativeId::Add || did == NativeId::Sub || did == NativeId::Mul ||
+                         did == NativeId::Div || did == NativeId::StarJ ||
+                         did == NativeId::StarJInverse;
+      if (d && d->kind == Bind::Copy) {
+        work.push_back(d->atom);
+      } else if (elementwise && ++steps <= 16) {
+        for (size_t i = 1; i < d->args.size(); ++i) work.push_back(d->args[i]);
+      } else if (std::none_of(found.begin(), found.end(), [&](const Atom& f) {
+                   return f.kind == v.kind && f.var == v.var && f.kind == Atom::Local;
+                 })) {
+        found.push_back(v);
+      }
+      if (found.size() > kMax || steps > 16) {
+        out = {x};
+        return;
+      }
+    }
+    out = std::move(found);
+  }
   void vectorOnehot() {
     if (argc >= 3 && bd.args[3].kind == Atom::Local)
       addTo(st, bd.args[3], op(NativeId::VectorRef, {g, P(*b)}));
@@ -317,6 +375,8 @@ struct TangentCall {
   void identity() { out = y.isZero() ? Value::undefined() : t[0]; }  // %zero-if-zero
 
   void add() { out = n == 1 ? t[0] : add(t[0], t[1]); }
+  // %sens+ and %sens-
+  void sensAdd() { out = vm.arith(id, t[0], t[1]); }
   void sub() { out = n == 1 ? neg(t[0]) : sub(t[0], t[1]); }
   void mul() { out = n == 1 ? t[0] : add(mul(t[0], p[1]), mul(p[0], t[1])); }
   void div() {
@@ -519,12 +579,15 @@ constexpr PrimitiveRules kRules[] = {
     {NativeId::Sign, kPrimals, &R::noSensitivity, false, &T::none},
     {NativeId::Step, kPrimals, &R::noSensitivity, false, &T::none},
     {NativeId::ZeroIfZero, kPrimals, &R::identity, false, &T::identity},
-    {NativeId::Materialize, kImages, &R::identity, false, &T::structural},
+    {NativeId::Materialize, kImages, &R::materialize, false, &T::structural},
     {NativeId::RepResult, kImages, &R::identity, false, &T::structural},
     {NativeId::BpResult, kImages, &R::identity, false, &T::structural},
     {NativeId::CheckXbar, kImages, &R::checkXbar, false, &T::structural},
     {NativeId::SumTo, kPrimals, &R::sumTo, false, &T::linear},
     {NativeId::BroadcastTo, kPrimals, &R::broadcastTo, false, &T::linear},
+    {NativeId::SensAdd, kPrimals, &R::sensAdd, false, &T::sensAdd},
+    {NativeId::SensSub, kPrimals, &R::sensAdd, false, &T::sensAdd},
+    {NativeId::Unreduce, kPrimals, &R::identity, false, &T::linear},
 };
 
 constexpr bool everyRowInPlace() {

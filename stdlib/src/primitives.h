@@ -41,7 +41,8 @@ class Registrar {
     // Numeric primitives follow the dual-number rule on bundles (VM::fwdApply).
     if (p.kind == PrimKind::Arithmetic || p.kind == PrimKind::Comparison || id == NativeId::Sign ||
         id == NativeId::Step || id == NativeId::ZeroIfZero || id == NativeId::VectorRef ||
-        id == NativeId::VectorLength)
+        id == NativeId::VectorLength || id == NativeId::SumTo || id == NativeId::BroadcastTo ||
+        id == NativeId::Unreduce)
       n->flags |= kDualRule;
     return n;
   }

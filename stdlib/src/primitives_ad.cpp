@@ -18,6 +18,25 @@ Value starJInverse(VM& vm, Value* a, int) { return vm.starJInverse(a[0]); }
 Value zero(VM& vm, Value* a, int) { return vm.zeroOf(a[0]); }
 Value plus(VM& vm, Value* a, int) { return vm.plus(a[0], a[1]); }
 
+// (%sens+ a b): two sensitivities of one value, added as plus adds them (ad_rules.cpp:
+// one that carries a broadcast's axes is first summed to the shape both have), which
+// the reverse transform emits where it adds the sensitivities of an arithmetic result
+// (Sens::merge). Numbers are added in place, as by the ADDS opcode's fast path.
+Value sensAdd(VM& vm, Value* a, int) {
+  if (a[0].isNumber() && a[1].isNumber()) return Value::number(a[0].asNumber() + a[1].asNumber());
+  return vm.plus(a[0], a[1]);
+}
+
+// (%sens- a b): a plus the negation of b, likewise (the simplifier's form of a %sens+
+// of a negation, ad_simplify.cpp).
+Value sensSub(VM& vm, Value* a, int) {
+  if (a[0].isNumber() && a[1].isNumber()) return Value::number(a[0].asNumber() - a[1].asNumber());
+  if (a[1].isZero()) return a[0];
+  Value nb = a[1];
+  nb = vm.callPrimitive(vm.builtin(NativeId::Sub), &nb, 1);
+  return vm.plus(a[0], nb);
+}
+
 Value attach(VM& vm, Value* a, int) { return Value::object(vm.makeAttached(a[0], a[1])); }
 
 // Asks for a collection at the next safe point (the next call): natives run
@@ -565,6 +584,8 @@ void openAdPrimitives(Registrar& r) {
   vm.defineNative("%gradient-start", gradientStart, 0, 0);
   vm.defineNative("%gradient-end", gradientEnd, 0, 0);
   r.define(NativeId::Plus, plus);
+  r.define(NativeId::SensAdd, sensAdd);
+  r.define(NativeId::SensSub, sensSub);
   r.define(NativeId::SZeroP, szeroP);
   vm.defineNative("%symbolic-zero", symbolicZero, 0, 0);
   r.define(NativeId::SCar, scar);

@@ -363,7 +363,7 @@ Value broadcastToShape(VM& vm, Value x, const Shape& s) {
 
 // The shape of a value as a sum-to/broadcast-to target: a number's is ().
 Shape targetShape(VM& vm, const char* who, Value* a, int i) {
-  Value v = untagged(unwrapAttached(a[i]));
+  Value v = untagged(fwdPrimal(untagged(unwrapAttached(a[i]))));
   if (v.isNumber() || v.isZero()) return {};
   if (isArray(v)) return shapeOf(vm.dense(asArray(v)));
   vm.typeError(who, i, "number or array", a[i]);
@@ -372,12 +372,17 @@ Shape targetShape(VM& vm, const char* who, Value* a, int i) {
 // (%sum-to x like): x summed over the axes along which like's shape broadcasts to
 // x's; x itself when it has like's shape (or is a number or the symbolic zero: a
 // sensitivity of a number-shaped result).
+// Under reverse tags (a gradient's sensitivity in code differentiated again) the sum
+// is of the tagged array's primal, tagged as many times.
 Value sumTo(VM& vm, Value* a, int) {
   Value x = unwrapAttached(a[0]);
+  int tags = 0;
+  for (; isObj(x, ObjType::Rev); ++tags) x = static_cast<Rev*>(x.asObject())->primal;
   if (!isArray(x)) return a[0];
   Shape to = targetShape(vm, "%sum-to", a, 1);
-  Vector* v = vm.dense(asArray(x));
-  return sumToShape(vm, v, to);
+  Value r = sumToShape(vm, vm.dense(asArray(x)), to);
+  for (int i = 0; i < tags; ++i) r = Value::object(vm.makeRev(r));
+  return r;
 }
 
 // (%broadcast-to x like): x repeated to like's shape (the reverse of %sum-to).
@@ -387,6 +392,48 @@ Value broadcastTo(VM& vm, Value* a, int) {
   if (!x.isNumber() && !isArray(x)) vm.typeError("%broadcast-to", 0, "number or array", a[0]);
   if (isArray(x)) x = Value::object(vm.dense(asArray(x)));
   return broadcastToShape(vm, x, targetShape(vm, "%broadcast-to", a, 1));
+}
+
+// (%unreduce g like): g, the sensitivity of a sum of sensitivities (%sens+), given
+// back to an operand (like) that had axes the sum does not: g repeated over them, so
+// that it has a shape like's broadcasts to (what a sensitivity of like may have).
+// g as it is when like's shape already broadcasts to g's (a number's, or the sum's
+// own shape: every scalar use). Where the two do not broadcast together, g is first
+// summed to the shape they have in common.
+Value unreduce(VM& vm, Value* a, int) {
+  Value g = unwrapAttached(a[0]);
+  if (g.isZero()) return a[0];
+  if (isObj(g, ObjType::Rev)) {
+    // under reverse tags, as %sum-to: of the primal, tagged as many times
+    int tags = 0;
+    for (; isObj(g, ObjType::Rev); ++tags) g = static_cast<Rev*>(g.asObject())->primal;
+    Value args[2] = {g, a[1]};
+    Value r = unreduce(vm, args, 2);
+    for (int i = 0; i < tags; ++i) r = Value::object(vm.makeRev(r));
+    return r;
+  }
+  // The sensitivity of a structure (%materialize's rule): given back as it is.
+  Value like = untagged(fwdPrimal(untagged(unwrapAttached(a[1]))));
+  if (!like.isNumber() && !isArray(like)) return a[0];  // (or the zero: of any shape)
+  Shape sl = targetShape(vm, "%unreduce", a, 1);
+  if (!isArray(g)) {
+    if (!g.isNumber()) vm.typeError("%unreduce", 0, "number or array", a[0]);
+    return sl.empty() ? g : broadcastToShape(vm, g, sl);
+  }
+  Vector* v = vm.dense(asArray(g));
+  Shape sg = shapeOf(v);
+  size_t rank = std::max(sg.size(), sl.size()), both = std::min(sg.size(), sl.size());
+  bool fits = true;
+  Shape common(both), all(rank);
+  for (size_t k = 0; k < rank; ++k) {
+    uint32_t dg = k < sg.size() ? sg[sg.size() - 1 - k] : 1;
+    uint32_t dl = k < sl.size() ? sl[sl.size() - 1 - k] : 1;
+    if (dg != dl && dg != 1 && dl != 1) fits = false;
+    all[rank - 1 - k] = dg == 1 ? dl : dg;
+    if (k < both) common[both - 1 - k] = dg == dl ? dg : 1;
+  }
+  if (fits) return all == sg ? Value::object(v) : broadcastToShape(vm, Value::object(v), all);
+  return broadcastToShape(vm, sumToShape(vm, v, common), sl);
 }
 
 // ---- making and reading ----------------------------------------------------------------
@@ -980,6 +1027,7 @@ void openArrayPrimitives(Registrar& r) {
   VM& vm = r.vm;
   r.define(NativeId::SumTo, sumTo);
   r.define(NativeId::BroadcastTo, broadcastTo);
+  r.define(NativeId::Unreduce, unreduce);
   vm.defineNative("array?", arrayP, 1, 1);
   vm.defineNative("array-shape", arrayShapeOf, 1, 1);
   vm.defineNative("array-rank", arrayRank, 1, 1);

@@ -236,8 +236,10 @@ Value VM::liftedBinary(NativeId id, uint32_t level, Value* args) {
       double a = x.asNumber(), b = y.asNumber();
       switch (id) {
         case NativeId::Add:
+        case NativeId::SensAdd:
           return Value::object(makeRev(Value::number(a + b)));
         case NativeId::Sub:
+        case NativeId::SensSub:
           return Value::object(makeRev(Value::number(a - b)));
         case NativeId::Mul:
           return Value::object(makeRev(Value::number(a * b)));

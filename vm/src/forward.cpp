@@ -100,9 +100,23 @@ Value VM::fwdApply(Native* n, Value* args, int nargs) {
     if (nargs == 1 && id == NativeId::Abs)
       return make(callPrimitive(n, p, 1), callPrimitive(n, t, 1));
     if (nargs == 1 || nargs > 2) coMisuse(*this, n->name);
+    // The shape operations of array sensitivities (%sum-to, %broadcast-to, %unreduce):
+    // linear in the first argument, part by part; the second only gives a shape.
+    // (A cobundle as the second is a sensitivity too, whose parts have its shape.)
+    if (id == NativeId::SumTo || id == NativeId::BroadcastTo || id == NativeId::Unreduce) {
+      Value like = dlam::fwdPrimal(!isCo(1) ? args[1] : p[1].isZero() ? t[1] : p[1]);
+      if (!isCo(0)) {
+        Value xl[2] = {args[0], like};
+        return callPrimitive(n, xl, 2);
+      }
+      Value pl[2] = {p[0], like}, tl[2] = {t[0], like};
+      return make(callPrimitive(n, pl, 2), callPrimitive(n, tl, 2));
+    }
     switch (id) {
       case NativeId::Add:
+      case NativeId::SensAdd:
       case NativeId::Sub:
+      case NativeId::SensSub:
         if (isCo(0) && isCo(1)) return make(arith(id, p[0], p[1]), arith(id, t[0], t[1]));
         // A cobundle with a sensitivity of something else: of a value with no
         // perturbation of this tag, which keeps the primal part.
