@@ -341,8 +341,11 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
     if (isFwd(s) && asFwd(s)->co()) s = vm.fwdProject(s, v);
     // A sensitivity that still carries the axes its value was broadcast along
     // (ad_rules.cpp) is summed to the value's shape (an error if they do not broadcast).
-    if ((v.isNumber() || isObj(v, ObjType::Vector)) && isObj(untagged(s), ObjType::Vector) &&
-        !sameVectorShape(s, v)) {
+    // (Of a bundle, forward over reverse: by its primal's shape; %sum-to takes the
+    // bundle apart.)
+    Value vp = fwdPrimal(v), sp = fwdPrimal(untagged(s));
+    if ((vp.isNumber() || isObj(vp, ObjType::Vector)) && isObj(untagged(sp), ObjType::Vector) &&
+        !sameVectorShape(sp, vp)) {
       Value args[2] = {s, v};
       s = vm.callPrimitive(vm.builtin(NativeId::SumTo), args, 2);
     }
@@ -482,6 +485,9 @@ bool conforms(Value s, Value v) {
       a = static_cast<Rev*>(a.asObject())->primal;
       b = static_cast<Rev*>(b.asObject())->primal;
     }
+    // A bundle (forward over reverse) has its primal's shape.
+    a = fwdPrimal(a);
+    b = fwdPrimal(b);
     // The symbolic zero fits any shape, as a sensitivity and as a value (a sensitivity
     // that became the value of a nested derivative).
     if (a.isZero() || b.isZero()) continue;

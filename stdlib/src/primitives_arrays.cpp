@@ -996,6 +996,91 @@ Value randomNormalArray(VM& vm, Value* a, int) {
   return Value::object(r);
 }
 
+// ---- forward rules (VM::fwdRuleApply) ----------------------------------------------
+//
+// The tangent of each procedure's result from its arguments' primals p and tangents t
+// (the symbolic zero for an argument without one), computed with the natives
+// themselves through callPrimitive, so that tangents carrying lower tags (nested
+// forward derivatives) are taken apart in turn. Most of these procedures are linear in
+// their array arguments (the others give shapes, indices and axes): the tangent is the
+// procedure applied to the tangents. dot and outer are bilinear: the product rule.
+// array-max and logsumexp have rules of their own; argmax-mask is piecewise constant.
+
+Value callNative(VM& vm, const char* name, Value* a, int n) {
+  Value f = vm.global(name);
+  return vm.callPrimitive(static_cast<Native*>(f.asObject()), a, n);
+}
+
+// Linear jointly in the arguments of `linear` (a bit mask): zero tangents among them
+// are made zeros shaped like their primals; none at all, no tangent.
+template <unsigned Linear>
+Value linearRule(VM& vm, Native* self, const Value* p, const Value* t, int n, Value) {
+  Value a[8];
+  bool any = false;
+  for (int i = 0; i < n; ++i) {
+    bool lin = (Linear >> i) & 1u;
+    any = any || (lin && !t[i].isZero());
+    a[i] = !lin ? p[i] : t[i].isZero() ? vm.zeroOf(p[i]) : t[i];
+  }
+  return any ? vm.callPrimitive(self, a, n) : Value::undefined();
+}
+
+// dot and outer: f(a', b) + f(a, b').
+Value bilinearRule(VM& vm, Native* self, const Value* p, const Value* t, int, Value) {
+  Value r = Value::undefined();
+  if (!t[0].isZero()) {
+    Value a[2] = {t[0], p[1]};
+    r = vm.callPrimitive(self, a, 2);
+  }
+  if (!t[1].isZero()) {
+    Value a[2] = {p[0], t[1]};
+    Value s = vm.callPrimitive(self, a, 2);
+    r = r.isUndefined() ? s : vm.arith(NativeId::Add, r, s);
+  }
+  return r;
+}
+
+Value noTangent(VM&, Native*, const Value*, const Value*, int, Value) { return Value::undefined(); }
+
+// (sum (* a' w) axis...) with the weights w that the reduction gives each element.
+Value weightedSum(VM& vm, const Value* p, const Value* t, int n, Value w) {
+  Value a[2] = {vm.arith(NativeId::Mul, t[0], w), n > 1 ? p[1] : Value::nil()};
+  return callNative(vm, "%sum", a, n);
+}
+
+// array-max: the tangent of the element that is the maximum (the first, as the reverse).
+Value arrayMaxRule(VM& vm, Native*, const Value* p, const Value* t, int n, Value) {
+  if (t[0].isZero()) return Value::undefined();
+  Value a[2] = {p[0], n > 1 ? p[1] : Value::nil()};
+  return weightedSum(vm, p, t, n, callNative(vm, "%argmax-mask", a, n));
+}
+
+// logsumexp: the softmax-weighted sum of the tangents, exp(a - y) with y put back along
+// the reduced axis.
+Value logsumexpRule(VM& vm, Native*, const Value* p, const Value* t, int n, Value y) {
+  if (t[0].isZero()) return Value::undefined();
+  Value yb = y;
+  if (n > 1) {
+    Value a0 = untagged(fwdPrimal(untagged(unwrapAttached(p[0]))));
+    Shape s = shapeOf(arrayArg(vm, "logsumexp", &a0, 0));
+    Value ax[2] = {p[0], p[1]};
+    s[axisArg(vm, "logsumexp", ax, n, 1, static_cast<uint32_t>(s.size()))] = 1;
+    Value r[2] = {y, shapeList(vm, s)};
+    yb = callNative(vm, "%reshape", r, 2);
+  }
+  Value d = vm.arith(NativeId::Sub, p[0], yb);
+  Value w = vm.callPrimitive(vm.builtin(NativeId::Exp), &d, 1);
+  return weightedSum(vm, p, t, n, w);
+}
+
+void define(VM& vm, const char* name, NativeFn fn, int minArgs, int maxArgs, FwdRule rule,
+            bool deep = false) {
+  Native* n = vm.defineNative(name, fn, minArgs, maxArgs);
+  n->fwdRule = rule;
+  n->fwdDeep = deep;
+  n->flags |= kDualRule;
+}
+
 }  // namespace
 
 Value arrayBinary(VM& vm, NativeId id, Value x, Value y) { return binary(vm, binOf(id), x, y); }
@@ -1032,25 +1117,26 @@ void openArrayPrimitives(Registrar& r) {
   vm.defineNative("array-shape", arrayShapeOf, 1, 1);
   vm.defineNative("array-rank", arrayRank, 1, 1);
   vm.defineNative("array-size", arraySize, 1, 1);
-  vm.defineNative("%make-array", makeArrayOf, 2, 2);
-  vm.defineNative("%list->array", listToArray, 1, 1);
-  vm.defineNative("%array->list", arrayToList, 1, 1);
-  vm.defineNative("%array-ref", arrayRef, 1, -1);
-  vm.defineNative("%array-onehot", arrayOnehot, 2, -1);
-  vm.defineNative("%reshape", reshape, 2, 2);
-  vm.defineNative("%dot", dot, 2, 2);
-  vm.defineNative("%transpose", transpose, 1, 1);
-  vm.defineNative("%outer", outer, 2, 2);
-  vm.defineNative("%sum", sum, 1, 2);
-  vm.defineNative("%array-max", arrayMax, 1, 2);
-  vm.defineNative("%argmax-mask", argmaxMask, 1, 2);
-  vm.defineNative("%logsumexp", logsumexp, 1, 2);
-  vm.defineNative("%slice", slice, 3, 4);
-  vm.defineNative("%unslice", unslice, 4, 5);
-  vm.defineNative("%gather", gather, 2, 3);
-  vm.defineNative("%scatter-add", scatterAdd, 3, 4);
-  vm.defineNative("%concat", concat, 2, 3);
-  vm.defineNative("%stack", stack, 1, 1);
+  // With their forward rules (above); the reverse ones are the prelude's.
+  define(vm, "%make-array", makeArrayOf, 2, 2, linearRule<0b10>);
+  define(vm, "%list->array", listToArray, 1, 1, linearRule<0b1>, true);
+  define(vm, "%array->list", arrayToList, 1, 1, linearRule<0b1>);
+  define(vm, "%array-ref", arrayRef, 1, -1, linearRule<0b1>);
+  define(vm, "%array-onehot", arrayOnehot, 2, -1, linearRule<0b10>);
+  define(vm, "%reshape", reshape, 2, 2, linearRule<0b1>);
+  define(vm, "%dot", dot, 2, 2, bilinearRule);
+  define(vm, "%transpose", transpose, 1, 1, linearRule<0b1>);
+  define(vm, "%outer", outer, 2, 2, bilinearRule);
+  define(vm, "%sum", sum, 1, 2, linearRule<0b1>);
+  define(vm, "%array-max", arrayMax, 1, 2, arrayMaxRule);
+  define(vm, "%argmax-mask", argmaxMask, 1, 2, noTangent);
+  define(vm, "%logsumexp", logsumexp, 1, 2, logsumexpRule);
+  define(vm, "%slice", slice, 3, 4, linearRule<0b1>);
+  define(vm, "%unslice", unslice, 4, 5, linearRule<0b1>);
+  define(vm, "%gather", gather, 2, 3, linearRule<0b1>);
+  define(vm, "%scatter-add", scatterAdd, 3, 4, linearRule<0b100>);
+  define(vm, "%concat", concat, 2, 3, linearRule<0b11>);
+  define(vm, "%stack", stack, 1, 1, linearRule<0b1>, true);
   vm.defineNative("random-array", randomArray, 1, 1);
   vm.defineNative("random-normal-array", randomNormalArray, 1, 1);
 }

@@ -177,6 +177,11 @@ struct Proto : Obj {
 inline bool keepsPrimal(uint64_t mask, size_t i) { return i < 64 && (mask >> i & 1); }
 
 using NativeFn = Value (*)(VM& vm, Value* args, int nargs);
+struct Native;
+// A native's forward rule (Native::fwdRule): the tangent of its result y from the
+// primals p and tangents t of its nargs arguments at one tag (the symbolic zero for an
+// argument with none); undefined for no tangent.
+using FwdRule = Value (*)(VM& vm, Native* self, const Value* p, const Value* t, int nargs, Value y);
 
 struct Native : Obj {
   NativeFn fn;
@@ -198,6 +203,10 @@ struct Native : Obj {
   void* hostData = nullptr;
   void* hostVjp = nullptr;
   NativeFn vjp = nullptr;
+  // Forward mode through a native known by no NativeId (the array library): its rule
+  // (VM::fwdRuleApply); fwdDeep when bundles may also come inside its list arguments.
+  FwdRule fwdRule = nullptr;
+  bool fwdDeep = false;
 };
 
 enum class NativeKind : uint16_t {

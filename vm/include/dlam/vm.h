@@ -433,8 +433,12 @@ class VM {
   Value callPrimitive(Native* n, Value* args, int nargs) {
     if ((n->flags & kDualRule) && anyFwd(args, nargs)) [[unlikely]]
       return fwdApply(n, args, nargs);
+    if (n->fwdDeep) [[unlikely]]
+      return fwdRuleApply(n, args, nargs);
     return n->fn(*this, args, nargs);
   }
+  // A native with a forward rule of its own (Native::fwdRule) applied to bundles.
+  Value fwdRuleApply(Native* n, Value* args, int nargs);
   static bool anyFwd(const Value* args, int nargs) {
     for (int i = 0; i < nargs; ++i)
       if (isObj(args[i], ObjType::Fwd)) return true;
