@@ -2,9 +2,8 @@
 // the elementwise kernels with NumPy broadcasting that + - * / expt min max and the
 // unary numeric primitives use when given arrays, and the natives that compute
 // the array procedures (dot through CBLAS, transpose, outer, reductions, slicing,
-// gather/scatter, concat, stack, reshape, making and reading arrays). The products are
-// plain loops here: linking OpenBLAS made every process hang at exit under an
-// address-space limit (its thread pool), which tests/reliability's cli.out_of_memory catches.
+// gather/scatter, concat, stack, reshape, making and reading arrays). Products of any
+// size go to CBLAS (OpenBLAS's serial build, CMakeLists.txt), small ones stay a loop.
 //
 // Every native here computes a primal value with one loop over contiguous memory and
 // allocates its result and nothing per element. Derivatives: the elementwise
@@ -14,6 +13,9 @@
 // prelude with custom-vjp, their pullbacks written with the same wrapped procedures so
 // that they differentiate again. A vector is the rank-1 array; a number plays the part
 // of a rank-0 array (a full reduction gives a number).
+#include <cblas.h>
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -611,9 +613,24 @@ Value reshape(VM& vm, Value* a, int) {
 
 // ---- linear algebra ----------------------------------------------------------------------
 
-// r (n x m) = x (n x k) times y (k x m), row-major: for each row of x, the rows of y
-// scaled and added (the inner loop runs along contiguous rows, and vectorises).
+// r (n x m) = x (n x k) times y (k x m), row-major: by dgemm, or below a few thousand
+// multiplications (where a call costs more than it saves), for each row of x the rows
+// of y scaled and added (the inner loop runs along contiguous rows, and vectorises).
+// OpenBLAS reserves a work buffer of 128 MB on its first product, and where the address
+// space is limited below that (ulimit -v) it retries forever: under a limit of less
+// than 2 GB the products stay loops.
+bool blasFits() {
+  struct rlimit rl;
+  return getrlimit(RLIMIT_AS, &rl) == 0 &&
+         (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= (rlim_t{2} << 30));
+}
+
 void matmul(const double* x, const double* y, double* r, uint64_t n, uint64_t k, uint64_t m) {
+  if (n * k * m >= 2048 && n < (1u << 31) && k < (1u << 31) && m < (1u << 31) && blasFits()) {
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(m), int(k), 1.0, x, int(k),
+                y, int(m), 0.0, r, int(m));
+    return;
+  }
   std::fill(r, r + n * m, 0.0);
   for (uint64_t i = 0; i < n; ++i) {
     double* out = r + i * m;
