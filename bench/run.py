@@ -337,6 +337,18 @@ WORKLOADS += [
              _mlp("grad", dlam=18, cpp=1500, adolc=30, **{"adolc-replay": 60},
                   torch=Rep("mlp", "grad", 0, 2, runs=3, scale=False)),
              peer_targets={"adolc": 5.0, "torch": 0.01}),
+    # The same MLP written with arrays (bench/dlam/mlp-array.dlam), against PyTorch
+    # vectorized (whole-tensor matmul and tanh, bench/python/mlp_array_torch.py) and the
+    # hand gradient in C++, with the same data and loss (the checksums agree).
+    Workload("mlp-array-f", GRAD, "MLP 2-16-16-1 written with arrays (dot, tanh over whole arrays): "
+             "evaluation; PyTorch vectorized",
+             {"dlam": Rep("mlp-array", "f", 0, 3000), "cpp": Rep("mlp", "f", 0, 2000),
+              "torch": Rep("mlp_array", "f", 0, 3000)}),
+    Workload("mlp-array-grad", GRAD, "MLP with arrays: gradient w.r.t. the three weight arrays; "
+             "PyTorch vectorized autograd",
+             {"dlam": Rep("mlp-array", "grad", 0, 1500), "cpp": Rep("mlp", "grad", 0, 1500),
+              "torch": Rep("mlp_array", "grad", 0, 1500)},
+             peer_targets={"torch": 1.0}),
     Workload("rosen-f-1e5", GRAD, "memory: one evaluation of Rosenbrock n=10^5 (wall incl. start-up)",
              _rosen("f", 100000, dlam=Rep("rosenbrock", "f", 100000, 1, base=None),
                     cpp=Rep("rosenbrock", "f", 100000, 1, base=None),

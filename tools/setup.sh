@@ -8,6 +8,7 @@ packages=(
   cmake g++ make pkg-config          # the build
   liblua5.4-dev                      # configuration files
   libffi-dev                         # foreign functions
+  libopenblas-serial-dev             # dot (CBLAS from OpenBLAS's build without threads)
   libmimalloc-dev                    # the GC heap
   libgtest-dev                       # unit and lang tests
   valgrind                           # the cli.valgrind test (tests/cli/valgrind.sh)

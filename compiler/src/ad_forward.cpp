@@ -130,7 +130,10 @@ Atom Transformer::phiBlock(const Block* b, Block* out, Tape& tape) {
     for (const Bind* e : expand(bd)) {
       loc_ = e->loc;
       phiBind(*e, out);
-      if (e->dst) notePrimal(out, e->dst);
+      if (e->dst) {
+        notePrimal(out, e->dst);
+        def_[e->dst] = e;
+      }
       tape.push_back(e);
     }
   }

@@ -85,8 +85,11 @@ struct ReverseCall {
   }
   // (%check-xbar who xbar ...): the sensitivity is xbar's
   void checkXbar() { addTo(st, bd.args[2], g); }
-  // the identity, as a function: %materialize, %rep-result, %bp-result, %zero-if-zero
+  // the identity, as a function: %rep-result, %bp-result, %zero-if-zero
   void identity() { addTo(st, *a, g); }
+  // the identity, but for the axes of a broadcast that a sensitivity still carried
+  // (ad_rules.cpp, arithmetic), which %materialize summed: g goes back over them
+  void materialize() { addTo(st, *a, op(NativeId::Unreduce, {g, t.jAtom(st.out, *a)})); }
 
   // ---- the AD operators ----
   void starJ() { addTo(st, *a, t.call(st.out, {t.prim(NativeId::StarJInverse), g})); }
@@ -112,6 +115,12 @@ struct ReverseCall {
   void tangentAt() { addTo(st, *b, helper("%cobundle-tangent", {P(*a), g, y()})); }
 
   // ---- arithmetic (binary chains after Transformer::expand) ----
+  // On arrays these broadcast (NumPy's rules), and the part of g an operand gets keeps
+  // the result's shape: a sensitivity may carry the axes its value was broadcast along.
+  // Sensitivities are linear, so those axes are summed where a value's shape is needed
+  // and known, not here (which would make every scalar rule capture its operands):
+  // plus adds with broadcasting, %materialize sums to the value's shape (the gradient,
+  // a custom rule's ybar), %vector-onehot to the element's (vm/src/ad.cpp).
   void add() {
     addTo(st, *a, g);
     if (argc == 2) addTo(st, *b, g);
@@ -267,6 +276,68 @@ struct ReverseCall {
     }
     st.replace(a->var, op(NativeId::VectorOnehot, {P(*a), P(*b), g, so->atom}));
   }
+  // ---- arrays: a broadcast's reverse sums, a sum's reverse broadcasts ----
+  void sumTo() {
+    if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::BroadcastTo, {g, P(*a)}));
+  }
+  void broadcastTo() {
+    if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::SumTo, {g, P(*a)}));
+  }
+  // Two sensitivities of one value, summed to the shape they have in common (Sens::merge,
+  // %sens+): each operand gets g put back over the axes it had beyond that shape
+  // (%unreduce; a number's, or one of the sum's own shape, is g as it is).
+  // The shape is read from the primals of the values the operand was computed from by
+  // elementwise arithmetic (shapeAtoms), which that arithmetic's own rules read anyway,
+  // rather than from the operand's, which nothing else may need kept.
+  void sensAdd() {
+    if (a->kind == Atom::Local) addTo(st, *a, unreduced(*a));
+    if (b->kind == Atom::Local) {
+      Atom gb = unreduced(*b);
+      addTo(st, *b, id == NativeId::SensSub ? op(NativeId::Sub, {gb}) : gb);
+    }
+  }
+  Atom unreduced(const Atom& x) {
+    std::vector<Atom> from;
+    shapeAtoms(x, from);
+    Atom r = g;
+    for (const Atom& f : from) r = op(NativeId::Unreduce, {r, P(f)});
+    return r;
+  }
+  // Values whose shapes broadcast together to x's: x, or where x is the result of
+  // elementwise arithmetic in the code being transformed (which broadcasts its operands
+  // and keeps their shape), its operands', recursively (number constants have none).
+  // A few at most; past that, x itself.
+  void shapeAtoms(const Atom& x, std::vector<Atom>& out) {
+    constexpr size_t kMax = 4;
+    std::vector<Atom> work{x};
+    std::vector<Atom> found;
+    size_t steps = 0;
+    while (!work.empty()) {
+      Atom v = work.back();
+      work.pop_back();
+      if (v.kind == Atom::Const && v.value.isNumber()) continue;
+      auto it = v.kind == Atom::Local ? t.def_.find(v.var) : t.def_.end();
+      const Bind* d = it == t.def_.end() ? nullptr : it->second;
+      NativeId did = d && d->kind == Bind::Call ? builtinOf(t.vm_, d->args[0]) : NativeId::None;
+      bool elementwise = did == NativeId::Add || did == NativeId::Sub || did == NativeId::Mul ||
+                         did == NativeId::Div || did == NativeId::StarJ ||
+                         did == NativeId::StarJInverse;
+      if (d && d->kind == Bind::Copy) {
+        work.push_back(d->atom);
+      } else if (elementwise && ++steps <= 16) {
+        for (size_t i = 1; i < d->args.size(); ++i) work.push_back(d->args[i]);
+      } else if (std::none_of(found.begin(), found.end(), [&](const Atom& f) {
+                   return f.kind == v.kind && f.var == v.var && f.kind == Atom::Local;
+                 })) {
+        found.push_back(v);
+      }
+      if (found.size() > kMax || steps > 16) {
+        out = {x};
+        return;
+      }
+    }
+    out = std::move(found);
+  }
   void vectorOnehot() {
     if (argc >= 3 && bd.args[3].kind == Atom::Local)
       addTo(st, bd.args[3], op(NativeId::VectorRef, {g, P(*b)}));
@@ -304,6 +375,8 @@ struct TangentCall {
   void identity() { out = y.isZero() ? Value::undefined() : t[0]; }  // %zero-if-zero
 
   void add() { out = n == 1 ? t[0] : add(t[0], t[1]); }
+  // %sens+ and %sens-
+  void sensAdd() { out = vm.arith(id, t[0], t[1]); }
   void sub() { out = n == 1 ? neg(t[0]) : sub(t[0], t[1]); }
   void mul() { out = n == 1 ? t[0] : add(mul(t[0], p[1]), mul(p[0], t[1])); }
   void div() {
@@ -372,9 +445,22 @@ struct TangentCall {
     Value args[2] = {t[0], p[1]};
     out = vm.callPrimitive(vm.builtin(NativeId::VectorRef), args, 2);
   }
+  // linear in the first argument, the second giving a shape (%sum-to, %broadcast-to):
+  // the same primitive applied to the tangent
+  void linear() {
+    if (t[0].isZero()) return;
+    Value args[2] = {t[0], p[1]};
+    out = vm.callPrimitive(vm.builtin(id), args, 2);
+  }
   // min and max: the tangent of the argument selected (the first on ties), as the
-  // reverse rule sends the sensitivity
+  // reverse rule sends the sensitivity; on arrays, elementwise by the same step mask
   void minMax() {
+    if (n == 2 && (isObj(p[0], ObjType::Vector) || isObj(p[1], ObjType::Vector))) {
+      Value ab[2] = {p[0], p[1]}, ba[2] = {p[1], p[0]};
+      Value sel = vm.callPrimitive(vm.builtin(NativeId::Step), id == NativeId::Max ? ab : ba, 2);
+      out = add(mul(t[0], sel), mul(t[1], sub(K(1), sel)));
+      return;
+    }
     for (int i = 0; i < n; ++i) {
       Value args[2] = {p[i], y};
       if (vm.callPrimitive(vm.builtin(NativeId::NumEq), args, 2).isTruthy()) {
@@ -493,10 +579,15 @@ constexpr PrimitiveRules kRules[] = {
     {NativeId::Sign, kPrimals, &R::noSensitivity, false, &T::none},
     {NativeId::Step, kPrimals, &R::noSensitivity, false, &T::none},
     {NativeId::ZeroIfZero, kPrimals, &R::identity, false, &T::identity},
-    {NativeId::Materialize, kImages, &R::identity, false, &T::structural},
+    {NativeId::Materialize, kImages, &R::materialize, false, &T::structural},
     {NativeId::RepResult, kImages, &R::identity, false, &T::structural},
     {NativeId::BpResult, kImages, &R::identity, false, &T::structural},
     {NativeId::CheckXbar, kImages, &R::checkXbar, false, &T::structural},
+    {NativeId::SumTo, kPrimals, &R::sumTo, false, &T::linear},
+    {NativeId::BroadcastTo, kPrimals, &R::broadcastTo, false, &T::linear},
+    {NativeId::SensAdd, kPrimals, &R::sensAdd, false, &T::sensAdd},
+    {NativeId::SensSub, kPrimals, &R::sensAdd, false, &T::sensAdd},
+    {NativeId::Unreduce, kPrimals, &R::identity, false, &T::linear},
 };
 
 constexpr bool everyRowInPlace() {

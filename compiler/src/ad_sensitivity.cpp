@@ -53,7 +53,7 @@ TermP Sens::merge(const TermP& a, const TermP& b) {
     return pairTerm(merge(head(v), p->car), merge(tail(v), p->cdr));
   }
   if (uint16_t level; t->numericPair(a, b, level))
-    return atomTerm(t->call(out, {t->prim(NativeId::Add), a->atom, b->atom}, level));
+    return atomTerm(t->call(out, {t->prim(NativeId::SensAdd), a->atom, b->atom}, level));
   return atomTerm(t->call(out, {t->prim(NativeId::Plus), materialize(a), materialize(b)}));
 }
 

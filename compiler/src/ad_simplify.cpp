@@ -109,9 +109,10 @@ void simplifyBackpropagator(const VM& vm, Module& module, Block* body) {
       }
       if (!scaled) continue;
       scaled->args[constAt] = negated(scaled->args[constAt]);
-    } else if (is(*u, NativeId::Add, 2, k)) {
+    } else if (is(*u, NativeId::Add, 2, k) || is(*u, NativeId::SensAdd, 2, k)) {
       Atom x = u->args[3 - at];
-      u->args[0] = prim(NativeId::Sub, u->args[0].loc);
+      bool sens = is(*u, NativeId::SensAdd, 2, k);
+      u->args[0] = prim(sens ? NativeId::SensSub : NativeId::Sub, u->args[0].loc);
       u->args[1] = x;
       at = 2;
     } else {
@@ -162,7 +163,7 @@ void simplifyBackpropagator(const VM& vm, Module& module, Block* body) {
       inv.args = {prim(NativeId::StarJInverse, p.loc), p.args[3 - side]};
       add.dst = module.newVar("");
       add.level = yb.level;
-      add.args = {prim(NativeId::Add, p.loc), localAtom(inv.dst, p.loc), tag.args[1]};
+      add.args = {prim(NativeId::SensAdd, p.loc), localAtom(inv.dst, p.loc), tag.args[1]};
       p.args = {prim(NativeId::StarJ, p.loc), localAtom(add.dst, p.loc)};
       folded[si] = true;
       before[i].push_back(std::move(inv));

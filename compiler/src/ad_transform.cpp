@@ -141,7 +141,9 @@ Lambda* Transformer::transformLambda(const Lambda* L, const std::vector<Var*>* p
   // the primals of its free variables itself (its closure captures their images).
   auto savedPrimals = std::move(P_);
   Uses savedUses = std::move(uses_);
+  auto savedDefs = std::move(def_);
   P_.clear();
+  def_.clear();
   uses_ = classify(L->body);
   for (size_t i = 0; i < L->freeVars.size(); ++i)
     if (keepsPrimal(plain, i)) P_[L->freeVars[i]] = T->freeVars[i];
@@ -198,6 +200,7 @@ Lambda* Transformer::transformLambda(const Lambda* L, const std::vector<Var*>* p
             flatSelf_});
   P_ = std::move(savedPrimals);
   uses_ = std::move(savedUses);
+  def_ = std::move(savedDefs);
   file_ = std::move(savedFile);
   loc_ = savedLoc;
   fnLoc_ = savedFnLoc;

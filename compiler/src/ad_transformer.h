@@ -168,6 +168,10 @@ class Transformer {
   // computes the sum on primal values (no tagged operands, no tagged sum).
   std::unordered_map<const Var*, uint16_t> arith_;
 
+  // The primal binding that made each variable of the code being transformed (φ
+  // notes them): where ρ looks for what a value was computed from (shapeAtoms).
+  std::unordered_map<const Var*, const Bind*> def_;
+
   Uses uses_;
   std::unordered_map<const Var*, Var*> P_;  // primal variable → variable holding its primal value
   std::unordered_map<const Lambda*, uint64_t> primalFree_;  // primalFree's cache

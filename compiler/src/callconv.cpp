@@ -31,6 +31,9 @@ bool hasOpcode(NativeId id, size_t n) {
     case NativeId::NumEq:
     case NativeId::Cons:
     case NativeId::Plus:
+    case NativeId::SensAdd:
+    case NativeId::SensSub:
+    case NativeId::Unreduce:
     case NativeId::AttachStarJ:
     case NativeId::RepResult:
     case NativeId::BpResult:
@@ -62,8 +65,8 @@ bool hasOpcode(NativeId id, size_t n) {
 bool hasLiftedOpcode(const VM& vm, const Bind& bd) {
   if (bd.level == 0 || bd.level > instr::kMaxLevel || bd.args.size() != 3) return false;
   NativeId id = builtinOf(vm, bd.args[0]);
-  return id == NativeId::Add || id == NativeId::Sub || id == NativeId::Mul || id == NativeId::Div ||
-         isCompare(id);
+  return id == NativeId::Add || id == NativeId::SensAdd || id == NativeId::SensSub ||
+         id == NativeId::Sub || id == NativeId::Mul || id == NativeId::Div || isCompare(id);
 }
 
 bool usesWindow(const VM& vm, const Bind& bd) {

@@ -292,6 +292,12 @@ class FnCompiler {
         return binary(Op::CONS);
       case NativeId::Plus:
         return binary(Op::PLUS);
+      case NativeId::SensAdd:
+        return binary(Op::ADDS);
+      case NativeId::SensSub:
+        return binary(Op::SUBS);
+      case NativeId::Unreduce:
+        return binary(Op::UNRED);
       case NativeId::AttachStarJ:
         return binary(Op::ATTACH);
       case NativeId::RepResult:
@@ -367,6 +373,10 @@ class FnCompiler {
     switch (NativeId id = builtinOf(vm_, bd.args[0])) {
       case NativeId::Add:
         return Op::ADD;
+      case NativeId::SensAdd:
+        return Op::ADDS;
+      case NativeId::SensSub:
+        return Op::SUBS;
       case NativeId::Sub:
         return Op::SUB;
       case NativeId::Mul:

@@ -117,6 +117,9 @@ typedef struct dlam_config {
   const char *const *ffi_libraries; /* the libraries foreign-function may open; NULL: any */
   size_t ffi_libraries_len;
   int file_io; /* 0 or 1: the file procedures (default 0) */
+  /* Threads for the matrix products of arrays (dot) through a BLAS, 1 .. 256; 0 counts
+  ** as 1 (the default). Checked but unused: dot is single-threaded dlam code for now. */
+  int blas_threads;
   /* Where all of the VM's output goes (display, write, newline, print... to the standard
   ** output port: stream 1; to current-error-port: stream 2): called with the stream and
   ** the bytes (not NUL-terminated).
@@ -234,6 +237,19 @@ DLAM_API dlam_status dlam_to_number(dlam_vm *vm, dlam_val v, double *out);
 ** NULL when n is 0); n is at most 2^30. */
 DLAM_API dlam_val dlam_vector_of_numbers(dlam_vm *vm, const double *xs, size_t n);
 
+/* A handle to a new array of rank `rank` (>= 1) and sizes shape[0..rank-1] holding the
+** n = shape[0] * ... * shape[rank-1] numbers data[0..n-1] in row-major order (data may be
+** NULL when n is 0). At most 2^30 elements. A rank-1 array is a vector. */
+DLAM_API dlam_val dlam_array_of_numbers(dlam_vm *vm, const double *data, size_t rank,
+                                        const size_t *shape);
+
+/* Reads the array a without copying: *data its elements (row-major), *rank its rank and
+** *shape its sizes. The pointers stay valid while the handle a lives (until it is
+** released or the VM freed); the elements must not be written. A value that is not an
+** array is DLAM_ERR_RUNTIME. */
+DLAM_API dlam_status dlam_array_data(dlam_vm *vm, dlam_val a, const double **data, size_t *rank,
+                                     const size_t **shape);
+
 /* Stores the elements of the list of numbers, or of the vector, list in out[0..].
 ** *count (if count is not NULL) receives its length, also when the call fails because
 ** it is longer than capacity (DLAM_ERR_API, nothing stored): pass capacity 0 (out
@@ -290,6 +306,13 @@ DLAM_API dlam_val dlam_dup(dlam_vm *vm, dlam_val v);
 ** derivative, fails with the corresponding status; the outputs are then unchanged. */
 DLAM_API dlam_status dlam_value_and_gradient(dlam_vm *vm, dlam_val fn, size_t n, const double *x,
                                              double *value, double *gradient);
+
+/* dlam_value_and_gradient for a real-valued function of one array: fn is called with the
+** array of the given shape holding x[0..n-1] (row-major; see dlam_array_of_numbers), and
+** the gradient, an array of that shape, is written into gradient[0..n-1]. */
+DLAM_API dlam_status dlam_value_and_gradient_array(dlam_vm *vm, dlam_val fn, const double *x,
+                                                   size_t rank, const size_t *shape, double *value,
+                                                   double *gradient);
 
 /* ---- host functions ------------------------------------------------------------------------ */
 

@@ -58,6 +58,7 @@ struct HandleSlot {
   Value v;
   uint32_t gen = 0;
   bool live = false;
+  std::vector<size_t> shape;  // an array's sizes as dlam_array_data gave them (while live)
 };
 
 struct VmImpl : dlam::VM {
@@ -151,6 +152,7 @@ struct dlam_vm {
   void releaseSlot(HandleSlot* s) {
     s->live = false;
     s->v = Value::nil();
+    s->shape = {};
     s->gen = (s->gen + 1) & kGenMask;
     auto idx = static_cast<uint32_t>(s - slots.data());
     freeSlots.push_back(idx);  // may throw bad_alloc: the slot is then just not reused
@@ -556,6 +558,8 @@ dlam::Config configFromStruct(const dlam_config& c) {
                 std::to_string(c.instruction_limit));
   configFlag("ffi_enabled", c.ffi_enabled);
   configFlag("file_io", c.file_io);
+  if (c.blas_threads < 0 || c.blas_threads > 256)
+    configError("blas_threads must be from 1 to 256 (0: 1), got " + std::to_string(c.blas_threads));
   if (!c.write && c.write_ud) configError("write_ud is set but write is NULL");
   cfg.heapLimitMb = c.heap_limit_mb;
   cfg.stackLimit = c.stack_limit;
@@ -563,6 +567,7 @@ dlam::Config configFromStruct(const dlam_config& c) {
   cfg.includePath = configStrings("include_path", c.include_path, c.include_path_len);
   cfg.ffiEnabled = c.ffi_enabled != 0;
   cfg.fileIo = c.file_io != 0;
+  cfg.blasThreads = c.blas_threads ? static_cast<uint32_t>(c.blas_threads) : 1;
   if (c.ffi_libraries)
     cfg.ffiLibraries = configStrings("ffi_libraries", c.ffi_libraries, c.ffi_libraries_len);
   else if (c.ffi_libraries_len)
@@ -588,6 +593,7 @@ void configToStruct(const dlam::Config& cfg, dlam_config& c, LoadedConfig& into)
   c.include_path_len = into.includePtrs.size();
   c.ffi_enabled = cfg.ffiEnabled ? 1 : 0;
   c.file_io = cfg.fileIo ? 1 : 0;
+  c.blas_threads = static_cast<int>(cfg.blasThreads);
   c.ffi_libraries =
       cfg.ffiLibraries ? (into.ffiPtrs.empty() ? kNoLibraries : into.ffiPtrs.data()) : nullptr;
   c.ffi_libraries_len = into.ffiPtrs.size();
@@ -668,6 +674,7 @@ void dlam_config_init(dlam_config* cfg) {
   cfg->include_path = kDefaultIncludePath;
   cfg->include_path_len = 1;
   cfg->ffi_enabled = d.ffiEnabled ? 1 : 0;
+  cfg->blas_threads = static_cast<int>(d.blasThreads);
 }
 
 dlam_status dlam_config_load_lua(dlam_config* cfg, const char* path) {
@@ -875,6 +882,74 @@ dlam_val dlam_vector_of_numbers(dlam_vm* vm, const double* xs, size_t n) {
   return out;
 }
 
+namespace {
+// The sizes of an array for the C API, checked: rank >= 1, each product within 2^30.
+std::vector<uint32_t> apiShape(const char* who, size_t rank, const size_t* shape) {
+  if (rank == 0) apiError(std::string(who) + ": rank must be at least 1");
+  if (!shape) apiError(std::string(who) + ": shape is NULL");
+  if (rank > 64) apiError(std::string(who) + ": rank " + std::to_string(rank) + " is more than 64");
+  std::vector<uint32_t> s(rank);
+  uint64_t n = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    if (shape[i] > dlam::VM::kMaxArrayElements || (n *= shape[i]) > dlam::VM::kMaxArrayElements)
+      apiError(std::string(who) + ": the array has more than 2^30 elements");
+    s[i] = static_cast<uint32_t>(shape[i]);
+  }
+  return s;
+}
+
+uint64_t elementCount(const std::vector<uint32_t>& s) {
+  uint64_t n = 1;
+  for (uint32_t d : s) n *= d;
+  return n;
+}
+
+dlam::Vector* newArray(dlam_vm* vm, const std::vector<uint32_t>& s, const double* data) {
+  uint64_t n = elementCount(s);
+  collectForApi(vm, sizeof(dlam::Vector) + n * sizeof(double));
+  dlam::Vector* a = vm->vm->makeArray(static_cast<uint32_t>(s.size()), s.data());
+  for (uint64_t i = 0; i < n; ++i) a->items[i] = Value::numberChecked(data[i]).asNumber();
+  return a;
+}
+}  // namespace
+
+dlam_val dlam_array_of_numbers(dlam_vm* vm, const double* data, size_t rank, const size_t* shape) {
+  dlam_val out = nullptr;
+  guarded(vm, "dlam_array_of_numbers", [&] {
+    std::vector<uint32_t> s = apiShape("dlam_array_of_numbers", rank, shape);
+    if (elementCount(s) > 0 && !data) apiError("dlam_array_of_numbers: data is NULL");
+    out = vm->newHandle(Value::object(newArray(vm, s, data)));
+    return DLAM_OK;
+  });
+  return out;
+}
+
+dlam_status dlam_array_data(dlam_vm* vm, dlam_val a, const double** data, size_t* rank,
+                            const size_t** shape) {
+  return guarded(vm, "dlam_array_data", [&] {
+    const char* why = "";
+    HandleSlot* s = vm->lookup(a, &why);
+    if (!s) apiError(std::string("dlam_array_data: the array ") + why);
+    if (!data || !rank || !shape) apiError("dlam_array_data: data, rank or shape is NULL");
+    Value x = dlam::unwrapAttached(s->v);
+    if (!dlam::isObj(x, dlam::ObjType::Vector))
+      throw dlam::Error(ErrorKind::Runtime,
+                        "dlam_array_data: expected an array, got " + shortShow(*vm->vm, x));
+    auto* v = static_cast<dlam::Vector*>(x.asObject());
+    if (dlam::isSparse(v)) {
+      // A sparse sensitivity (a gradient): the handle keeps its dense form from now on.
+      v = vm->vm->dense(v);
+      s->v = Value::object(v);
+    }
+    const uint32_t* sz = dlam::arrayShape(v);
+    s->shape.assign(sz, sz + v->rank);
+    *data = v->items;
+    *rank = v->rank;
+    *shape = s->shape.data();
+    return DLAM_OK;
+  });
+}
+
 dlam_status dlam_to_number(dlam_vm* vm, dlam_val v, double* out) {
   return guarded(vm, "dlam_to_number", [&] {
     Value x = vm->resolve(v, "dlam_to_number", "the value");
@@ -1061,6 +1136,58 @@ dlam_status dlam_value_and_gradient(dlam_vm* vm, dlam_val fn, size_t n, const do
     }
     if (value) *value = y.asNumber();
     if (gradient) std::copy(g.begin(), g.end(), gradient);
+    v.gradientBoundary(true);
+    return DLAM_OK;
+  });
+}
+
+dlam_status dlam_value_and_gradient_array(dlam_vm* vm, dlam_val fn, const double* x, size_t rank,
+                                          const size_t* shape, double* value, double* gradient) {
+  return guarded(vm, "dlam_value_and_gradient_array", [&] {
+    const char* who = "dlam_value_and_gradient_array";
+    Value f = vm->resolve(fn, who, "the function");
+    std::vector<uint32_t> s = apiShape(who, rank, shape);
+    uint64_t n = elementCount(s);
+    if (n > 0 && !x) apiError("dlam_value_and_gradient_array: x is NULL");
+    if (n > 0 && !gradient) apiError("dlam_value_and_gradient_array: gradient is NULL");
+    dlam::VM& v = *vm->vm;
+    if (!dlam::isProcedure(f))
+      throw dlam::Error(ErrorKind::Runtime,
+                        std::string(who) + ": expected a procedure, got " + shortShow(v, f));
+    RunScope run(vm);
+    v.gradientBoundary(false);
+    // ((*j f) (*j x)) → ((*j y) . backpropagator); (backpropagator 1) → (fbar . xbar).
+    dlam::VM::Root jf(v, v.starJ(f));
+    dlam::VM::Root arg(v, Value::object(newArray(vm, s, x)));
+    Value jx = v.starJ(arg.get());
+    Value r = v.call(jf.get(), &jx, 1);
+    if (!dlam::isPair(r))
+      throw dlam::Error(ErrorKind::Runtime,
+                        std::string(who) + ": the transformed function returned " +
+                            shortShow(v, r) + " instead of (value . backpropagator)");
+    dlam::VM::Root rr(v, r);
+    Value y = v.starJInverse(dlam::asPair(r)->car);
+    if (!y.isNumber())
+      throw dlam::Error(ErrorKind::Runtime, std::string(who) + ": the function returned " +
+                                                shortShow(v, y) + ", not a number");
+    Value one = Value::number(1);
+    Value sens = v.call(dlam::asPair(rr.get())->cdr, &one, 1);
+    if (!dlam::isPair(sens))
+      throw dlam::Error(ErrorKind::Runtime, std::string(who) + ": the backpropagator returned " +
+                                                shortShow(v, sens) + " instead of (fbar . xbar)");
+    Value xbar = dlam::asPair(sens)->cdr;
+    if (xbar.isZero()) {
+      std::fill(gradient, gradient + n, 0.0);
+    } else {
+      auto* a = static_cast<dlam::Vector*>(arg.get().asObject());
+      if (!dlam::isObj(xbar, dlam::ObjType::Vector) ||
+          !dlam::sameShape(static_cast<dlam::Vector*>(xbar.asObject()), a))
+        throw dlam::Error(ErrorKind::Runtime, std::string(who) + ": the argument sensitivity " +
+                                                  shortShow(v, xbar) +
+                                                  " is not an array of the argument's shape");
+      dlam::denseInto(static_cast<dlam::Vector*>(xbar.asObject()), gradient);
+    }
+    if (value) *value = y.asNumber();
     v.gradientBoundary(true);
     return DLAM_OK;
   });

@@ -46,10 +46,12 @@ constexpr std::string_view kChunkPrefix = "config:";
 
 constexpr uint64_t kMaxHeapMb = uint64_t{1} << 40;
 constexpr uint64_t kMaxStackLimit = 0xffffffffull;
+constexpr uint64_t kMaxBlasThreads = 256;
 constexpr uint64_t kMaxInstructionLimit = uint64_t(std::numeric_limits<int64_t>::max());
 
 const char* const kKnownKeys[] = {"heap_limit_mb", "stack_limit", "instruction_limit",
-                                  "include_path",  "ffi",         "file_io"};
+                                  "include_path",  "ffi",         "file_io",
+                                  "blas_threads"};
 const char* const kKnownFfiKeys[] = {"enabled", "libraries"};
 
 struct LoaderState {
@@ -518,6 +520,9 @@ class Validator {
         if (auto v = strings(-1, name, loc)) cfg.includePath = std::move(*v);
       } else if (name == "ffi") {
         ffi(-1, cfg);
+      } else if (name == "blas_threads") {
+        if (auto v = integer(-1, name, loc, 1, kMaxBlasThreads, "an integer from 1 to 256"))
+          cfg.blasThreads = static_cast<uint32_t>(*v);
       } else if (name == "file_io") {
         if (lua_type(L, -1) == LUA_TBOOLEAN)
           cfg.fileIo = lua_toboolean(L, -1);

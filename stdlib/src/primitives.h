@@ -41,7 +41,8 @@ class Registrar {
     // Numeric primitives follow the dual-number rule on bundles (VM::fwdApply).
     if (p.kind == PrimKind::Arithmetic || p.kind == PrimKind::Comparison || id == NativeId::Sign ||
         id == NativeId::Step || id == NativeId::ZeroIfZero || id == NativeId::VectorRef ||
-        id == NativeId::VectorLength)
+        id == NativeId::VectorLength || id == NativeId::SumTo || id == NativeId::BroadcastTo ||
+        id == NativeId::Unreduce)
       n->flags |= kDualRule;
     return n;
   }
@@ -93,6 +94,22 @@ void openIoPrimitives(Registrar& r);
 void openAdPrimitives(Registrar& r);
 void openHofPrimitives(Registrar& r);
 void openVectorPrimitives(Registrar& r);
+void openArrayPrimitives(Registrar& r);
+
+// Arrays (primitives_arrays.cpp): whether v is an array (a vector included); x OP y
+// elementwise with NumPy broadcasting for numbers, arrays and the symbolic zero (one of
+// them an array); the n-ary + - * / min max (one argument: negation, reciprocal, itself)
+// folded from the left; f on each element of the array x.
+bool isArray(Value v);
+Value arrayBinary(VM& vm, NativeId id, Value x, Value y);
+Value arrayNary(VM& vm, NativeId id, Value* a, int n);
+Value arrayUnary(VM& vm, double (*f)(double), Value x);
+// Whether any of a[0 .. n) is an array (after attachments): the array path of a primitive.
+inline bool anyArray(const Value* a, int n) {
+  for (int i = 0; i < n; ++i)
+    if (!a[i].isNumber() && isArray(unwrapAttached(a[i]))) return true;
+  return false;
+}
 void openRandomPrimitives(Registrar& r);
 void openErrorPrimitives(Registrar& r);
 void openRecordPrimitives(Registrar& r);

@@ -18,6 +18,25 @@ Value starJInverse(VM& vm, Value* a, int) { return vm.starJInverse(a[0]); }
 Value zero(VM& vm, Value* a, int) { return vm.zeroOf(a[0]); }
 Value plus(VM& vm, Value* a, int) { return vm.plus(a[0], a[1]); }
 
+// (%sens+ a b): two sensitivities of one value, added as plus adds them (ad_rules.cpp:
+// one that carries a broadcast's axes is first summed to the shape both have), which
+// the reverse transform emits where it adds the sensitivities of an arithmetic result
+// (Sens::merge). Numbers are added in place, as by the ADDS opcode's fast path.
+Value sensAdd(VM& vm, Value* a, int) {
+  if (a[0].isNumber() && a[1].isNumber()) return Value::number(a[0].asNumber() + a[1].asNumber());
+  return vm.plus(a[0], a[1]);
+}
+
+// (%sens- a b): a plus the negation of b, likewise (the simplifier's form of a %sens+
+// of a negation, ad_simplify.cpp).
+Value sensSub(VM& vm, Value* a, int) {
+  if (a[0].isNumber() && a[1].isNumber()) return Value::number(a[0].asNumber() - a[1].asNumber());
+  if (a[1].isZero()) return a[0];
+  Value nb = a[1];
+  nb = vm.callPrimitive(vm.builtin(NativeId::Sub), &nb, 1);
+  return vm.plus(a[0], nb);
+}
+
 Value attach(VM& vm, Value* a, int) { return Value::object(vm.makeAttached(a[0], a[1])); }
 
 // Asks for a collection at the next safe point (the next call): natives run
@@ -60,6 +79,11 @@ Value strip(VM&, Value* a, int) { return untagged(a[0]); }
 
 // (%sign x): -1, 0 or 1 — the derivative of abs.
 Value sign(VM& vm, Value* a, int) {
+  if (anyArray(a, 1)) [[unlikely]]
+    return arrayUnary(
+        vm, [](double x) { return x > 0   ? 1.0
+                                  : x < 0 ? -1.0
+                                          : 0.0; }, a[0]);
   double x = num(vm, "%sign", a, 0);
   return Value::number(x > 0 ? 1 : x < 0 ? -1 : 0);
 }
@@ -68,11 +92,16 @@ Value sign(VM& vm, Value* a, int) {
 // rule that makes the product exactly 0 there (arithWithZero), even with an infinite
 // or NaN factor beside it. Its derivative is the identity's.
 Value zeroIfZero(VM& vm, Value* a, int) {
+  // An array stays as it is: its zeros are plain zeros (no element is the symbolic zero).
+  if (anyArray(a, 1)) [[unlikely]]
+    return a[0];
   return num(vm, "%zero-if-zero", a, 0) == 0 ? Value::zero() : a[0];
 }
 
 // (%step a b): 1 if a >= b else 0 — which argument max selected.
 Value step(VM& vm, Value* a, int) {
+  if (anyArray(a, 2)) [[unlikely]]
+    return arrayBinary(vm, NativeId::Step, a[0], a[1]);
   return Value::number(num(vm, "%step", a, 0) >= num(vm, "%step", a, 1) ? 1 : 0);
 }
 
@@ -256,8 +285,7 @@ bool sameVectorShape(Value s, Value v) {
   s = untagged(s);
   bool sv = isObj(s, ObjType::Vector), vv = isObj(v, ObjType::Vector);
   if (sv != vv) return false;
-  return !sv || vectorLength(static_cast<Vector*>(s.asObject())) ==
-                    vectorLength(static_cast<Vector*>(v.asObject()));
+  return !sv || sameShape(static_cast<Vector*>(s.asObject()), static_cast<Vector*>(v.asObject()));
 }
 
 // (%materialize sens value): sens with every symbolic zero replaced by the zero of the
@@ -311,6 +339,16 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
     // The sensitivity of a bundle's perturbation that reached a value without one
     // (reverse over forward) is its primal part (VM::fwdProject).
     if (isFwd(s) && asFwd(s)->co()) s = vm.fwdProject(s, v);
+    // A sensitivity that still carries the axes its value was broadcast along
+    // (ad_rules.cpp) is summed to the value's shape (an error if they do not broadcast).
+    // (Of a bundle, forward over reverse: by its primal's shape; %sum-to takes the
+    // bundle apart.)
+    Value vp = fwdPrimal(v), sp = fwdPrimal(untagged(s));
+    if ((vp.isNumber() || isObj(vp, ObjType::Vector)) && isObj(untagged(sp), ObjType::Vector) &&
+        !sameVectorShape(sp, vp)) {
+      Value args[2] = {s, v};
+      s = vm.callPrimitive(vm.builtin(NativeId::SumTo), args, 2);
+    }
     if (s.isZero()) {
       results.push_back(vm.zeroOf(it.v));
     } else if (v.isZero()) {
@@ -365,7 +403,8 @@ Value materialize(VM& vm, Value* a, int) {
     int tags = 0;  // a number's zero carries its reverse tags (as in materializeTree)
     for (; isObj(vc, ObjType::Rev); ++tags) vc = static_cast<Rev*>(vc.asObject())->primal;
     if ((vc.isNumber() || isFwd(vc)) &&
-        (sc.isNumber() || isObj(sc, ObjType::Rev) || (isFwd(sc) && !asFwd(sc)->co())))
+        (sc.isNumber() || (isObj(sc, ObjType::Rev) && !isObj(untagged(sc), ObjType::Vector)) ||
+         (isFwd(sc) && !asFwd(sc)->co())))
       continue;
     Value m;
     if ((vc.isNumber() || isFwd(vc)) && sc.isZero()) {
@@ -446,6 +485,9 @@ bool conforms(Value s, Value v) {
       a = static_cast<Rev*>(a.asObject())->primal;
       b = static_cast<Rev*>(b.asObject())->primal;
     }
+    // A bundle (forward over reverse) has its primal's shape.
+    a = fwdPrimal(a);
+    b = fwdPrimal(b);
     // The symbolic zero fits any shape, as a sensitivity and as a value (a sensitivity
     // that became the value of a nested derivative).
     if (a.isZero() || b.isZero()) continue;
@@ -548,6 +590,8 @@ void openAdPrimitives(Registrar& r) {
   vm.defineNative("%gradient-start", gradientStart, 0, 0);
   vm.defineNative("%gradient-end", gradientEnd, 0, 0);
   r.define(NativeId::Plus, plus);
+  r.define(NativeId::SensAdd, sensAdd);
+  r.define(NativeId::SensSub, sensSub);
   r.define(NativeId::SZeroP, szeroP);
   vm.defineNative("%symbolic-zero", symbolicZero, 0, 0);
   r.define(NativeId::SCar, scar);

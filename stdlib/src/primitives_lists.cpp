@@ -143,8 +143,11 @@ Value listTail(VM& vm, Value* a, int) { return tailAt(vm, "list-tail", a, false)
 Value nullP(VM&, Value* a, int) { return Value::boolean(unwrapAttached(a[0]).isNil()); }
 Value pairP(VM&, Value* a, int) { return Value::boolean(isPair(unwrapAttached(a[0]))); }
 Value numberP(VM&, Value* a, int) {
+  // A reverse-tagged number is a number; a tagged array (a vector or matrix) is not.
   Value v = unwrapAttached(a[0]);
-  return Value::boolean(v.isNumber() || v.isZero() || isObj(v, ObjType::Rev) || isFwd(v));
+  while (isObj(v, ObjType::Rev) || isFwd(v))
+    v = isFwd(v) ? asFwd(v)->primal : static_cast<const Rev*>(v.asObject())->primal;
+  return Value::boolean(v.isNumber() || v.isZero());
 }
 Value booleanP(VM&, Value* a, int) { return Value::boolean(unwrapAttached(a[0]).isBool()); }
 Value procedureP(VM&, Value* a, int) { return Value::boolean(isProcedure(unwrapAttached(a[0]))); }
@@ -201,7 +204,7 @@ bool equalValues(Value x0, Value y0) {
     } else if (isObj(x, ObjType::Vector) && isObj(y, ObjType::Vector)) {
       auto* vx = static_cast<Vector*>(x.asObject());
       auto* vy = static_cast<Vector*>(y.asObject());
-      if (vectorLength(vx) != vectorLength(vy)) return false;
+      if (!sameShape(vx, vy)) return false;
       std::vector<double> bx, by;
       const double *ex = elementsOf(vx, bx), *ey = elementsOf(vy, by);
       for (uint32_t i = 0, n = vectorLength(vx); i < n; ++i)

@@ -33,13 +33,25 @@ Value withZero(NativeId id, const Value* a, int n, double r) {
   return z.isUndefined() ? numberResult(r) : z;
 }
 
+// The array path of a primitive: a symbolic zero among arrays keeps its meaning
+// (arithWithZero), the rest is elementwise with broadcasting (primitives_arrays.cpp).
+Value arrayArith(VM& vm, NativeId id, Value* a, int n) {
+  if (id == NativeId::Add || id == NativeId::Sub || id == NativeId::Mul || id == NativeId::Div)
+    if (Value z = arithWithZero(id, a, n); !z.isUndefined()) return z;
+  return arrayNary(vm, id, a, n);
+}
+
 Value add(VM& vm, Value* a, int n) {
+  if (anyArray(a, n)) [[unlikely]]
+    return arrayArith(vm, NativeId::Add, a, n);
   double s = 0;
   for (int i = 0; i < n; ++i) s += num(vm, "+", a, i);
   return withZero(NativeId::Add, a, n, s);
 }
 
 Value sub(VM& vm, Value* a, int n) {
+  if (anyArray(a, n)) [[unlikely]]
+    return arrayArith(vm, NativeId::Sub, a, n);
   double d = num(vm, "-", a, 0);
   if (n == 1) return withZero(NativeId::Sub, a, n, -d);
   for (int i = 1; i < n; ++i) d -= num(vm, "-", a, i);
@@ -47,29 +59,47 @@ Value sub(VM& vm, Value* a, int n) {
 }
 
 Value mul(VM& vm, Value* a, int n) {
+  if (anyArray(a, n)) [[unlikely]]
+    return arrayArith(vm, NativeId::Mul, a, n);
   double p = 1;
   for (int i = 0; i < n; ++i) p *= num(vm, "*", a, i);
   return withZero(NativeId::Mul, a, n, p);
 }
 
 Value div(VM& vm, Value* a, int n) {
+  if (anyArray(a, n)) [[unlikely]]
+    return arrayArith(vm, NativeId::Div, a, n);
   double q = num(vm, "/", a, 0);
   if (n == 1) return numberResult(1 / q);
   for (int i = 1; i < n; ++i) q /= num(vm, "/", a, i);
   return withZero(NativeId::Div, a, n, q);
 }
 
-Value expt(VM& vm, Value* a, int) {
+Value expt(VM& vm, Value* a, int n) {
+  if (anyArray(a, n)) [[unlikely]]
+    return arrayArith(vm, NativeId::Expt, a, n);
   return numberResult(std::pow(num(vm, "expt", a, 0), num(vm, "expt", a, 1)));
 }
 
 Value log(VM& vm, Value* a, int n) {
+  if (anyArray(a, n)) [[unlikely]] {
+    if (n == 1)
+      return arrayUnary(
+          vm, [](double x) { return std::log(x); }, a[0]);
+    return arrayArith(vm, NativeId::Log, a, n);
+  }
   double x = std::log(num(vm, "log", a, 0));
   if (n == 2) x /= std::log(num(vm, "log", a, 1));
   return numberResult(x);
 }
 
 Value atan(VM& vm, Value* a, int n) {
+  if (anyArray(a, n)) [[unlikely]] {
+    if (n == 1)
+      return arrayUnary(
+          vm, [](double x) { return std::atan(x); }, a[0]);
+    return arrayArith(vm, NativeId::Atan, a, n);
+  }
   if (n == 2) return numberResult(std::atan2(num(vm, "atan", a, 0), num(vm, "atan", a, 1)));
   return numberResult(std::atan(num(vm, "atan", a, 0)));
 }
@@ -78,6 +108,8 @@ Value atan(VM& vm, Value* a, int n) {
 template <bool kMax>
 Value extremum(VM& vm, Value* a, int n) {
   const char* who = kMax ? "max" : "min";
+  if (anyArray(a, n)) [[unlikely]]
+    return arrayArith(vm, kMax ? NativeId::Max : NativeId::Min, a, n);
   double m = num(vm, who, a, 0);
   for (int i = 1; i < n; ++i) {
     double x = num(vm, who, a, i);
@@ -120,6 +152,8 @@ constexpr UnaryFn kUnary[] = {
 
 template <size_t I>
 Value unary(VM& vm, Value* a, int) {
+  if (anyArray(a, 1)) [[unlikely]]
+    return arrayUnary(vm, kUnary[I].fn, a[0]);
   return numberResult(kUnary[I].fn(num(vm, primitive(kUnary[I].id).name, a, 0)));
 }
 

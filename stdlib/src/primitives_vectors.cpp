@@ -28,7 +28,8 @@ constexpr double kMaxVectorLength = 1u << 30;
 // The vector argument i, dense: a sparse sensitivity (object.h) that reaches a native
 // (the ybar of a user's pullback) is made dense first, in place of the argument.
 Vector* vec(VM& vm, const char* who, Value* a, int i) {
-  if (!isObj(a[i], ObjType::Vector)) vm.typeError(who, i, "vector", a[i]);
+  if (!isObj(a[i], ObjType::Vector) || static_cast<Vector*>(a[i].asObject())->rank != 1)
+    vm.typeError(who, i, "vector", a[i]);
   auto* v = static_cast<Vector*>(a[i].asObject());
   if (isSparse(v)) [[unlikely]] {
     v = vm.dense(v);
@@ -63,10 +64,14 @@ double element(VM& vm, const char* who, Value v) {
   return num(vm, who, args, 0);
 }
 
-Value isVector(VM&, Value* a, int) { return Value::boolean(isObj(a[0], ObjType::Vector)); }
+bool isRank1(Value x) {
+  return isObj(x, ObjType::Vector) && static_cast<Vector*>(x.asObject())->rank == 1;
+}
+
+Value isVector(VM&, Value* a, int) { return Value::boolean(isRank1(a[0])); }
 
 Value vectorLength(VM& vm, Value* a, int) {
-  if (!isObj(a[0], ObjType::Vector)) vm.typeError("vector-length", 0, "vector", a[0]);
+  if (!isRank1(a[0])) vm.typeError("vector-length", 0, "vector", a[0]);
   return Value::number(dlam::vectorLength(static_cast<Vector*>(a[0].asObject())));
 }
 
@@ -147,7 +152,14 @@ Value vectorOnehot(VM& vm, Value* a, int argc) {
   if (!isObj(a[0], ObjType::Vector)) vm.typeError("%vector-onehot", 0, "vector", a[0]);
   uint32_t n = vectorLength(static_cast<Vector*>(a[0].asObject()));
   uint32_t i = indexArg(vm, "%vector-onehot", a, 1, n);
-  double y = element(vm, "%vector-onehot", a[2]);
+  // g may carry the axes the element was broadcast along (ad_rules.cpp): summed.
+  Value g = a[2];
+  if (isObj(g, ObjType::Vector)) {
+    Value to = Value::number(0);
+    Value args[2] = {g, to};
+    g = vm.callPrimitive(vm.builtin(NativeId::SumTo), args, 2);
+  }
+  double y = element(vm, "%vector-onehot", g);
   Value rest = argc == 4 ? a[3] : Value::zero();
   if (rest.isZero()) return Value::object(vm.makeSparse(n, i, y, Value::nil()));
   if (isObj(rest, ObjType::Vector) && vectorLength(static_cast<Vector*>(rest.asObject())) == n &&

@@ -44,6 +44,7 @@ void openPrimitives(VM& vm) {
   prim::openAdPrimitives(r);
   prim::openHofPrimitives(r);
   prim::openVectorPrimitives(r);
+  prim::openArrayPrimitives(r);
   prim::openRandomPrimitives(r);
   prim::openErrorPrimitives(r);
   prim::openRecordPrimitives(r);

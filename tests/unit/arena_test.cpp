@@ -537,10 +537,11 @@ TEST(VmHeap, LiveBytesAreFootprints) {
   EXPECT_EQ(vm.gcStats().liveBytes - before, Arena::footprint(sizeof(dlam::Pair)));
   Value s = vm.makeString("abc");  // 8 + 3 + 1 bytes: a 16-byte slot
   EXPECT_EQ(vm.gcStats().liveBytes - before, Arena::footprint(sizeof(dlam::Pair)) + 16);
-  dlam::Vector* v = vm.makeVector(1000);  // a large block: header and memo, then 1000 doubles
-  EXPECT_EQ(offsetof(dlam::Vector, items), 16u);
+  // a large block: header, memo, rank (and a reserved word), then 1000 doubles
+  dlam::Vector* v = vm.makeVector(1000);
+  EXPECT_EQ(offsetof(dlam::Vector, items), 24u);
   EXPECT_EQ(vm.gcStats().liveBytes - before,
-            Arena::footprint(sizeof(dlam::Pair)) + 16 + Arena::footprint(16 + 8000));
+            Arena::footprint(sizeof(dlam::Pair)) + 16 + Arena::footprint(24 + 8000));
   EXPECT_EQ(vm.gcStats().liveObjects, objects + 3);
   EXPECT_EQ(vm.gcStats().largeObjects, 1u);
   (void)p;
@@ -613,7 +614,8 @@ TEST(VmHeap, HeapLimitStopsAllocationAndTheVmGoesOn) {
 
 TEST(VmHeap, HeapLimitCoversCompiledCode) {
   // Code that needs more memory than the limit, in few heap objects (100 protos): the
-  // limit stops the compilation. (3 MB: the standard library alone is more than 1 MB.)
+  // limit stops the compilation. (3 MB: the standard library with its arrays section
+  // takes just over 2.)
   VM vm(config(3));
   dlam::openStdlib(vm);
   vm.collectGarbage();

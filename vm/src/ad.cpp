@@ -236,8 +236,10 @@ Value VM::liftedBinary(NativeId id, uint32_t level, Value* args) {
       double a = x.asNumber(), b = y.asNumber();
       switch (id) {
         case NativeId::Add:
+        case NativeId::SensAdd:
           return Value::object(makeRev(Value::number(a + b)));
         case NativeId::Sub:
+        case NativeId::SensSub:
           return Value::object(makeRev(Value::number(a - b)));
         case NativeId::Mul:
           return Value::object(makeRev(Value::number(a * b)));
@@ -275,7 +277,7 @@ Value VM::liftedBinary(NativeId id, uint32_t level, Value* args) {
     }
   }
   Value r = callPrimitive(base, stripped, 2);
-  if (r.isNumber() || isFwd(r))
+  if (r.isNumber() || isFwd(r) || isObj(r, ObjType::Vector))
     for (uint32_t i = 0; i < level; ++i) r = Value::object(makeRev(r));
   return r;
 }
@@ -588,8 +590,10 @@ Value VM::zeroOf(Value v) {
     }
     switch (o->type) {
       case ObjType::Vector: {
-        uint32_t n = vectorLength(static_cast<Vector*>(o));
-        Vector* z = makeVector(n);
+        // An array of any rank: zeros of its shape.
+        auto* a = static_cast<Vector*>(o);
+        uint32_t n = vectorLength(a);
+        Vector* z = a->rank > 1 ? makeArray(a->rank, arrayShape(a)) : makeVector(n);
         for (uint32_t i = 0; i < n; ++i) z->items[i] = 0;
         results.push_back(tagged(Value::object(z), tags));
         break;
@@ -649,6 +653,50 @@ inline Value plusShallow(Value a, Value b) {
   return Value::undefined();
 }
 
+// Sensitivities that carry the axes of a broadcast (ad_rules.cpp). The sensitivity of
+// a value may have more axes than the value, or sizes where the value has 1: it
+// stands for its sum over those axes. Two such sensitivities of one value of different
+// shapes are added by first summing each to the shape they have in common (the value's
+// shape broadcasts to it): the axes both have (aligned at the last), each of the size
+// both give it, else 1. Undefined if the shapes do not broadcast together.
+
+// The size of axis i (of v->rank) of a dense array or a sparse vector sensitivity.
+uint32_t axisSize(const Vector* v, uint32_t i) {
+  return v->rank == 1 ? vectorLength(v) : arrayShape(v)[i];
+}
+
+// x (an array) summed to the shape `to` (rank 0: a number), by %sum-to.
+Value sumToShape(VM& vm, Value x, const std::vector<uint32_t>& to) {
+  Value like = to.empty()
+                   ? Value::number(0)
+                   : Value::object(vm.makeArray(static_cast<uint32_t>(to.size()), to.data()));
+  if (!to.empty())
+    for (uint32_t i = 0, n = vectorLength(static_cast<Vector*>(like.asObject())); i < n; ++i)
+      static_cast<Vector*>(like.asObject())->items[i] = 0;
+  Value args[2] = {x, like};
+  return vm.callPrimitive(vm.builtin(NativeId::SumTo), args, 2);
+}
+
+Value plusBroadcast(VM& vm, Vector* u, Vector* v) {
+  uint32_t r = std::min(u->rank, v->rank);
+  std::vector<uint32_t> to(r);
+  for (uint32_t i = 1; i <= r; ++i) {
+    uint32_t x = axisSize(u, u->rank - i), y = axisSize(v, v->rank - i);
+    if (x != y && x != 1 && y != 1) return Value::undefined();
+    to[r - i] = x == y ? x : 1;
+  }
+  return vm.arith(NativeId::Add, sumToShape(vm, Value::object(u), to),
+                  sumToShape(vm, Value::object(v), to));
+}
+
+// A number's sensitivity added to one that carries broadcast axes: the number plus
+// the sum of the array; undefined for other kinds.
+Value plusNumberArray(VM& vm, Value a, Value b) {
+  if (a.isNumber() && isObj(b, ObjType::Vector)) std::swap(a, b);
+  if (!isObj(a, ObjType::Vector) || !b.isNumber()) return Value::undefined();
+  return vm.arith(NativeId::Add, sumToShape(vm, a, {}), b);
+}
+
 // The sum of two vector sensitivities; undefined unless both are vectors. A chain of
 // nodes that ends in () (object.h) shorter than the vector goes in front of the other
 // side, node by node: the shorter of two such chains, or such a chain in front of a
@@ -659,9 +707,19 @@ Value plusVectors(VM& vm, Value a, Value b) {
   if (!isObj(a, ObjType::Vector) || !isObj(b, ObjType::Vector)) return Value::undefined();
   auto *u = static_cast<Vector*>(a.asObject()), *v = static_cast<Vector*>(b.asObject());
   uint32_t n = vectorLength(u);
-  if (n != vectorLength(v))
-    vm.runtimeError("plus: sensitivities of vectors of different lengths (" + std::to_string(n) +
-                    " and " + std::to_string(vectorLength(v)) + ")");
+  if (!sameShape(u, v)) {
+    if (Value r = plusBroadcast(vm, u, v); !r.isUndefined()) return r;
+    if (u->rank == 1 && v->rank == 1)
+      vm.runtimeError("plus: sensitivities of vectors of different lengths (" + std::to_string(n) +
+                      " and " + std::to_string(vectorLength(v)) + ")");
+    vm.runtimeError("plus: sensitivities of arrays of different shapes " + shapeText(u) + " and " +
+                    shapeText(v));
+  }
+  if (u->rank > 1) {
+    Vector* r = vm.makeArray(u->rank, arrayShape(u));
+    for (uint32_t i = 0; i < n; ++i) r->items[i] = u->items[i] + v->items[i];
+    return Value::object(r);
+  }
   // v is to go in front of u: the purely sparse one, the shorter if both are.
   if (!isPurelySparse(v) || (isPurelySparse(u) && sparseCount(u) < sparseCount(v))) std::swap(u, v);
   // No collection runs inside plus: the chains stay put while nodes are made.
@@ -742,6 +800,10 @@ Value plusTree(VM& vm, Value a, Value b) {
       results.push_back(r);
       continue;
     }
+    if (Value r = plusNumberArray(vm, x, y); !r.isUndefined()) {
+      results.push_back(r);
+      continue;
+    }
     std::string sx = vm.show(x, true), sy = vm.show(y, true);
     if (sx.size() > 60) sx = sx.substr(0, 57) + "...";
     if (sy.size() > 60) sy = sy.substr(0, 57) + "...";
@@ -760,6 +822,7 @@ Value plusEnd(VM& vm, Value a, Value b) {
         vm.plus(static_cast<Rev*>(a.asObject())->primal, static_cast<Rev*>(b.asObject())->primal)));
   if (a.isNil() && b.isNil()) return a;
   if (Value r = plusVectors(vm, a, b); !r.isUndefined()) return r;  // without plusTree's stacks
+  if (Value r = plusNumberArray(vm, a, b); !r.isUndefined()) return r;
   if (isObj(a, ObjType::Dict) && isObj(b, ObjType::Dict))  // entries' sensitivities: O(log n)
     if (Value r =
             dictPlusShared(vm, static_cast<Dict*>(a.asObject()), static_cast<Dict*>(b.asObject()));

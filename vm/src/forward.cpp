@@ -60,6 +60,7 @@ uint32_t tagOf(Value v) { return isFwd(v) ? asFwd(v)->tag() : 0; }
 }  // namespace
 
 Value VM::fwdApply(Native* n, Value* args, int nargs) {
+  if (n->fwdRule) return fwdRuleApply(n, args, nargs);
   auto id = static_cast<NativeId>(n->id);
   // + - * / of more than two: a left fold, the pairs by the rules below.
   if (nargs > 2 &&
@@ -100,9 +101,23 @@ Value VM::fwdApply(Native* n, Value* args, int nargs) {
     if (nargs == 1 && id == NativeId::Abs)
       return make(callPrimitive(n, p, 1), callPrimitive(n, t, 1));
     if (nargs == 1 || nargs > 2) coMisuse(*this, n->name);
+    // The shape operations of array sensitivities (%sum-to, %broadcast-to, %unreduce):
+    // linear in the first argument, part by part; the second only gives a shape.
+    // (A cobundle as the second is a sensitivity too, whose parts have its shape.)
+    if (id == NativeId::SumTo || id == NativeId::BroadcastTo || id == NativeId::Unreduce) {
+      Value like = dlam::fwdPrimal(!isCo(1) ? args[1] : p[1].isZero() ? t[1] : p[1]);
+      if (!isCo(0)) {
+        Value xl[2] = {args[0], like};
+        return callPrimitive(n, xl, 2);
+      }
+      Value pl[2] = {p[0], like}, tl[2] = {t[0], like};
+      return make(callPrimitive(n, pl, 2), callPrimitive(n, tl, 2));
+    }
     switch (id) {
       case NativeId::Add:
+      case NativeId::SensAdd:
       case NativeId::Sub:
+      case NativeId::SensSub:
         if (isCo(0) && isCo(1)) return make(arith(id, p[0], p[1]), arith(id, t[0], t[1]));
         // A cobundle with a sensitivity of something else: of a value with no
         // perturbation of this tag, which keeps the primal part.
@@ -147,6 +162,60 @@ Value VM::fwdApply(Native* n, Value* args, int nargs) {
   Value ydot = tangentRule(*this, id, p, t, nargs, y);
   if (ydot.isZero() || ydot.isUndefined()) return y;  // comparisons, rounding: no tangent
   return Value::object(makeFwd(e, y, ydot));
+}
+
+namespace {
+
+// The highest tag of a bundle in v (in its pairs too when deep), and whether one of
+// that tag is a cobundle. Iterative.
+uint32_t highestTag(Value v, bool deep, bool& co) {
+  uint32_t e = 0;
+  co = false;
+  std::vector<Value> work{v};
+  while (!work.empty()) {
+    Value x = work.back();
+    work.pop_back();
+    if (isFwd(x)) {
+      uint32_t t = asFwd(x)->tag();
+      if (t > e) co = false;
+      if (t >= e) co = co || asFwd(x)->co();
+      e = std::max(e, t);
+    } else if (deep && isPair(x)) {
+      work.push_back(asPair(x)->cdr);
+      work.push_back(asPair(x)->car);
+    }
+  }
+  return e;
+}
+
+}  // namespace
+
+// Each argument taken apart at the highest tag among them (fwdPrimal, fwdTangent walk
+// lists), the native applied to the primals (through callPrimitive: lower tags are
+// taken apart in turn), and the tangent its rule gives bundled with the result
+// (structurally: a list's elements each).
+Value VM::fwdRuleApply(Native* n, Value* args, int nargs) {
+  uint32_t e = 0, tags[8];
+  bool co = false;
+  if (nargs > 8) runtimeError(std::string(n->name) + ": too many arguments for a bundle");
+  for (int i = 0; i < nargs; ++i) {
+    bool c;
+    tags[i] = highestTag(args[i], n->fwdDeep, c);
+    if (tags[i] > e) co = false;
+    if (tags[i] >= e) co = co || c;
+    e = std::max(e, tags[i]);
+  }
+  if (e == 0) return n->fn(*this, args, nargs);
+  if (co) coMisuse(*this, n->name);
+  Value p[8], t[8];
+  for (int i = 0; i < nargs; ++i) {
+    p[i] = tags[i] == e ? fwdPrimal(e, args[i]) : args[i];
+    t[i] = tags[i] == e ? fwdTangent(e, args[i]) : Value::zero();
+  }
+  Value y = callPrimitive(n, p, nargs);
+  Value ydot = n->fwdRule ? n->fwdRule(*this, n, p, t, nargs, y) : Value::undefined();
+  if (ydot.isUndefined() || ydot.isZero()) return y;
+  return fwdBundle(e, y, ydot);
 }
 
 namespace {

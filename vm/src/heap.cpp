@@ -46,9 +46,7 @@ constexpr uint64_t kMinMajorGrowth = 1u << 18;
 // The sizes of the objects whose size varies, as allocated by the make* functions below
 // and counted again, from the marks, by objectFootprint (closureSize: object.h).
 size_t stringSize(size_t length) { return offsetof(String, chars) + length + 1; }
-size_t vectorSize(uint32_t n) {
-  return offsetof(Vector, items) + sizeof(double) * std::max<uint32_t>(n, 1);
-}
+size_t vectorSize(uint32_t n) { return arrayBytes(n, 1); }
 
 // The footprint allocate() charged for an object.
 uint64_t objectFootprint(const Obj* o) {
@@ -71,7 +69,7 @@ uint64_t objectFootprint(const Obj* o) {
     case ObjType::Attached:
       return Arena::footprint(sizeof(Attached));
     case ObjType::Vector:
-      return Arena::footprint(vectorSize(o->aux));
+      return Arena::footprint(arrayBytes(o->aux, static_cast<const Vector*>(o)->rank));
     case ObjType::ErrorObject:
       return Arena::footprint(sizeof(ErrorObject));
     case ObjType::Record:
@@ -305,6 +303,23 @@ Vector* VM::makeVector(uint32_t n) {
   auto* v = static_cast<Vector*>(allocate(ObjType::Vector, vectorSize(n)));
   v->aux = n;
   v->memo = Value::nil();
+  v->rank = 1;
+  v->reserved = 0;
+  return v;
+}
+
+Vector* VM::makeArray(uint32_t rank, const uint32_t* shape) {
+  uint64_t n = 1;
+  for (uint32_t i = 0; i < rank; ++i) n *= shape[i];
+  if (rank == 0 || n > kMaxArrayElements)
+    runtimeError("array: " + std::to_string(n) + " elements is more than 2^30 or rank 0");
+  auto* v =
+      static_cast<Vector*>(allocate(ObjType::Vector, arrayBytes(static_cast<uint32_t>(n), rank)));
+  v->aux = static_cast<uint32_t>(n);
+  v->memo = Value::nil();
+  v->rank = rank;
+  v->reserved = 0;
+  if (rank > 1) std::copy(shape, shape + rank, arrayShape(v));
   return v;
 }
 

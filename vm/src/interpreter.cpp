@@ -1030,6 +1030,8 @@ op_JMPIFNOT : {
   ARITH(SUB, -, Sub, RB, RC)
   ARITH(MUL, *, Mul, RB, RC)
   ARITH(DIV, /, Div, RB, RC)
+  ARITH(ADDS, +, SensAdd, RB, RC)
+  ARITH(SUBS, -, SensSub, RB, RC)
   ARITH(ADDK, +, Add, RB, KC)
   ARITH(SUBK, -, Sub, RB, KC)
   ARITH(MULK, *, Mul, RB, KC)
@@ -1048,10 +1050,10 @@ arith_slow : {
     }
     double x = arithArgs[0].isZero() ? 0.0 : arithArgs[0].asNumber();
     double y = arithArgs[1].isZero() ? 0.0 : arithArgs[1].asNumber();
-    double r = arithId == NativeId::Add   ? x + y
-               : arithId == NativeId::Sub ? x - y
-               : arithId == NativeId::Mul ? x * y
-                                          : x / y;
+    double r = arithId == NativeId::Add || arithId == NativeId::SensAdd   ? x + y
+               : arithId == NativeId::Sub || arithId == NativeId::SensSub ? x - y
+               : arithId == NativeId::Mul                                 ? x * y
+                                                                          : x / y;
     RA = Value::number(r);
     DISPATCH();
   }
@@ -1168,6 +1170,19 @@ op_EQP : {
   DISPATCH();
 }
 
+op_UNRED : {
+  // A sensitivity given back to an operand of %sens+ (ad_rules.cpp): as it is when the
+  // operand is a number, as every one in scalar code is.
+  Value like = RC;
+  if (like.isNumber() || like.isZero()) {
+    RA = RB;
+    DISPATCH();
+  }
+  SAVE_PC();
+  Value args[2] = {RB, like};
+  RA = callPrimitive(builtin(NativeId::Unreduce), args, 2);
+  DISPATCH();
+}
 op_PLUS : {
   Value x = RB, y = RC;
   if (x.isNumber() && y.isNumber()) {
@@ -1290,7 +1305,7 @@ op_VREF : {
     // storage), and an element that is not a NaN (whose payload the native canonicalises).
     auto* v = static_cast<Vector*>(x.asObject());
     double i = k.asNumber();
-    if (!isSparse(v) && i >= 0 && i < v->aux &&
+    if (!isSparse(v) && v->rank == 1 && i >= 0 && i < v->aux &&
         i == static_cast<double>(static_cast<uint32_t>(i))) {
       double d = v->items[static_cast<uint32_t>(i)];
       if (d == d) {

@@ -50,6 +50,42 @@ void appendNumber(std::string& out, double x) {
   out.append(buf, r.ptr);
 }
 
+// An array of rank 2 or more: #Na( ... ) with one level of parentheses per axis, as
+// Common Lisp writes it (#2a((1 2) (3 4))). Its elements in order, with an open
+// parenthesis where an index other than the last starts over and a close where one ends.
+void appendArray(std::string& out, const Vector* a) {
+  const uint32_t* shape = arrayShape(a);
+  uint32_t rank = a->rank;
+  out += '#';
+  out += std::to_string(rank);
+  out += 'a';
+  if (a->aux == 0) {
+    // An empty array: () per row of the first axis (none if that is the empty one).
+    out += '(';
+    for (uint32_t i = 0; i < shape[0]; ++i) out += i ? " ()" : "()";
+    out += ')';
+    return;
+  }
+  std::vector<uint32_t> index(rank, 0);
+  out.append(rank, '(');
+  for (uint32_t e = 0; e < a->aux; ++e) {
+    if (e) {
+      // Advance the index: the axes that wrapped close and open again.
+      uint32_t k = rank - 1, wrapped = 0;
+      while (++index[k] == shape[k]) {
+        index[k] = 0;
+        ++wrapped;
+        --k;
+      }
+      out.append(wrapped, ')');
+      out += ' ';
+      out.append(wrapped, '(');
+    }
+    appendNumber(out, a->items[e]);
+  }
+  out.append(rank, ')');
+}
+
 bool isHexDigit(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
@@ -314,6 +350,10 @@ std::string VM::show(Value root, bool write) {
         auto* vec = static_cast<Vector*>(o);
         std::vector<double> buffer;
         const double* items = elementsOf(vec, buffer);
+        if (!isSparse(vec) && vec->rank > 1) {
+          appendArray(out, vec);
+          break;
+        }
         out += "#(";
         for (uint32_t i = 0, n = vectorLength(vec); i < n; ++i) {
           if (i) out += ' ';

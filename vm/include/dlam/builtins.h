@@ -113,7 +113,12 @@ namespace dlam {
   X(Materialize, "%materialize", 2, 2, Internal)  \
   X(RepResult, "%rep-result", 2, 2, Internal)     \
   X(BpResult, "%bp-result", 2, 2, Internal)       \
-  X(CheckXbar, "%check-xbar", 3, 3, Internal)
+  X(CheckXbar, "%check-xbar", 3, 3, Internal)     \
+  X(SumTo, "%sum-to", 2, 2, Internal)             \
+  X(BroadcastTo, "%broadcast-to", 2, 2, Internal) \
+  X(SensAdd, "%sens+", 2, 2, Arithmetic)          \
+  X(SensSub, "%sens-", 2, 2, Arithmetic)          \
+  X(Unreduce, "%unreduce", 2, 2, Internal)
 
 // A primitive's family. Arithmetic: numbers to a number, or the symbolic zero.
 // Comparison: numbers to a boolean (= < > <= >= and the numeric predicates). Data: pairs,
@@ -198,6 +203,7 @@ inline Value arithWithZero(NativeId id, const Value* a, int n) {
     case NativeId::Div:
       return a[0].isZero() ? Value::zero() : Value::undefined();
     case NativeId::Add:
+    case NativeId::SensAdd:
       // x + 0 is x itself (-0.0 stays -0.0), as plus gives it: the reverse transform sums
       // numeric sensitivities with + (ad_transform.cpp, numericPair).
       if (zeros == n - 1)
@@ -205,8 +211,12 @@ inline Value arithWithZero(NativeId id, const Value* a, int n) {
           if (!a[i].isZero()) return a[i];
       return zeros == n ? Value::zero() : Value::undefined();
     case NativeId::Sub:
+    case NativeId::SensSub:
       // x - 0 is x, 0 - x is -x (what x + (-0) and (-x) + 0 give)
-      if (n == 2 && zeros == 1) return a[1].isZero() ? a[0] : Value::number(-a[1].asNumber());
+      if (n == 2 && zeros == 1)
+        return a[1].isZero()     ? a[0]
+               : a[1].isNumber() ? Value::number(-a[1].asNumber())
+                                 : Value::undefined();  // 0 - an array: computed
       return zeros == n ? Value::zero() : Value::undefined();
     default:
       return Value::undefined();

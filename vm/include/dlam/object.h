@@ -177,6 +177,11 @@ struct Proto : Obj {
 inline bool keepsPrimal(uint64_t mask, size_t i) { return i < 64 && (mask >> i & 1); }
 
 using NativeFn = Value (*)(VM& vm, Value* args, int nargs);
+struct Native;
+// A native's forward rule (Native::fwdRule): the tangent of its result y from the
+// primals p and tangents t of its nargs arguments at one tag (the symbolic zero for an
+// argument with none); undefined for no tangent.
+using FwdRule = Value (*)(VM& vm, Native* self, const Value* p, const Value* t, int nargs, Value y);
 
 struct Native : Obj {
   NativeFn fn;
@@ -198,6 +203,10 @@ struct Native : Obj {
   void* hostData = nullptr;
   void* hostVjp = nullptr;
   NativeFn vjp = nullptr;
+  // Forward mode through a native known by no NativeId (the array library): its rule
+  // (VM::fwdRuleApply); fwdDeep when bundles may also come inside its list arguments.
+  FwdRule fwdRule = nullptr;
+  bool fwdDeep = false;
 };
 
 enum class NativeKind : uint16_t {
@@ -235,11 +244,31 @@ struct ErrorObject : Obj {
   Value irritants;
 };
 
+// An array of doubles of any rank >= 1, immutable, its elements unboxed, contiguous and
+// row-major in one allocation (a large one is a block of its own in the arena, counted
+// by the heap like every object: heap_limit_mb applies). A vector is the rank-1 case.
+// The shape of a rank-1 array is its length (aux); an array of rank 2 or more keeps its
+// sizes after its items (arrayShape). A number plays the part of a rank-0 array.
 struct Vector : Obj {
-  // aux: length.
-  Value memo;  // (*j v), once made (ad.cpp)
+  // aux: number of elements (a vector's length).
+  Value memo;     // (*j v), once made (ad.cpp)
+  uint32_t rank;  // 1 for a vector
+  uint32_t reserved;
   double items[1];
 };
+// The sizes of the axes of a dense array: rank() of them.
+inline const uint32_t* arrayShape(const Vector* v) {
+  return v->rank == 1 ? &v->aux : reinterpret_cast<const uint32_t*>(v->items + v->aux);
+}
+inline uint32_t* arrayShape(Vector* v) {
+  return v->rank == 1 ? &v->aux : reinterpret_cast<uint32_t*>(v->items + v->aux);
+}
+// The bytes of an array of n elements and rank `rank` (its shape after the items).
+inline size_t arrayBytes(uint32_t n, uint32_t rank) {
+  size_t tail = sizeof(double) * size_t(n) + (rank > 1 ? sizeof(uint32_t) * rank : 0);
+  tail = (tail + 7) & ~size_t(7);
+  return offsetof(Vector, items) + (tail ? tail : sizeof(double));
+}
 
 // A sparse vector sensitivity: a chain of Vector nodes flagged kSparse, each holding one
 // element of the sensitivity of a vector of length n, the chain ending in () (the other
@@ -290,6 +319,28 @@ inline void addInto(const Vector* v, double* out) {
     if (!v) return;
   }
   for (uint32_t i = 0; i < v->aux; ++i) out[i] += v->items[i];
+}
+// Whether two arrays (dense, or sparse sensitivities of vectors) have one shape.
+inline bool sameShape(const Vector* a, const Vector* b) {
+  if (a->rank != b->rank) return false;
+  if (a->rank == 1) return vectorLength(a) == vectorLength(b);
+  const uint32_t *sa = arrayShape(a), *sb = arrayShape(b);
+  for (uint32_t i = 0; i < a->rank; ++i)
+    if (sa[i] != sb[i]) return false;
+  return true;
+}
+// An array's shape as dlam writes the list of its sizes: "(2 3)".
+inline std::string shapeText(const Vector* v) {
+  std::string s = "(";
+  if (v->rank == 1) {
+    s += std::to_string(vectorLength(v));
+  } else {
+    for (uint32_t i = 0; i < v->rank; ++i) {
+      if (i) s += ' ';
+      s += std::to_string(arrayShape(v)[i]);
+    }
+  }
+  return s + ")";
 }
 // Writes the elements of v, dense or sparse, into out[0 .. vectorLength(v)).
 inline void denseInto(const Vector* v, double* out) {

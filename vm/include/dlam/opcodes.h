@@ -92,6 +92,8 @@ namespace dlam {
   X(SUB, ABC, "R[A] = R[B] - R[C]")                                                              \
   X(MUL, ABC, "R[A] = R[B] * R[C]")                                                              \
   X(DIV, ABC, "R[A] = R[B] / R[C]")                                                              \
+  X(ADDS, ABC, "R[A] = R[B] + R[C] as sensitivities of one value (%sens+)")                      \
+  X(SUBS, ABC, "R[A] = R[B] - R[C] as sensitivities of one value (%sens-)")                      \
   X(ADDK, ABK, "R[A] = R[B] + K[C]")                                                             \
   X(SUBK, ABK, "R[A] = R[B] - K[C]")                                                             \
   X(MULK, ABK, "R[A] = R[B] * K[C]")                                                             \
@@ -127,6 +129,7 @@ namespace dlam {
   X(EQP, ABC, "R[A] = (eq? R[B] R[C])")                                                          \
   X(ATTACH, ABC, "R[A] = (attach-*j R[B] R[C]): R[B] whose *j is R[C]")                          \
   X(PLUS, ABC, "R[A] = (plus R[B] R[C]): sensitivities added")                                   \
+  X(UNRED, ABC, "R[A] = (%unreduce R[B] R[C]): R[B] itself when R[C] is a number")               \
   X(SCAR, AB, "R[A] = (%scar R[B]): car of a sensitivity (zero stays zero)")                     \
   X(SCDR, AB, "R[A] = (%scdr R[B]): cdr of a sensitivity (zero stays zero)")                     \
   X(JINV, ABn, "R[A] = (*j-inverse R[B]), taken C + 1 times")                                    \

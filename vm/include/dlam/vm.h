@@ -186,6 +186,10 @@ class VM {
   }
   Attached* makeAttached(Value primal, Value rep);
   Vector* makeVector(uint32_t n);
+  // An array of the given shape (rank >= 1, at most kMaxArrayElements elements), its
+  // items not set.
+  Vector* makeArray(uint32_t rank, const uint32_t* shape);
+  static constexpr uint64_t kMaxArrayElements = uint64_t(1) << 30;
   // A record of n fields (nil until the caller stores them) of `type` (object.h).
   Record* makeRecord(Value type, uint32_t n);
   // A sparse sensitivity node (object.h): element i of a vector of length n is x, and
@@ -429,8 +433,12 @@ class VM {
   Value callPrimitive(Native* n, Value* args, int nargs) {
     if ((n->flags & kDualRule) && anyFwd(args, nargs)) [[unlikely]]
       return fwdApply(n, args, nargs);
+    if (n->fwdDeep) [[unlikely]]
+      return fwdRuleApply(n, args, nargs);
     return n->fn(*this, args, nargs);
   }
+  // A native with a forward rule of its own (Native::fwdRule) applied to bundles.
+  Value fwdRuleApply(Native* n, Value* args, int nargs);
   static bool anyFwd(const Value* args, int nargs) {
     for (int i = 0; i < nargs; ++i)
       if (isObj(args[i], ObjType::Fwd)) return true;
