@@ -884,18 +884,18 @@ dlam_val dlam_vector_of_numbers(dlam_vm* vm, const double* xs, size_t n) {
 
 namespace {
 // The sizes of an array for the C API, checked: rank >= 1, each product within 2^30.
-std::vector<uint32_t> apiShape(const char* who, size_t rank, const size_t* shape) {
+// (Given back through s: a function in the extern "C" block returns no C++ type.)
+void apiShape(const char* who, size_t rank, const size_t* shape, std::vector<uint32_t>& s) {
   if (rank == 0) apiError(std::string(who) + ": rank must be at least 1");
   if (!shape) apiError(std::string(who) + ": shape is NULL");
   if (rank > 64) apiError(std::string(who) + ": rank " + std::to_string(rank) + " is more than 64");
-  std::vector<uint32_t> s(rank);
+  s.assign(rank, 0);
   uint64_t n = 1;
   for (size_t i = 0; i < rank; ++i) {
     if (shape[i] > dlam::VM::kMaxArrayElements || (n *= shape[i]) > dlam::VM::kMaxArrayElements)
       apiError(std::string(who) + ": the array has more than 2^30 elements");
     s[i] = static_cast<uint32_t>(shape[i]);
   }
-  return s;
 }
 
 uint64_t elementCount(const std::vector<uint32_t>& s) {
@@ -916,7 +916,8 @@ dlam::Vector* newArray(dlam_vm* vm, const std::vector<uint32_t>& s, const double
 dlam_val dlam_array_of_numbers(dlam_vm* vm, const double* data, size_t rank, const size_t* shape) {
   dlam_val out = nullptr;
   guarded(vm, "dlam_array_of_numbers", [&] {
-    std::vector<uint32_t> s = apiShape("dlam_array_of_numbers", rank, shape);
+    std::vector<uint32_t> s;
+    apiShape("dlam_array_of_numbers", rank, shape, s);
     if (elementCount(s) > 0 && !data) apiError("dlam_array_of_numbers: data is NULL");
     out = vm->newHandle(Value::object(newArray(vm, s, data)));
     return DLAM_OK;
@@ -1146,7 +1147,8 @@ dlam_status dlam_value_and_gradient_array(dlam_vm* vm, dlam_val fn, const double
   return guarded(vm, "dlam_value_and_gradient_array", [&] {
     const char* who = "dlam_value_and_gradient_array";
     Value f = vm->resolve(fn, who, "the function");
-    std::vector<uint32_t> s = apiShape(who, rank, shape);
+    std::vector<uint32_t> s;
+    apiShape(who, rank, shape, s);
     uint64_t n = elementCount(s);
     if (n > 0 && !x) apiError("dlam_value_and_gradient_array: x is NULL");
     if (n > 0 && !gradient) apiError("dlam_value_and_gradient_array: gradient is NULL");
