@@ -374,17 +374,24 @@ Shape targetShape(VM& vm, const char* who, Value* a, int i) {
 // (%sum-to x like): x summed over the axes along which like's shape broadcasts to
 // x's; x itself when it has like's shape (or is a number or the symbolic zero: a
 // sensitivity of a number-shaped result).
-// Under reverse tags (a gradient's sensitivity in code differentiated again) the sum
-// is of the tagged array's primal, tagged as many times.
-Value sumTo(VM& vm, Value* a, int) {
-  Value x = unwrapAttached(a[0]);
+// f of x's primal under the reverse tags x carries (a gradient's sensitivity in code
+// differentiated again), its result tagged as many times: how %sum-to and %unreduce
+// apply to a tagged array.
+template <class F>
+Value underTags(VM& vm, Value x, F f) {
   int tags = 0;
   for (; isObj(x, ObjType::Rev); ++tags) x = static_cast<Rev*>(x.asObject())->primal;
-  if (!isArray(x)) return a[0];
-  Shape to = targetShape(vm, "%sum-to", a, 1);
-  Value r = sumToShape(vm, vm.dense(asArray(x)), to);
+  Value r = f(x);
   for (int i = 0; i < tags; ++i) r = Value::object(vm.makeRev(r));
   return r;
+}
+
+Value sumTo(VM& vm, Value* a, int) {
+  Value x = unwrapAttached(a[0]);
+  if (!isArray(untagged(x))) return a[0];
+  return underTags(vm, x, [&](Value p) {
+    return sumToShape(vm, vm.dense(asArray(p)), targetShape(vm, "%sum-to", a, 1));
+  });
 }
 
 // (%broadcast-to x like): x repeated to like's shape (the reverse of %sum-to).
@@ -405,15 +412,11 @@ Value broadcastTo(VM& vm, Value* a, int) {
 Value unreduce(VM& vm, Value* a, int) {
   Value g = unwrapAttached(a[0]);
   if (g.isZero()) return a[0];
-  if (isObj(g, ObjType::Rev)) {
-    // under reverse tags, as %sum-to: of the primal, tagged as many times
-    int tags = 0;
-    for (; isObj(g, ObjType::Rev); ++tags) g = static_cast<Rev*>(g.asObject())->primal;
-    Value args[2] = {g, a[1]};
-    Value r = unreduce(vm, args, 2);
-    for (int i = 0; i < tags; ++i) r = Value::object(vm.makeRev(r));
-    return r;
-  }
+  if (isObj(g, ObjType::Rev))
+    return underTags(vm, g, [&](Value x) {
+      Value args[2] = {x, a[1]};
+      return unreduce(vm, args, 2);
+    });
   // The sensitivity of a structure (%materialize's rule): given back as it is.
   Value like = untagged(fwdPrimal(untagged(unwrapAttached(a[1]))));
   if (!like.isNumber() && !isArray(like)) return a[0];  // (or the zero: of any shape)

@@ -431,10 +431,9 @@ class VM {
   Fwd* makeFwd(uint32_t tag, Value primal, Value tangent, bool co = false);
   // A native, applied: numeric ones (kDualRule) given bundles go to fwdApply.
   Value callPrimitive(Native* n, Value* args, int nargs) {
-    if ((n->flags & kDualRule) && anyFwd(args, nargs)) [[unlikely]]
+    // (A fwdDeep native, which also has kDualRule, looks inside its list arguments.)
+    if ((n->flags & kDualRule) && (anyFwd(args, nargs) || n->fwdDeep)) [[unlikely]]
       return fwdApply(n, args, nargs);
-    if (n->fwdDeep) [[unlikely]]
-      return fwdRuleApply(n, args, nargs);
     return n->fn(*this, args, nargs);
   }
   // A native with a forward rule of its own (Native::fwdRule) applied to bundles.
