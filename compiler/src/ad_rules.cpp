@@ -569,6 +569,8 @@ constexpr PrimitiveRules kRules[] = {
     {NativeId::Zero, kImages, &R::noSensitivity, false, &T::structural},
     {NativeId::Plus, kImages, &R::plus, false, &T::structural},
     {NativeId::AttachStarJ, kOwn, &R::attachStarJ, false, &T::structural},
+    // (attach-j* v̀ rèp) on images: under *j the value computes as v̀, and its sensitivity is v's
+    {NativeId::AttachJStar, kImages, &R::attachStarJ, false, &T::structural},
     {NativeId::BundleAt, kPrimals, &R::bundleAt, false, &T::structural},
     {NativeId::PrimalAt, kPrimals, &R::primalAt, false, &T::structural},
     {NativeId::TangentAt, kPrimals, &R::tangentAt, false, &T::structural},

@@ -127,13 +127,20 @@ Value fwdEnd(VM& vm, Value* a, int) {
 }
 // (%fwd-tag): the innermost tag begun (user-level bundle, primal and tangent).
 Value fwdTag(VM& vm, Value*, int) { return tagValue(vm.fwdTagInUse()); }
-// (%top-tag xs): the highest tag of a bundle among the list xs, or #f.
+// (%top-tag xs): the highest tag of a bundle among the list xs (or inside a list
+// among them, under reverse tags), or #f.
 Value topTag(VM&, Value* a, int) {
   uint32_t top = 0;
-  for (Value l = a[0]; isPair(l); l = asPair(l)->cdr) {
-    Value x = unwrapAttached(asPair(l)->car);
-    while (isObj(x, ObjType::Rev)) x = static_cast<Rev*>(x.asObject())->primal;
-    if (isFwd(x) && !asFwd(x)->co()) top = std::max(top, asFwd(x)->tag());
+  std::vector<Value> work{a[0]};
+  while (!work.empty()) {
+    Value l = work.back();
+    work.pop_back();
+    for (; isPair(l); l = asPair(l)->cdr) {
+      Value x = unwrapAttached(asPair(l)->car);
+      while (isObj(x, ObjType::Rev)) x = static_cast<Rev*>(x.asObject())->primal;
+      if (isFwd(x) && !asFwd(x)->co()) top = std::max(top, asFwd(x)->tag());
+      if (isPair(x)) work.push_back(x);
+    }
   }
   return top ? tagValue(top) : Value::boolean(false);
 }
@@ -261,6 +268,11 @@ Value attachJStar(VM& vm, Value* a, int) {
   r->flags |= kForwardRep;
   return Value::object(r);
 }
+// (%dual-native? v): whether v is a native that takes bundles itself (a forward rule).
+Value dualNativeP(VM&, Value* a, int) {
+  Value v = unwrapAttached(a[0]);
+  return Value::boolean(isNative(v) && (v.asObject()->flags & kDualRule));
+}
 // (%forward-rep v): the rep attach-j* gave v, or #f.
 Value forwardRep(VM&, Value* a, int) {
   Value v = a[0];
@@ -371,7 +383,7 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
       work.push_back({s, vm.capturedValues(asClosure(v)), 0});
     } else if (isPair(s) || isAggregate(s) || isAggregate(v) ||
                (s.isNumber() && !v.isNumber() && !isObj(v, ObjType::Rev) && !isFwd(v)) ||
-               !sameVectorShape(s, v)) {
+               !sameVectorShape(fwdPrimal(untagged(s)), fwdPrimal(v))) {
       std::string ss = vm.show(s, true), sv = vm.show(v, true);
       if (ss.size() > 60) ss = ss.substr(0, 57) + "...";
       if (sv.size() > 60) sv = sv.substr(0, 57) + "...";
@@ -583,9 +595,10 @@ void openAdPrimitives(Registrar& r) {
   vm.defineNative("%cobundle-primal", coBundlePrimal, 3, 3);
   vm.defineNative("%cobundle-tangent", coBundleTangent, 3, 3);
   vm.defineNative("%fwd-project", fwdProjectNative, 2, 2);
-  vm.defineNative("attach-j*", attachJStar, 2, 2);
+  r.define(NativeId::AttachJStar, attachJStar);
   vm.defineNative("%fwd-strip", fwdStrip, 1, 1);
   vm.defineNative("%forward-rep", forwardRep, 1, 1);
+  vm.defineNative("%dual-native?", dualNativeP, 1, 1);
   vm.defineNative("collect-garbage", collectGarbage, 0, 0);
   vm.defineNative("%gradient-start", gradientStart, 0, 0);
   vm.defineNative("%gradient-end", gradientEnd, 0, 0);

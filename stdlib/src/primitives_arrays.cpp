@@ -443,7 +443,8 @@ Value unreduce(VM& vm, Value* a, int) {
 
 // ---- making and reading ----------------------------------------------------------------
 
-Value arrayP(VM&, Value* a, int) { return Value::boolean(isArray(unwrapAttached(a[0]))); }
+// The shape predicates and queries see through bundles (forward mode) to their primals.
+Value arrayP(VM&, Value* a, int) { return Value::boolean(isArray(fwdPrimal(unwrapAttached(a[0])))); }
 
 Value shapeList(VM& vm, const Shape& s) {
   Value l = Value::nil();
@@ -453,17 +454,17 @@ Value shapeList(VM& vm, const Shape& s) {
 
 // A number is an array of rank 0 to these three.
 Value arrayShapeOf(VM& vm, Value* a, int) {
-  Value v = untagged(unwrapAttached(a[0]));
+  Value v = fwdPrimal(untagged(unwrapAttached(a[0])));
   if (v.isNumber()) return Value::nil();
   return shapeList(vm, shapeOf(arrayArg(vm, "array-shape", &v, 0)));
 }
 Value arrayRank(VM& vm, Value* a, int) {
-  Value v = untagged(unwrapAttached(a[0]));
+  Value v = fwdPrimal(untagged(unwrapAttached(a[0])));
   if (v.isNumber()) return Value::number(0);
   return Value::number(arrayArg(vm, "array-rank", &v, 0)->rank);
 }
 Value arraySize(VM& vm, Value* a, int) {
-  Value v = untagged(unwrapAttached(a[0]));
+  Value v = fwdPrimal(untagged(unwrapAttached(a[0])));
   if (v.isNumber()) return Value::number(1);
   if (isArray(v)) return Value::number(vectorLength(asArray(v)));
   vm.typeError("array-size", 0, "array", a[0]);

@@ -68,7 +68,8 @@ bool isRank1(Value x) {
   return isObj(x, ObjType::Vector) && static_cast<Vector*>(x.asObject())->rank == 1;
 }
 
-Value isVector(VM&, Value* a, int) { return Value::boolean(isRank1(a[0])); }
+// (a bundled vector, under forward mode, is a vector)
+Value isVector(VM&, Value* a, int) { return Value::boolean(isRank1(fwdPrimal(a[0]))); }
 
 Value vectorLength(VM& vm, Value* a, int) {
   if (!isRank1(a[0])) vm.typeError("vector-length", 0, "vector", a[0]);
@@ -188,50 +189,89 @@ Value listToVector(VM& vm, Value* a, int) {
   return Value::object(v);
 }
 
-// (f x ...) from C++, and the number it must return.
-double callForNumber(VM& vm, const char* who, Value f, Value* args, int nargs) {
-  Value r = applyProcedure(vm, f, args, nargs);
-  if (!r.isNumber())
-    vm.runtimeError(std::string(who) + ": the procedure returned " + vm.show(r, true) +
-                    ", not a number");
-  return r.asNumber();
-}
-
 // The vector of (f args(i)...) for i < len, for (%vector-map f v), (%vector-map2 f u v)
 // and (%build n f); args(i, xs) writes the arguments of call i from values the caller
 // roots. The result is made first and filled as the calls return: it is rooted across
 // them (a call may collect), and it holds no pointers, so its stores need no write barrier.
+// Under forward mode a call may return a bundle (f captures one, or was given elements
+// of a bundled vector): from then on the results are kept in a list, and the vector is
+// made from it by list->array, whose forward rule makes it a bundle of vectors.
 template <class Args>
 Value fillByCalls(VM& vm, const char* who, Value fn, uint32_t len, int nargs, Args args) {
-  VM::Root f(vm, fn), r(vm, Value::object(vm.makeVector(len)));
+  VM::Root f(vm, fn), r(vm, Value::object(vm.makeVector(len))), bundled(vm, Value::nil());
   Value xs[2];
-  for (uint32_t i = 0; i < len; ++i) {
+  uint32_t i = 0;
+  for (; i < len; ++i) {
     args(i, xs);
-    double y = callForNumber(vm, who, f.get(), xs, nargs);
-    static_cast<Vector*>(r.get().asObject())->items[i] = y;
+    Value y = applyProcedure(vm, f.get(), xs, nargs);
+    if (y.isNumber()) [[likely]] {
+      static_cast<Vector*>(r.get().asObject())->items[i] = y.asNumber();
+      continue;
+    }
+    if (!isFwd(y) || asFwd(y)->co())
+      vm.runtimeError(std::string(who) + ": the procedure returned " + vm.show(y, true) +
+                      ", not a number");
+    Value l = Value::nil();
+    for (uint32_t k = i; k-- > 0;)
+      l = vm.cons(Value::number(static_cast<Vector*>(r.get().asObject())->items[k]), l);
+    l = vm.cons(y, l);  // (reversed: the newest first)
+    bundled.set(l);
+    break;
   }
-  return r.get();
+  if (i == len) return r.get();
+  for (++i; i < len; ++i) {
+    args(i, xs);
+    Value y = applyProcedure(vm, f.get(), xs, nargs);
+    if (!y.isNumber() && (!isFwd(y) || asFwd(y)->co()))
+      vm.runtimeError(std::string(who) + ": the procedure returned " + vm.show(y, true) +
+                      ", not a number");
+    bundled.set(vm.cons(y, bundled.get()));
+  }
+  Value l = Value::nil();
+  for (Value p = bundled.get(); isPair(p); p = asPair(p)->cdr) l = vm.cons(asPair(p)->car, l);
+  Value toArray = vm.global("%list->array");
+  return vm.callPrimitive(asNative(toArray), &l, 1);
 }
 
-double item(const VM::Root& v, uint32_t i) {
-  return static_cast<Vector*>(v.get().asObject())->items[i];
+// Element i of the vector v, or of a bundled vector: the bundle of its primal's and
+// its tangent's elements (tags nest as deep as derivatives do).
+Value elementOf(VM& vm, Value v, uint32_t i) {
+  if (!isFwd(v)) return numberResult(static_cast<Vector*>(v.asObject())->items[i]);
+  auto* b = asFwd(v);
+  Value p = elementOf(vm, b->primal, i);
+  Value t = b->tangent.isZero() ? Value::zero() : elementOf(vm, b->tangent, i);
+  return vm.fwdBundle(b->tag(), p, t);
+}
+
+// The vector argument a[i] of who: a vector, or under forward mode a bundle of one
+// (its innermost primal's length).
+uint32_t vectorLengthArg(VM& vm, const char* who, Value* a, int i) {
+  Value v = a[i];
+  while (isFwd(v) && !asFwd(v)->co()) v = asFwd(v)->primal;
+  if (v.bits() == a[i].bits()) return vec(vm, who, a, i)->aux;
+  Value inner[1] = {v};
+  return vec(vm, who, inner, 0)->aux;
 }
 
 Value vectorMap(VM& vm, Value* a, int n) {
-  uint32_t len = vec(vm, "vector-map", a, 1)->aux;
+  uint32_t len = vectorLengthArg(vm, "vector-map", a, 1);
   if (nestedTooDeep(vm)) return handOver(vm, "%vector-map-plain", a, n);
   VM::Root v(vm, a[1]);
   return fillByCalls(vm, "vector-map", a[0], len, 1,
-                     [&](uint32_t i, Value* xs) { xs[0] = numberResult(item(v, i)); });
+                     [&](uint32_t i, Value* xs) { xs[0] = elementOf(vm, v.get(), i); });
 }
 
 Value vectorMap2(VM& vm, Value* a, int n) {
-  uint32_t len = sameLength(vm, "vector-map2", a, 2, vec(vm, "vector-map2", a, 1))->aux;
+  uint32_t len = vectorLengthArg(vm, "vector-map2", a, 1);
+  uint32_t len2 = vectorLengthArg(vm, "vector-map2", a, 2);
+  if (len2 != len)
+    vm.runtimeError("vector-map2: vectors of different lengths (" + std::to_string(len) + " and " +
+                    std::to_string(len2) + ")");
   if (nestedTooDeep(vm)) return handOver(vm, "%vector-map2-plain", a, n);
   VM::Root u(vm, a[1]), v(vm, a[2]);
   return fillByCalls(vm, "vector-map2", a[0], len, 2, [&](uint32_t i, Value* xs) {
-    xs[0] = numberResult(item(u, i));
-    xs[1] = numberResult(item(v, i));
+    xs[0] = elementOf(vm, u.get(), i);
+    xs[1] = elementOf(vm, v.get(), i);
   });
 }
 

@@ -416,6 +416,14 @@ Value VM::jInvLeaf(Value v) {
       // Estep: J⁻¹(v1 ←J v2) = (J⁻¹ v1) ←J (v1 ←J v2)
       auto* a = static_cast<Attached*>(o);
       Value p = starJInverse(a->primal);
+      if (a->flags & kForwardRep) {
+        // (attach-j* v̀ rèp) made by transformed code: the attachment of the inverses.
+        Value rep = starJInverse(a->rep);
+        Attached* r = makeAttached(p, Value::boolean(false));
+        r->rep = rep;
+        r->flags |= kForwardRep;
+        return Value::object(r);
+      }
       return Value::object(makeAttached(p, v));
     }
     default:
@@ -524,8 +532,10 @@ Value VM::capturedValues(Closure* c) {
 // own zero (a recursive closure captures itself) gets (), so the walk ends.
 Value VM::zeroOf(Value v) {
   v = unwrapAttached(v);
-  // A forward bundle's sensitivity is that of its primal number (as forward.cpp keeps it).
-  if (v.isNumber() || isFwd(v)) return Value::number(0);
+  // A forward bundle's sensitivity is that of its primal (as forward.cpp keeps it): of a
+  // number, 0; of an array, the zero array of its shape.
+  while (isFwd(v)) v = asFwd(v)->primal;
+  if (v.isNumber()) return Value::number(0);
   if (isDiscrete(v) || v.isZero()) return v;
   enum Kind : uint8_t { kVisit, kList, kAggregate, kClosure };
   struct Item {
@@ -570,11 +580,17 @@ Value VM::zeroOf(Value v) {
     }
     x = unwrapAttached(x);
     int tags = 0;
-    while (isObj(x, ObjType::Rev)) {
-      x = static_cast<Rev*>(x.asObject())->primal;
-      ++tags;
+    for (;;) {
+      if (isObj(x, ObjType::Rev)) {
+        x = static_cast<Rev*>(x.asObject())->primal;
+        ++tags;
+      } else if (isFwd(x)) {
+        x = asFwd(x)->primal;
+      } else {
+        break;
+      }
     }
-    if (x.isNumber() || isFwd(x)) {
+    if (x.isNumber()) {
       results.push_back(tagged(Value::number(0), tags));
       continue;
     }

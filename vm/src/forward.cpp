@@ -190,6 +190,22 @@ uint32_t highestTag(Value v, bool deep, bool& co) {
 
 }  // namespace
 
+bool bundleInList(Value v) {
+  std::vector<Value> work{v};
+  while (!work.empty()) {
+    Value x = work.back();
+    work.pop_back();
+    while (isPair(x)) {
+      Value car = asPair(x)->car;
+      if (isFwd(car) && !asFwd(car)->co()) return true;
+      if (isPair(car)) work.push_back(car);
+      x = asPair(x)->cdr;
+    }
+    if (isFwd(x) && !asFwd(x)->co()) return true;
+  }
+  return false;
+}
+
 // Each argument taken apart at the highest tag among them (fwdPrimal, fwdTangent walk
 // lists), the native applied to the primals (through callPrimitive: lower tags are
 // taken apart in turn), and the tangent its rule gives bundled with the result

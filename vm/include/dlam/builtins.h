@@ -101,6 +101,7 @@ namespace dlam {
   X(Zero, "zero", 1, 1, Ad)                       \
   X(Plus, "plus", 2, 2, Ad)                       \
   X(AttachStarJ, "attach-*j", 2, 2, Ad)           \
+  X(AttachJStar, "attach-j*", 2, 2, Ad)           \
   X(BundleAt, "%bundle-at", 3, 3, Ad)             \
   X(PrimalAt, "%primal-at", 2, 2, Ad)             \
   X(TangentAt, "%tangent-at", 2, 2, Ad)           \

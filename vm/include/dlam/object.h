@@ -430,13 +430,20 @@ inline bool isClosure(Value v) { return isObj(v, ObjType::Closure); }
 inline Closure* asClosure(Value v) { return static_cast<Closure*>(v.asObject()); }
 inline bool isNative(Value v) { return isObj(v, ObjType::Native); }
 inline Native* asNative(Value v) { return static_cast<Native*>(v.asObject()); }
+// Whether a bundle (not a cobundle) is an element of the list structure v (a pair),
+// found walking cars and cdrs iteratively (vm/src/forward.cpp).
+bool bundleInList(Value v);
 // What calling an attached value calls: its primal, or for attach-j* given a bundle
-// among the arguments, its forward rep (which follows j*'s convention).
+// among the arguments (or inside a list among them), its forward rep (which follows
+// j*'s convention).
 inline Value attachedCallee(Value fn, const Value* args, int nargs) {
   auto* a = static_cast<const Attached*>(fn.asObject());
-  if (a->flags & kForwardRep)
+  if (a->flags & kForwardRep) {
     for (int i = 0; i < nargs; ++i)
       if (isObj(args[i], ObjType::Fwd)) return a->rep;
+    for (int i = 0; i < nargs; ++i)
+      if (isObj(args[i], ObjType::Pair) && bundleInList(args[i])) return a->rep;
+  }
   return a->primal;
 }
 // An attached value behaves like its primal everywhere but under *j.
