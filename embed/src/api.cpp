@@ -499,6 +499,41 @@ Value vjpTrampoline(dlam::VM& vm, Value* args, int nargs) {
   return l;
 }
 
+// Forward mode through a numeric host function with a vjp: its vjp transposed. The
+// function is real-valued, so its tangent is ⟨vjp(x, 1), ẋ⟩. First order only, as in
+// reverse mode: arguments or tangents that carry a lower tag are an error saying so.
+Value vjpForwardRule(dlam::VM& vm, Native* self, const Value* p, const Value* t, int n, Value) {
+  bool any = false;
+  for (int i = 0; i < n; ++i) {
+    if (dlam::isFwd(p[i]) || dlam::isFwd(t[i]) || dlam::isObj(t[i], dlam::ObjType::Rev) ||
+        dlam::isObj(p[i], dlam::ObjType::Rev))
+      vm.runtimeError(std::string(self->name) +
+                      ": nested derivatives through this host function are not supported (its "
+                      "vjp is first order)");
+    any = any || !t[i].isZero();
+  }
+  if (!any) return Value::undefined();
+  dlam::Scratch<Value> args(static_cast<size_t>(n) + 1);
+  for (int i = 0; i < n; ++i) args[i] = p[i];
+  args[n] = Value::number(1);
+  vm.callingNative = self;
+  Value xbar = self->vjp(vm, args.data(), n + 1);
+  double ydot = 0;
+  for (int i = 0; i < n && dlam::isPair(xbar); ++i, xbar = dlam::asPair(xbar)->cdr) {
+    Value s = dlam::asPair(xbar)->car;
+    if (!t[i].isZero() && s.isNumber()) ydot += s.asNumber() * vm.checkNumber(self->name, const_cast<Value*>(t), i);
+  }
+  return Value::numberChecked(ydot);
+}
+
+// Forward mode through a numeric host function without a derivative: the error that
+// reverse mode gives.
+Value noDerivativeRule(dlam::VM& vm, Native* self, const Value*, const Value*, int, Value) {
+  vm.runtimeError(std::string(self->name) +
+                  ": has no derivative, so it cannot be used in differentiated code (register "
+                  "the host function with a vjp, or attach one with custom-vjp)");
+}
+
 Native* makeHostNative(dlam::VM& vm, const char* name, dlam::NativeFn fn, int arity) {
   Native* n = vm.makeNative("", fn, arity < 0 ? 0 : arity, arity);
   n->ownedName = name;
@@ -1227,9 +1262,12 @@ dlam_status dlam_register_numeric(dlam_vm* vm, const char* name, int arity, dlam
       n->hostVjp = reinterpret_cast<void*>(vjp);
       n->vjp = vjpTrampoline;
       n->flags |= dlam::kHasVjp;
+      n->fwdRule = vjpForwardRule;
     } else {
       n->flags |= dlam::kNoDerivative;
+      n->fwdRule = noDerivativeRule;
     }
+    n->flags |= dlam::kDualRule;  // bundles among its arguments go to its forward rule
     vm->vm->defineGlobal(name, Value::object(n));
     return DLAM_OK;
   });

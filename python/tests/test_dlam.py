@@ -134,6 +134,11 @@ def test_register_with_vjp_differentiates_in_dlam(vm):
     v, g = vm.value_and_grad(vm.eval("(lambda (v) (hyp (vector-ref v 0) (vector-ref v 1)))"),
                              np.array([3.0, 4.0]))
     assert v == 5.0 and g[0] == pytest.approx(0.6) and g[1] == pytest.approx(0.8)
+    # forward mode (derivative, jvp) through the same vjp, transposed: d/dx hyp(x, 2x) = √5
+    assert vm.eval("((derivative (lambda (x) (hyp x (* 2 x)))) 0.7)") == pytest.approx(
+        math.sqrt(5), abs=1e-13)
+    assert vm.eval("(cdr (jvp (lambda (x) (* x (hostf x))) 1.5 1))") == pytest.approx(
+        4 * 1.5 ** 3, abs=1e-12)
     # the second derivative through a host vjp is an error naming the function
     with pytest.raises(dlam.RuntimeError, match="%hyp-primal: has no derivative"):
         vm.eval("((gradient (lambda (x) ((gradient (lambda (y) (hyp x y))) x))) 1.0)")

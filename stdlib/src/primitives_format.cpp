@@ -109,7 +109,8 @@ Value format(VM& vm, Value* a, int n) {
                         vm.show(arg, true));
       out += fixedPoint(vm, x.asNumber(), field[0], field[1]);
     } else {
-      out += vm.show(arg, c == 's');
+      // A bundle (forward mode) shows its primal, as a reverse-tagged number does.
+      out += vm.show(isFwd(arg) ? fwdPrimal(arg) : arg, c == 's');
     }
   }
   if (next < n)

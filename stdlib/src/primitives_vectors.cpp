@@ -282,6 +282,15 @@ Value build(VM& vm, Value* a, int n) {
                      [](uint32_t i, Value* xs) { xs[0] = Value::number(i); });
 }
 
+// Forward mode through %vector-onehot (forward over reverse: vector-ref's sensitivity
+// computed on bundles): linear in y and rest jointly; v gives only the shape.
+Value onehotRule(VM& vm, Native* self, const Value* p, const Value* t, int n, Value) {
+  bool ty = !t[2].isZero(), tr = n == 4 && !t[3].isZero();
+  if (!ty && !tr) return Value::undefined();
+  Value a[4] = {p[0], p[1], ty ? t[2] : Value::number(0), tr ? t[3] : Value::zero()};
+  return vm.callPrimitive(self, a, n);
+}
+
 }  // namespace
 
 void openVectorPrimitives(Registrar& r) {
@@ -295,7 +304,10 @@ void openVectorPrimitives(Registrar& r) {
   r.wrapped("%vector-dot", "vector-dot", vectorDot, 2, 2);
   r.wrapped("%vector-prod", "vector-prod", vectorProd, 1, 1);
   vm.defineNative("%vector-scale", vectorScale, 2, 2);
-  r.define(NativeId::VectorOnehot, vectorOnehot);
+  Native* onehot = r.define(NativeId::VectorOnehot, vectorOnehot);
+  onehot->fwdRule = onehotRule;
+  onehot->fwdCoLinear = 0b1100;
+  onehot->flags |= kDualRule;
   r.wrapped("%vector->list", "vector->list", vectorToList, 1, 1);
   r.wrapped("%list->vector", "list->vector", listToVector, 1, 1);
   vm.defineNative("%vector-map", vectorMap, 2, 2);

@@ -231,6 +231,15 @@ static void test_numeric(dlam_vm* vm) {
                   "'(1 2)))"),
       2 * 1 * sin(y) + 2 * 2 * sin(y), 1e-13);
 
+  /* forward mode: the vjp transposed, d/dx h(x, 2x) = h_x + 2 h_y, and a function with
+     no vjp is the error reverse mode gives */
+  CHECK_NEAR(eval_number(vm, "((derivative (lambda (x) (h x (* 2 x)))) 1.5)"),
+             2 * x * sin(2 * x) + 2 * x * x * cos(2 * x), 1e-13);
+  CHECK_NEAR(eval_number(vm, "(cdr (jvp (lambda (l) (h (car l) (cadr l))) '(1.5 0.7) '(0 1)))"),
+             x * x * cos(y), 1e-14);
+  CHECK_EVAL_ERROR(vm, "((derivative (lambda (x) (+ x (cube x)))) 2)", "novjp-fwd", DLAM_ERR_RUNTIME,
+                   "cube: has no derivative");
+
   /* dlam_value_and_gradient of the host function itself and of a script using it */
   dlam_val hv = dlam_get_global(vm, "h");
   double xs[2] = {x, y}, value = 0, g[2] = {0, 0};

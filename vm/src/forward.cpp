@@ -119,9 +119,15 @@ Value VM::fwdApply(Native* n, Value* args, int nargs) {
       case NativeId::Sub:
       case NativeId::SensSub:
         if (isCo(0) && isCo(1)) return make(arith(id, p[0], p[1]), arith(id, t[0], t[1]));
-        // A cobundle with a sensitivity of something else: of a value with no
-        // perturbation of this tag, which keeps the primal part.
-        return arith(id, isCo(0) ? p[0] : args[0], isCo(1) ? p[1] : args[1]);
+        // A cobundle and a plain sensitivity: the plain one has no tangent part (its
+        // uses saw no perturbation of this tag), so it adds to the primal part. (Dropping
+        // the tangent part instead lost the tangent's sensitivity when a bundle was
+        // passed through a recursive call: tests/lang/ad/forward/reverse_over_loops.dlam.)
+        {
+          Value P = arith(id, isCo(0) ? p[0] : args[0], isCo(1) ? p[1] : args[1]);
+          Value T = isCo(0) ? t[0] : arith(id, Value::number(0), t[1]);
+          return make(P, T);
+        }
       case NativeId::Mul: {
         int c = isCo(0) ? 0 : 1, o = 1 - c;
         if (isCo(o)) coMisuse(*this, n->name);
@@ -222,7 +228,25 @@ Value VM::fwdRuleApply(Native* n, Value* args, int nargs) {
     e = std::max(e, tags[i]);
   }
   if (e == 0) return n->fn(*this, args, nargs);
-  if (co) coMisuse(*this, n->name);
+  if (co) {
+    if (!n->fwdCoLinear) coMisuse(*this, n->name);
+    // A cobundle's parts each through the native; a sensitivity of something without
+    // this tag keeps the primal part (as + does with one).
+    Value pp[8], tp[8];
+    for (int i = 0; i < nargs; ++i) {
+      Value a = args[i];
+      if ((n->fwdCoLinear >> i) & 1u) {
+        bool c = tags[i] == e && isFwd(a) && asFwd(a)->co();
+        pp[i] = c ? asFwd(a)->primal : a;
+        tp[i] = c ? asFwd(a)->tangent : Value::zero();
+      } else {
+        pp[i] = tp[i] = tags[i] == e ? fwdPrimal(e, a) : a;
+      }
+    }
+    Value P = callPrimitive(n, pp, nargs);
+    Value T = callPrimitive(n, tp, nargs);
+    return Value::object(makeFwd(e, P, T, true));
+  }
   Value p[8], t[8];
   for (int i = 0; i < nargs; ++i) {
     p[i] = tags[i] == e ? fwdPrimal(e, args[i]) : args[i];

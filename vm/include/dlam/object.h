@@ -207,6 +207,10 @@ struct Native : Obj {
   // (VM::fwdRuleApply); fwdDeep when bundles may also come inside its list arguments.
   FwdRule fwdRule = nullptr;
   bool fwdDeep = false;
+  // Reverse over forward: the arguments (a bit mask) in which the native is linear, so
+  // that given cobundles there it applies to their primal and tangent parts apart
+  // (the other arguments, shapes and indices, seen through bundles); 0: an error.
+  uint8_t fwdCoLinear = 0;
 };
 
 enum class NativeKind : uint16_t {
