@@ -86,12 +86,26 @@ def cache_dir() -> str:
     return d
 
 
+def _openblas_flags() -> list:
+    """Compile and link flags for OpenBLAS's serial build, the BLAS dlam's `dot` calls
+    (Debian's libopenblas-serial-dev keeps it, and its cblas.h, in directories of their
+    own; see CMakeLists.txt). Empty if it is not there: the peer then fails to build."""
+    import glob
+    libs = sorted(glob.glob("/usr/lib/*/openblas-serial/libopenblas.so"))
+    incs = sorted(glob.glob("/usr/include/*/openblas-serial/cblas.h"))
+    if not libs or not incs:
+        return []
+    lib, inc = os.path.dirname(libs[0]), os.path.dirname(incs[0])
+    return [f"-I{inc}", f"-L{lib}", "-lopenblas", f"-Wl,-rpath,{lib}"]
+
+
 # Compiled peers of the gradient workloads: binary name -> (source under
 # bench/peers/, link flags).  Built with g++ -O2 into cache_dir(), keyed by a
 # hash of the source and common.h, so an edit rebuilds.
 CXX_PEERS = {
     "rosenbrock": ("rosenbrock.cpp", []),
     "mlp": ("mlp.cpp", []),
+    "mlp784": ("mlp784.cpp", _openblas_flags()),
     "rosenbrock_adolc": ("rosenbrock_adolc.cpp", ["-ladolc"]),
     "mlp_adolc": ("mlp_adolc.cpp", ["-ladolc"]),
 }
@@ -172,7 +186,7 @@ PEERS = [
     Peer("luajit", "luajit -joff", lambda o, src: ["luajit", "-joff", src], _which("luajit")),
     # Gradient peers (group `gradients`): each program takes MODE N REPS.
     Peer("cpp", "C++ hand", _no_source, _which("g++"),
-         prepare=_build_cxx(["rosenbrock", "mlp"]),
+         prepare=_build_cxx(["rosenbrock", "mlp", "mlp784"]),
          rep_argv=lambda o, prog, mode, n, reps: [_BUILT[prog], mode, str(n), str(reps)]),
     Peer("adolc", "ADOL-C retape", _no_source, _adolc_available,
          prepare=_build_cxx(["rosenbrock_adolc", "mlp_adolc"]),
@@ -349,6 +363,27 @@ WORKLOADS += [
              {"dlam": Rep("mlp-array", "grad", 0, 1500), "cpp": Rep("mlp", "grad", 0, 1500),
               "torch": Rep("mlp_array", "grad", 0, 1500)},
              peer_targets={"torch": 1.0}),
+    # An MLP of MNIST's shape, 784-128-10 over a batch of 64 (tanh, softmax
+    # cross-entropy written with logsumexp; bench/dlam/mlp-784.dlam): the matrix-matrix
+    # products dominate. The C++ peer (bench/peers/mlp784.cpp) backpropagates by hand
+    # with the same serial OpenBLAS dgemm as dlam's `dot`; PyTorch is vectorized.
+    Workload("mlp-784-f", GRAD, "MLP 784-128-10, batch 64, tanh, softmax cross-entropy (logsumexp), "
+             "arrays: evaluation",
+             {"dlam": Rep("mlp-784", "f", 0, 1000), "cpp": Rep("mlp784", "f", 0, 1000),
+              "torch": Rep("mlp_784", "f", 0, 1000, runs=3)}),
+    Workload("mlp-784-grad", GRAD, "MLP 784-128-10: gradient w.r.t. W1, b1, W2, b2 (101770 weights)",
+             {"dlam": Rep("mlp-784", "grad", 0, 400), "cpp": Rep("mlp784", "grad", 0, 600),
+              "torch": Rep("mlp_784", "grad", 0, 400, runs=3)},
+             peer_targets={"torch": 1.0}),
+    # Rosenbrock over one 10^6-element array with array operations (slice, *, -, sum;
+    # bench/dlam/rosen-array.dlam), against the hand-written loops of
+    # bench/peers/rosenbrock.cpp and PyTorch vectorized: time and peak RSS.
+    Workload("rosen-array-1e6-f", GRAD, "Rosenbrock n=10^6 with array operations: evaluation",
+             {"dlam": Rep("rosen-array", "f", 10**6, 40), "cpp": Rep("rosenbrock", "f", 10**6, 200),
+              "torch": Rep("rosen_array", "f", 10**6, 60, runs=3)}),
+    Workload("rosen-array-1e6-grad", GRAD, "Rosenbrock n=10^6 with array operations: gradient",
+             {"dlam": Rep("rosen-array", "grad", 10**6, 30), "cpp": Rep("rosenbrock", "grad", 10**6, 300),
+              "torch": Rep("rosen_array", "grad", 10**6, 30, runs=3)}),
     Workload("rosen-f-1e5", GRAD, "memory: one evaluation of Rosenbrock n=10^5 (wall incl. start-up)",
              _rosen("f", 100000, dlam=Rep("rosenbrock", "f", 100000, 1, base=None),
                     cpp=Rep("rosenbrock", "f", 100000, 1, base=None),
@@ -418,6 +453,9 @@ COST_RATIOS = [
              target=1.2),
     CostRatio("rosen-vec grad/f, n=1000", "rosen-vec-grad", "rosen-vec-f"),
     CostRatio("mlp grad/f", "mlp-grad", "mlp-f", target=4.0),
+    CostRatio("mlp-array grad/f", "mlp-array-grad", "mlp-array-f"),
+    CostRatio("mlp-784 grad/f", "mlp-784-grad", "mlp-784-f"),
+    CostRatio("rosen-array grad/f, n=10^6", "rosen-array-1e6-grad", "rosen-array-1e6-f"),
     CostRatio("rosen hvp/f, n=100", "rosen-hvp", "rosen-f-100", target=12.0),
     CostRatio("rosen hvp-fr/f, n=100", "rosen-hvp-fr", "rosen-f-100", target=12.0),
     CostRatio("rosen jvp/f, n=1000", "rosen-jvp", "rosen-f", target=3.0),
@@ -1138,11 +1176,21 @@ def report_embedding(opts):
 
 # --------------------------------------------------------------------------
 
+def family(name: str) -> Optional[str]:
+    """The pair an evaluation/gradient row belongs to: "mlp-784" for "mlp-784-f" and
+    "mlp-784-grad", so that `--only mlp-784` selects both (and their cost ratio)."""
+    for suffix in ("-f", "-grad"):
+        if name.endswith(suffix):
+            return name[:-len(suffix)]
+    return None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=None, help="timed runs per command (median; default 5, quick 1)")
     ap.add_argument("--only", action="append", default=[],
-                    help="workload name(s), comma-separated or repeated; or a group name")
+                    help="workload name(s), comma-separated or repeated; a group name; or NAME "
+                         "for the rows NAME-f and NAME-grad")
     ap.add_argument("--dlam", default=os.path.join(ROOT, "build", "dlam"),
                     help="dlam binary (default: build/dlam in the repo root)")
     ap.add_argument("--quick", action="store_true", help="1 run, no warm-up (smoke test)")
@@ -1177,11 +1225,13 @@ def main(argv=None):
 
     names = [n for o in opts.only for n in o.split(",") if n]
     if names:
-        known = {w.name for w in WORKLOADS} | {w.group for w in WORKLOADS} | {EMBED_GROUP}
+        known = ({w.name for w in WORKLOADS} | {w.group for w in WORKLOADS}
+                 | {family(w.name) for w in WORKLOADS} | {EMBED_GROUP})
         bad = [n for n in names if n not in known]
         if bad:
             ap.error(f"unknown workload(s) {', '.join(bad)}; try --list")
-        selected = [w for w in WORKLOADS if w.name in names or w.group in names]
+        selected = [w for w in WORKLOADS
+                    if w.name in names or w.group in names or family(w.name) in names]
     else:
         selected = WORKLOADS
     embedding = not names or EMBED_GROUP in names

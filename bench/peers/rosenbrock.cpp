@@ -1,8 +1,9 @@
 // Hand-written extended Rosenbrock: value, gradient and Hessian-vector product.
 //   f(x) = sum_{i=0}^{n-2} 100 (x_{i+1} - x_i^2)^2 + (1 - x_i)^2
-// Usage: rosenbrock MODE N REPS, MODE = f | grad | hvp.  Repeats the computation
+// Usage: rosenbrock MODE N REPS, MODE = f | grad | hvp | dump.  Repeats the computation
 // REPS times (run.py times REPS and 1 and divides the difference), then prints
-// "f" (MODE f) or "f checksum" (grad: of the gradient, hvp: of H v).
+// "f" (MODE f) or "f checksum" (grad: of the gradient, hvp: of H v); dump: the
+// gradient's, then f and every gradient element, one a line (for checking others).
 #include "common.h"
 
 static double rosen(const double* x, long n) {
@@ -35,7 +36,7 @@ static void rosenHvp(const double* x, const double* v, long n, double* hv) {
 }
 
 int main(int argc, char** argv) {
-  bench::Args a = bench::parseArgs(argc, argv, "f | grad | hvp");
+  bench::Args a = bench::parseArgs(argc, argv, "f | grad | hvp | dump");
   std::vector<double> x = bench::rosenX(a.n), v = bench::hvpV(a.n), out(a.n);
   volatile double sink = 0;
   if (!std::strcmp(a.mode, "f")) {
@@ -48,8 +49,8 @@ int main(int argc, char** argv) {
     std::printf("%.17g\n", y);
     return 0;
   }
-  bool hvp = !std::strcmp(a.mode, "hvp");
-  if (!hvp && std::strcmp(a.mode, "grad")) return std::fprintf(stderr, "bad mode %s\n", a.mode), 2;
+  bool hvp = !std::strcmp(a.mode, "hvp"), dump = !std::strcmp(a.mode, "dump");
+  if (!hvp && !dump && std::strcmp(a.mode, "grad")) return std::fprintf(stderr, "bad mode %s\n", a.mode), 2;
   for (long r = 0; r < a.reps; ++r) {
     bench::clobber();
     if (hvp)
@@ -59,5 +60,10 @@ int main(int argc, char** argv) {
     sink = out[0];
   }
   (void)sink;
+  if (dump) {
+    std::printf("%.17g\n", rosen(x.data(), a.n));
+    for (long i = 0; i < a.n; ++i) std::printf("%.17g\n", out[i]);
+    return 0;
+  }
   bench::printResult(rosen(x.data(), a.n), bench::checksum(out.data(), a.n));
 }

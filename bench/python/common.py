@@ -60,3 +60,23 @@ def print_result(value, g=None):
         print(f"{value:.17g}")
     else:
         print(f"{value:.17g} {checksum(g):.17g}")
+
+
+# MLP 784-128-10 (bench/peers/common.h, mlp784Data): the same formula, exact in doubles.
+N_IMG, N_HID, N_CLS, N_BATCH = 784, 128, 10, 64
+
+
+def modq(k, a, m):
+    return ((k * a) % m) / m
+
+
+def mlp784_data():
+    """W1 (784*128), b1 (128), W2 (128*10), b2 (10), X (64*784) as flat row-major lists,
+    and the 64 labels."""
+    w1 = [0.1 * (modq(k, 37, 1009) - 0.5) for k in range(N_IMG * N_HID)]
+    b1 = [0.01 * (j % 7 - 3) for j in range(N_HID)]
+    w2 = [0.2 * (modq(k, 53, 1013) - 0.5) for k in range(N_HID * N_CLS)]
+    b2 = [0.02 * (c % 5 - 2) for c in range(N_CLS)]
+    x = [((97 * k) % 256) / 255 for k in range(N_BATCH * N_IMG)]
+    labels = [(7 * b + 3) % 10 for b in range(N_BATCH)]
+    return w1, b1, w2, b2, x, labels
