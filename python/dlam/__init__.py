@@ -166,6 +166,10 @@ _number = _sig("dlam_number", _val, _vm_p, _c.c_double)
 _boolean = _sig("dlam_boolean", _val, _vm_p, _c.c_int)
 _list_of_numbers = _sig("dlam_list_of_numbers", _val, _vm_p, _dbl_p, _c.c_size_t)
 _vector_of_numbers = _sig("dlam_vector_of_numbers", _val, _vm_p, _dbl_p, _c.c_size_t)
+_array_of_numbers = _sig("dlam_array_of_numbers", _val, _vm_p, _dbl_p, _c.c_size_t,
+                         _c.POINTER(_c.c_size_t))
+_array_data = _sig("dlam_array_data", _st, _vm_p, _val, _c.POINTER(_dbl_p),
+                   _c.POINTER(_c.c_size_t), _c.POINTER(_c.POINTER(_c.c_size_t)))
 _to_number = _sig("dlam_to_number", _st, _vm_p, _val, _dbl_p)
 _to_numbers = _sig("dlam_to_numbers", _st, _vm_p, _val, _dbl_p, _c.c_size_t,
                    _c.POINTER(_c.c_size_t))
@@ -402,14 +406,16 @@ class VM(_core.VMBase):
         """A handle to a new dlam value holding a NumPy array of numbers. libdlam copies the
         numbers from the array's own memory when it is C-contiguous float64 (no copy on the
         Python side); other layouts and number types are first made so by NumPy. One
-        dimension: a dlam vector. (n dimensions: dlam_array_of_numbers, once libdlam has it.)"""
+        dimension: a dlam vector; n: a dlam array of that shape."""
         if x.dtype.kind not in "fiub":
             raise TypeError("dlam: an array of %s does not convert (numbers only)" % x.dtype)
-        if x.ndim != 1:
-            raise TypeError("dlam: only 1-dimensional arrays convert (to vectors), got shape "
-                            "%s" % (x.shape,))
+        if x.ndim == 0:
+            raise TypeError("dlam: a 0-dimensional array does not convert (pass a number)")
         a = _np.ascontiguousarray(x, dtype=_np.float64)
-        return _vector_of_numbers(vm, a.ctypes.data_as(_dbl_p), a.size)
+        if a.ndim == 1:
+            return _vector_of_numbers(vm, a.ctypes.data_as(_dbl_p), a.size)
+        shape = (_c.c_size_t * a.ndim)(*a.shape)
+        return _array_of_numbers(vm, a.ctypes.data_as(_dbl_p), a.ndim, shape)
 
     def _list_of(self, xs, keep):
         """A dlam list of any convertible values, built by dlam's own list."""
@@ -448,8 +454,20 @@ class VM(_core.VMBase):
                 return []
             if t == _T_STRING:
                 return self._show(h, True)
-            # A vector: a new NumPy array that libdlam fills in place. (n-dimensional arrays:
-            # a view of dlam_array_data's memory kept alive by the handle, once libdlam has it.)
+            # An array of rank 2 or more: a NumPy array of its shape, copied from
+            # dlam_array_data's memory (the handle, which keeps that alive, is released here).
+            if t == _T_VECTOR and _np is not None:
+                data, rank, shape = _dbl_p(), _c.c_size_t(0), _c.POINTER(_c.c_size_t)()
+                if (_array_data(vm, h, _c.byref(data), _c.byref(rank), _c.byref(shape)) == _OK
+                        and rank.value > 1):
+                    dims = tuple(shape[i] for i in range(rank.value))
+                    size = 1
+                    for d in dims:
+                        size *= d
+                    if size == 0:
+                        return _np.zeros(dims)
+                    return _np.ctypeslib.as_array(data, shape=(size,)).reshape(dims).copy()
+            # A vector: a new NumPy array that libdlam fills in place.
             if t in (_T_VECTOR, _T_PAIR):
                 n = _c.c_size_t(0)
                 _to_numbers(vm, h, None, 0, _c.byref(n))
