@@ -565,6 +565,62 @@ TEST(Limits, ThroughVmCall) {
   }
 }
 
+// Every instruction counts, also those of a run of the interpreter that ends before its
+// next check of the limits (a short call from C++, an error a handler catches): a loop
+// that raised and caught an error in every iteration never reached the instruction limit
+// nor noticed an interrupt (found by fuzzing, issue #34).
+TEST(Limits, ShortRunsCountTheirInstructions) {
+  VM vm(smallConfig());
+  vm.output = [](std::string_view) {};
+  dlam::openStdlib(vm);
+  dlam::evalSource(vm, "(define (id x) x)", "<setup>");
+  Value id = vm.global("id");
+  uint64_t before = vm.instructionsExecuted();
+  for (int i = 0; i < 1000; ++i) {
+    Value arg = Value::number(i);
+    vm.call(id, &arg, 1);
+  }
+  EXPECT_GE(vm.instructionsExecuted() - before, 1000u);
+}
+
+TEST(Limits, ALoopOfCaughtErrorsStopsAtTheInstructionLimit) {
+  VM vm(smallConfig());
+  vm.output = [](std::string_view) {};
+  dlam::openStdlib(vm);
+  for (const char* src : {"(let loop () (guard (e (#t e)) (raise 'again)) (loop))",
+                          "(let loop () (guard (e (#t e)) (car 5)) (loop))",
+                          "(let loop () (guard (e (#t e)) ((gradient (lambda (x) (raise x))) 1))"
+                          " (loop))"}) {
+    vm.mutableConfig().instructionLimit = vm.instructionsExecuted() + 1000000;
+    try {
+      eval(vm, src);
+      ADD_FAILURE() << src << ": no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind, ErrorKind::Limit) << src << ": " << e.format();
+      EXPECT_EQ(e.message.rfind("instruction limit exceeded", 0), 0u) << e.format();
+    }
+    vm.recover();
+    vm.mutableConfig().instructionLimit = 0;
+    expectUsable(vm, src, 0);
+  }
+}
+
+TEST(Limits, AnInterruptStopsALoopOfCaughtErrors) {
+  VM vm(smallConfig());
+  vm.output = [](std::string_view) {};
+  dlam::openStdlib(vm);
+  vm.interrupt();
+  try {
+    eval(vm, "(let loop () (guard (e (#t e)) (raise 'again)) (loop))");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind, ErrorKind::Limit) << e.format();
+    EXPECT_EQ(e.message, "interrupted") << e.format();
+  }
+  vm.recover();
+  expectUsable(vm, "after the interrupt", 0);
+}
+
 // ---------------------------------------------------------------------------------------
 // Memory outside the GC heap: the C++ side of the VM (protos' code, the compiler's IR,
 // printer strings) under an address-space limit. Each case runs in a child process with

@@ -7,6 +7,7 @@
 // the loop from C++ with a boundary frame; returning from that frame leaves it. An
 // error unwinds through VM::call, which restores the frames and the stack top; a
 // failed C++ allocation (std::bad_alloc) becomes the GC heap's "out of memory" there.
+#include <algorithm>
 #include <cmath>
 #include <new>
 #include <utility>
@@ -555,7 +556,22 @@ Value VM::execute(bool resume) {
   Value* R;
   const Value* K;
   Instr ins = 0;  // (read by poll, after the first instruction)
-  int64_t budget = kPollInterval;
+  // Instructions left before the next poll. Each DISPATCH takes one; `granted` is what
+  // the budget was last set to, so granted - budget instructions ran since then and are
+  // not yet in instructionCount_. They are added at each poll and whenever execute() is
+  // left, by a return or by an exception (a handler catching an error re-enters with a
+  // new execute(), and a loop raising every few instructions must still reach its
+  // instruction limit and notice an interrupt). The budget continues where the last
+  // execute() stopped (nextPoll_), at least one instruction, so poll sees an `ins`.
+  int64_t budget = std::clamp<int64_t>(
+      static_cast<int64_t>(nextPoll_ - instructionCount_), 1, kPollInterval);
+  int64_t granted = budget;
+  struct CountOnExit {
+    uint64_t& count;
+    const int64_t& budget;
+    const int64_t& granted;
+    ~CountOnExit() { count += static_cast<uint64_t>(granted - budget); }
+  } countOnExit{instructionCount_, budget, granted};
   Value badSplit =
       Value::undefined();  // (result . callee) of a return whose caller cannot split it
   // The call being made: the callee's register, its argument count (or parts), and
@@ -672,16 +688,20 @@ Value VM::execute(bool resume) {
 poll : {
   // (After a JMP, the jump itself: a loop compiled in place stops at its self-call.)
   frame->pc = instr::op(ins) == Op::JMP ? pc - instr::sBx(ins) : pc;
-  uint64_t executed = kPollInterval - budget - 1;
-  instructionCount_ += executed + 1;
-  budget = kPollInterval;
+  // granted - budget: the instructions dispatched since the last poll, and (budget is
+  // -1 here) the one this poll dispatches.
+  instructionCount_ += static_cast<uint64_t>(granted - budget);
+  granted = budget = kPollInterval;
   if (limit) {
     uint64_t used = instructionCount_ - runStart_;
-    if (used >= limit)
+    if (used >= limit) {
+      nextPoll_ = instructionCount_ + kPollInterval;
       limitError("instruction limit exceeded (" + std::to_string(limit) + " instructions)");
+    }
     if (limit - used < static_cast<uint64_t>(kPollInterval))
-      budget = static_cast<int64_t>(limit - used);
+      granted = budget = static_cast<int64_t>(limit - used);
   }
+  nextPoll_ = instructionCount_ + static_cast<uint64_t>(budget);
   if (interruptRequested_) {
     interruptRequested_ = false;
     limitError("interrupted");

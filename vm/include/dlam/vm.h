@@ -628,6 +628,10 @@ class VM {
   uint32_t stackTop_ = 0;  // first free slot above the innermost frame's registers
   uint64_t instructionCount_ = 0;
   uint64_t runStart_ = 0;  // instructionCount_ when the run began (startRun)
+  // instructionCount_ at which the interpreter next checks the instruction limit and
+  // interrupts. It outlives execute(): a loop that leaves the interpreter every few
+  // instructions (an error caught by a handler, a native calling back) still reaches it.
+  uint64_t nextPoll_ = 0;
   std::atomic<bool> interruptRequested_{false};
   std::vector<Value> pendingCall_;
   int callDepth_ = 0;
