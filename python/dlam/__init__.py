@@ -461,12 +461,9 @@ class VM(_core.VMBase):
                 if (_array_data(vm, h, _c.byref(data), _c.byref(rank), _c.byref(shape)) == _OK
                         and rank.value > 1):
                     dims = tuple(shape[i] for i in range(rank.value))
-                    size = 1
-                    for d in dims:
-                        size *= d
-                    if size == 0:
+                    if 0 in dims:
                         return _np.zeros(dims)
-                    return _np.ctypeslib.as_array(data, shape=(size,)).reshape(dims).copy()
+                    return _np.ctypeslib.as_array(data, shape=dims).copy()
             # A vector: a new NumPy array that libdlam fills in place.
             if t in (_T_VECTOR, _T_PAIR):
                 n = _c.c_size_t(0)

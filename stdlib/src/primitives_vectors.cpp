@@ -243,14 +243,13 @@ Value elementOf(VM& vm, Value v, uint32_t i) {
   return vm.fwdBundle(b->tag(), p, t);
 }
 
-// The vector argument a[i] of who: a vector, or under forward mode a bundle of one
-// (its innermost primal's length).
+// The length of the vector argument a[i] of who: a vector (made dense in a[i] by vec),
+// or under forward mode a bundle of one (its innermost primal's). Anything else is
+// vec's type error, naming argument i.
 uint32_t vectorLengthArg(VM& vm, const char* who, Value* a, int i) {
-  Value v = a[i];
-  while (isFwd(v) && !asFwd(v)->co()) v = asFwd(v)->primal;
-  if (v.bits() == a[i].bits()) return vec(vm, who, a, i)->aux;
-  Value inner[1] = {v};
-  return vec(vm, who, inner, 0)->aux;
+  Value v = fwdPrimal(a[i]);
+  if (v.bits() != a[i].bits() && isRank1(v)) return vectorLength(static_cast<Vector*>(v.asObject()));
+  return vec(vm, who, a, i)->aux;
 }
 
 Value vectorMap(VM& vm, Value* a, int n) {
