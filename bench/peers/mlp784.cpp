@@ -21,16 +21,16 @@ using bench::kImg;
 namespace {
 
 struct Work {
-  std::vector<double> h = std::vector<double>(kBatch * kHid);   // hidden activations
-  std::vector<double> z = std::vector<double>(kBatch * kCls);   // logits
+  std::vector<double> h = std::vector<double>(kBatch * kHid);  // hidden activations
+  std::vector<double> z = std::vector<double>(kBatch * kCls);  // logits
   std::vector<double> dz = std::vector<double>(kBatch * kCls);
   std::vector<double> dh = std::vector<double>(kBatch * kHid);
 };
 
 // C (m n) = A (m k) B (k n), row-major, optionally transposing A or B.
 void gemm(bool ta, bool tb, int m, int n, int k, const double* a, const double* b, double* c) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
-              n, k, 1.0, a, ta ? m : k, b, tb ? k : n, 0.0, c, n);
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, 1.0, a, ta ? m : k, b, tb ? k : n, 0.0, c, n);
 }
 
 void forward(const bench::Mlp784Data& d, Work& w) {
@@ -79,7 +79,7 @@ void lossGrad(const bench::Mlp784Data& d, Work& w, double* g) {
     for (int c = 0; c < kCls; ++c)
       w.dz[b * kCls + c] = (std::exp(z[c] - l) - (c == d.label[b] ? 1.0 : 0.0)) / kBatch;
   }
-  gemm(true, false, kHid, kCls, kBatch, w.h.data(), w.dz.data(), gw2);   // h^T dz
+  gemm(true, false, kHid, kCls, kBatch, w.h.data(), w.dz.data(), gw2);  // h^T dz
   for (int c = 0; c < kCls; ++c) gb2[c] = 0;
   for (int b = 0; b < kBatch; ++b)
     for (int c = 0; c < kCls; ++c) gb2[c] += w.dz[b * kCls + c];
@@ -92,7 +92,7 @@ void lossGrad(const bench::Mlp784Data& d, Work& w, double* g) {
       w.dh[b * kHid + j] = da;
       gb1[j] += da;
     }
-  gemm(true, false, kImg, kHid, kBatch, d.x.data(), w.dh.data(), gw1);   // X^T da
+  gemm(true, false, kImg, kHid, kBatch, d.x.data(), w.dh.data(), gw1);  // X^T da
 }
 
 }  // namespace

@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   bool hvp = !std::strcmp(a.mode, "hvp"), dump = !std::strcmp(a.mode, "dump");
-  if (!hvp && !dump && std::strcmp(a.mode, "grad")) return std::fprintf(stderr, "bad mode %s\n", a.mode), 2;
+  if (!hvp && !dump && std::strcmp(a.mode, "grad"))
+    return std::fprintf(stderr, "bad mode %s\n", a.mode), 2;
   for (long r = 0; r < a.reps; ++r) {
     bench::clobber();
     if (hvp)

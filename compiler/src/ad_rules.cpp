@@ -372,7 +372,9 @@ struct TangentCall {
   // never called: a bundle of a pair is a pair of bundles, so the data primitives and
   // the AD operators work on bundles as they are (vm/src/forward.cpp)
   void structural() {}
-  void identity() { out = t[0]; }  // %zero-if-zero: the value masked, its tangent kept (as the reverse rule)
+  void identity() {
+    out = t[0];
+  }  // %zero-if-zero: the value masked, its tangent kept (as the reverse rule)
 
   void add() { out = n == 1 ? t[0] : add(t[0], t[1]); }
   // %sens+ and %sens-

@@ -521,7 +521,8 @@ Value vjpForwardRule(dlam::VM& vm, Native* self, const Value* p, const Value* t,
   double ydot = 0;
   for (int i = 0; i < n && dlam::isPair(xbar); ++i, xbar = dlam::asPair(xbar)->cdr) {
     Value s = dlam::asPair(xbar)->car;
-    if (!t[i].isZero() && s.isNumber()) ydot += s.asNumber() * vm.checkNumber(self->name, const_cast<Value*>(t), i);
+    if (!t[i].isZero() && s.isNumber())
+      ydot += s.asNumber() * vm.checkNumber(self->name, const_cast<Value*>(t), i);
   }
   return Value::numberChecked(ydot);
 }

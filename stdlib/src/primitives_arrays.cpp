@@ -444,7 +444,9 @@ Value unreduce(VM& vm, Value* a, int) {
 // ---- making and reading ----------------------------------------------------------------
 
 // The shape predicates and queries see through bundles (forward mode) to their primals.
-Value arrayP(VM&, Value* a, int) { return Value::boolean(isArray(fwdPrimal(unwrapAttached(a[0])))); }
+Value arrayP(VM&, Value* a, int) {
+  return Value::boolean(isArray(fwdPrimal(unwrapAttached(a[0]))));
+}
 
 Value shapeList(VM& vm, const Shape& s) {
   Value l = Value::nil();

@@ -248,7 +248,8 @@ Value elementOf(VM& vm, Value v, uint32_t i) {
 // vec's type error, naming argument i.
 uint32_t vectorLengthArg(VM& vm, const char* who, Value* a, int i) {
   Value v = fwdPrimal(a[i]);
-  if (v.bits() != a[i].bits() && isRank1(v)) return vectorLength(static_cast<Vector*>(v.asObject()));
+  if (v.bits() != a[i].bits() && isRank1(v))
+    return vectorLength(static_cast<Vector*>(v.asObject()));
   return vec(vm, who, a, i)->aux;
 }
 

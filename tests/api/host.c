@@ -237,8 +237,8 @@ static void test_numeric(dlam_vm* vm) {
              2 * x * sin(2 * x) + 2 * x * x * cos(2 * x), 1e-13);
   CHECK_NEAR(eval_number(vm, "(cdr (jvp (lambda (l) (h (car l) (cadr l))) '(1.5 0.7) '(0 1)))"),
              x * x * cos(y), 1e-14);
-  CHECK_EVAL_ERROR(vm, "((derivative (lambda (x) (+ x (cube x)))) 2)", "novjp-fwd", DLAM_ERR_RUNTIME,
-                   "cube: has no derivative");
+  CHECK_EVAL_ERROR(vm, "((derivative (lambda (x) (+ x (cube x)))) 2)", "novjp-fwd",
+                   DLAM_ERR_RUNTIME, "cube: has no derivative");
 
   /* dlam_value_and_gradient of the host function itself and of a script using it */
   dlam_val hv = dlam_get_global(vm, "h");

@@ -563,8 +563,8 @@ Value VM::execute(bool resume) {
   // new execute(), and a loop raising every few instructions must still reach its
   // instruction limit and notice an interrupt). The budget continues where the last
   // execute() stopped (nextPoll_), at least one instruction, so poll sees an `ins`.
-  int64_t budget = std::clamp<int64_t>(
-      static_cast<int64_t>(nextPoll_ - instructionCount_), 1, kPollInterval);
+  int64_t budget =
+      std::clamp<int64_t>(static_cast<int64_t>(nextPoll_ - instructionCount_), 1, kPollInterval);
   int64_t granted = budget;
   struct CountOnExit {
     uint64_t& count;
