@@ -5,6 +5,7 @@
 # allocation-failure sweep again under GC stress, every test under AddressSanitizer +
 # UndefinedBehaviorSanitizer (with LeakSanitizer), and the threads tests (VMs on several
 # threads, interrupts, the Python package's threading replayed in C) under ThreadSanitizer.
+# First of all it checks that every C and C++ file is clang-formatted (tools/format.sh --check).
 # Exits non-zero if anything fails.
 #
 # Environment:
@@ -27,6 +28,9 @@ section() { printf '\n==== %s ====\n' "$*"; }
 if [[ "${DLAM_SKIP_SETUP:-0}" != 1 ]]; then
   bash tools/setup.sh
 fi
+
+section "formatting (tools/format.sh --check)"
+bash tools/format.sh --check || failed+=("format")
 
 section "release build (build/)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DDLAM_GC_STRESS=OFF -DDLAM_SANITIZE=OFF \
