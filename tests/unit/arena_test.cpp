@@ -25,6 +25,20 @@ using dlam::ObjType;
 using dlam::Value;
 using dlam::VM;
 
+// What the arena's sweeps freed since the last take() (Arena::swept() adds up).
+struct SweptSince {
+  explicit SweptSince(const Arena& arena) : a(arena), last(arena.swept()) {}
+  Arena::Freed take() {
+    const Arena::Freed& now = a.swept();
+    Arena::Freed d{now.bytes - last.bytes, now.objects - last.objects,
+                   now.pagesSkipped - last.pagesSkipped, now.pagesEmptied - last.pagesEmptied};
+    last = now;
+    return d;
+  }
+  const Arena& a;
+  Arena::Freed last;
+};
+
 // An arena object as the VM makes one: a header (type, mark 0), then `bytes - 8` bytes
 // of a pattern that tells objects apart.
 struct Made {
@@ -317,6 +331,7 @@ TEST(Arena, PagesUntouchedSinceTheLastSweepAreSkippedAndTheirFreeSlotsKept) {
 // out once, and no survivor is.
 TEST(Arena, ALazySweepFreesPageByPageAsTheAllocatorNeedsSlots) {
   Arena a;
+  SweptSince swept(a);
   std::vector<Made> made = makeMany(a, 20000, 32, 5);
   uint64_t pages = a.pages();
   ASSERT_GE(pages, 9u);
@@ -327,12 +342,12 @@ TEST(Arena, ALazySweepFreesPageByPageAsTheAllocatorNeedsSlots) {
   Arena::Freed large = a.sweepLazily();
   EXPECT_EQ(large.objects, 0u);
   // Nothing is freed yet: the dead keep their contents until their page is swept.
-  EXPECT_EQ(a.takeLazilyFreed().objects, 0u);
+  EXPECT_EQ(swept.take().objects, 0u);
   EXPECT_TRUE(intact(made[made.size() - 3]));
   // One allocation sweeps one page (the newest) and takes its first free slot.
   char* first = make(a, 32, 6).p;
   EXPECT_FALSE(survivors.count(first));
-  Arena::Freed one = a.takeLazilyFreed();
+  Arena::Freed one = swept.take();
   EXPECT_GT(one.objects, 0u);
   EXPECT_LT(one.objects, 2100u);
   EXPECT_FALSE(intact(made[made.size() - 3]));  // freed: its page was swept
@@ -342,7 +357,7 @@ TEST(Arena, ALazySweepFreesPageByPageAsTheAllocatorNeedsSlots) {
   uint64_t dead = made.size() - survivors.size();
   std::set<char*> taken{first};
   takeSlots(a, dead - 1, 32, survivors, taken);
-  EXPECT_EQ(one.objects + a.takeLazilyFreed().objects, dead);
+  EXPECT_EQ(one.objects + swept.take().objects, dead);
   EXPECT_EQ(a.pages(), pages);
   EXPECT_TRUE(survivorsIntact(made, survivors));
   // unmarkAll (a full collection begins) cancels what is left of a lazy sweep: the
@@ -361,7 +376,7 @@ TEST(Arena, ALazySweepFreesPageByPageAsTheAllocatorNeedsSlots) {
   uint64_t held = a.pages();
   a.sweepLazily();
   Made last = make(a, 32, 9);
-  Arena::Freed emptied = a.takeLazilyFreed();
+  Arena::Freed emptied = swept.take();
   EXPECT_EQ(emptied.pagesEmptied, held);
   EXPECT_EQ(emptied.objects, 0u);
   EXPECT_EQ(objects(a), 1u);
@@ -378,6 +393,7 @@ TEST(Arena, ALazySweepFreesPageByPageAsTheAllocatorNeedsSlots) {
 TEST(Arena, PagesWhoseSlotsAllLiveAreNotWalked) {
   for (bool lazy : {false, true}) {
     Arena a;
+    SweptSince swept(a);
     std::vector<Made> made = makeMany(a, 20000, 48, 3);
     uint64_t pages = a.pages();
     ASSERT_GE(pages, 10u);
@@ -388,7 +404,7 @@ TEST(Arena, PagesWhoseSlotsAllLiveAreNotWalked) {
     // every page (the lazy sweep's turn comes then), then carves new ones.
     std::set<char*> taken;
     takeSlots(a, 5000, 48, survivors, taken);
-    if (lazy) f = a.takeLazilyFreed();
+    if (lazy) f = swept.take();
     EXPECT_EQ(f.objects, 0u);
     // All but the page being carved, whose slots not handed out yet are free slots.
     EXPECT_GE(f.pagesSkipped, pages - 1) << (lazy ? "lazy" : "full");
@@ -452,6 +468,7 @@ TEST(Arena, AMarkFromAnEarlierRoundOfEpochsIsNoMark) {
 // an object's address, so this also checks that pages are aligned to their size.
 TEST(Arena, PagesWithNothingMarkedAreEmptiedWithoutAWalk) {
   Arena a;
+  SweptSince swept(a);
   std::vector<Made> made = makeMany(a, 20000, 32, 1);
   uint64_t pages = a.pages();
   ASSERT_GE(pages, 9u);
@@ -470,7 +487,7 @@ TEST(Arena, PagesWithNothingMarkedAreEmptiedWithoutAWalk) {
   std::set<char*> taken;
   takeSlots(a, made.size() - survivors.size(), 32, survivors, taken);
   EXPECT_EQ(a.pages(), pages);
-  Arena::Freed lazy = a.takeLazilyFreed();
+  Arena::Freed lazy = swept.take();
   EXPECT_EQ(lazy.pagesEmptied, pages - livePages.size());
   EXPECT_EQ(lazy.objects, deadInLivePages);
   EXPECT_TRUE(survivorsIntact(made, survivors));

@@ -140,22 +140,22 @@ void* Arena::refill(size_t c) {
     char* head = nullptr;
     if (p->marks == 0) {
       empty(p, c);
-      ++lazyFreed_.pagesEmptied;
+      ++swept_.pagesEmptied;
       continue;
     }
     if (p->marks == p->carved) {  // every slot carved holds a live object: nothing to walk for
       settle(p, nullptr);
-      ++lazyFreed_.pagesSkipped;
+      ++swept_.pagesSkipped;
       continue;
     }
     if (unchanged(p)) {
-      ++lazyFreed_.pagesSkipped;
+      ++swept_.pagesSkipped;
       if (!p->lastFree) continue;  // full of old objects
       char* end = nullptr;
       std::memcpy(p->lastFree + sizeof(uint64_t), &end, sizeof end);
       head = p->firstFree;
     } else {
-      sweepPage(p, head, lazyFreed_);
+      sweepPage(p, head, swept_);
       settle(p, head);
       if (!head) continue;
     }
@@ -323,13 +323,10 @@ Arena::Freed Arena::sweepLazily() {
     unswept_[c] = pages_[c];
     empties_[c] = nullptr;  // found again by the lazy sweep
   }
-  return sweepLarge();
-}
-
-Arena::Freed Arena::takeLazilyFreed() {
-  Freed f = lazyFreed_;
-  lazyFreed_ = Freed();
-  return f;
+  Freed large = sweepLarge();
+  swept_.bytes += large.bytes;
+  swept_.objects += large.objects;
+  return large;
 }
 
 Arena::Freed Arena::sweep() {
@@ -385,6 +382,10 @@ Arena::Freed Arena::sweep() {
   Freed large = sweepLarge();
   freed.bytes += large.bytes;
   freed.objects += large.objects;
+  swept_.bytes += freed.bytes;
+  swept_.objects += freed.objects;
+  swept_.pagesSkipped += freed.pagesSkipped;
+  swept_.pagesEmptied += freed.pagesEmptied;
   return freed;
 }
 

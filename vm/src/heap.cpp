@@ -728,6 +728,10 @@ GcStats VM::gcStats() const {
   s.pages = arena_.pages();
   s.largeObjects = arena_.largeObjects();
   s.heldBytes = arena_.heldBytes();
+  const Arena::Freed& swept = arena_.swept();
+  s.sweptObjects = swept.objects;
+  s.pagesEmptied = swept.pagesEmptied;
+  s.pagesSkipped = swept.pagesSkipped;
   return s;
 }
 

@@ -117,12 +117,13 @@ class Arena {
   Freed sweep();
   // The sweep of a minor collection, done lazily: only the large blocks are swept now
   // (what they freed is returned); the pages are swept one at a time when the allocator
-  // needs slots of their class (see refill), and what they free adds up in
-  // takeLazilyFreed(). Until then a page keeps its dead objects (unmarked, so nothing
+  // needs slots of their class (see refill), and what they free adds up in swept().
+  // Until then a page keeps its dead objects (unmarked, so nothing
   // mistakes them for live), and the next sweep or sweepLazily starts over.
   Freed sweepLazily();
-  // What the pages swept lazily have freed since the last call.
-  Freed takeLazilyFreed();
+  // What every sweep has freed and passed over since the arena was made: the full
+  // sweeps, the large blocks, and the pages swept lazily (VM::gcStats reports it).
+  const Freed& swept() const { return swept_; }
   // Clears every object's mark, freeing nothing (before a full collection, and after
   // a collection that failed). Pages left to sweep lazily wait for the next sweep.
   void unmarkAll();
@@ -206,7 +207,7 @@ class Arena {
   // Per class: the carved slots of the carving page not handed out yet, [bump_, bumpEnd_).
   char* bump_[kClasses] = {};
   char* bumpEnd_[kClasses] = {};
-  Freed lazyFreed_;
+  Freed swept_;        // see swept()
   uint8_t epoch_ = 1;  // 1 to kMaxEpoch
   Large* large_ = nullptr;
   uint64_t pageCount_ = 0;

@@ -131,6 +131,14 @@ struct GcStats {
   uint64_t pages = 0;                // small-object pages the arena holds
   uint64_t largeObjects = 0;         // objects too large for a page, each in its own block
   uint64_t heldBytes = 0;  // the memory the arena holds from mimalloc (pages, large blocks)
+  // The sweeps' work since the VM was made (full sweeps, and the minor collections' lazy
+  // ones as the allocator reaches each page): the dead objects freed one by one, and the
+  // pages not walked, either emptied whole (nothing in them was marked: their dead are not
+  // counted in sweptObjects) or passed over (nothing allocated in them since they were
+  // last swept, or every slot alive).
+  uint64_t sweptObjects = 0;
+  uint64_t pagesEmptied = 0;
+  uint64_t pagesSkipped = 0;
 };
 
 class VM {
