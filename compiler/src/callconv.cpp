@@ -122,6 +122,8 @@ class Planner {
       bool entered;  // binding i's own uses are counted, its branches walked or pending
     };
     std::vector<Frame> stack{{body, 0, false}};
+    std::unordered_set<const Var*> pendingRec;  // letrec variables without their value yet
+    std::vector<const Bind*> groupClosures;     // closures that captured one of them
     auto use = [&](const Atom& a, bool arg = false) {
       if (a.kind != Atom::Local) return;
       VarUse& u = plan_.vars[a.var];
@@ -133,6 +135,12 @@ class Planner {
       if (!u.block) return;
       bool inside = u.depth < stack.size() && stack[u.depth].b == u.block;
       u.last = inside ? stack[u.depth].i : SIZE_MAX;
+    };
+    auto live = [&](const Var* v) {
+      VarUse& u = plan_.vars[v];
+      if (!u.block) return;
+      bool inside = u.depth < stack.size() && stack[u.depth].b == u.block;
+      u.last = std::max(u.last, inside ? stack[u.depth].i : SIZE_MAX);
     };
     auto bind = [&](const Var* v, size_t d) {
       VarUse& u = plan_.vars[v];
@@ -159,6 +167,21 @@ class Planner {
       for (const Atom& a : bd.args) use(a, usesWindow(vm_, bd));
       if (bd.lambda)
         for (Var* v : bd.lambda->freeVars) use(localAtom(v));
+      // A closure made before a letrec variable it captures has its value is patched
+      // (SETUPVAL) where the variable gets it, as the code generator does (initRec):
+      // the closure lives to there (not counted as a use: no analysis of its calls
+      // changes), which keeps its register out of a callee's frame.
+      if (bd.kind == Bind::Rec) pendingRec.insert(bd.recVars.begin(), bd.recVars.end());
+      if (bd.kind == Bind::MakeLambda && bd.dst &&
+          std::any_of(bd.lambda->freeVars.begin(), bd.lambda->freeVars.end(),
+                      [&](const Var* v) { return pendingRec.count(v); }))
+        groupClosures.push_back(&bd);
+      if ((bd.kind == Bind::Copy || bd.kind == Bind::MakeLambda) && bd.dst &&
+          pendingRec.erase(bd.dst))
+        for (const Bind* gc : groupClosures)
+          if (gc != &bd && std::find(gc->lambda->freeVars.begin(), gc->lambda->freeVars.end(),
+                                     bd.dst) != gc->lambda->freeVars.end())
+            live(gc->dst);
       if (bd.dst) bind(bd.dst, d);
       for (Var* v : bd.recVars) bind(v, d);
       // Both branches are walked while this frame stays at binding i.
