@@ -269,8 +269,9 @@ void Transformer::phiCall(const Bind& bd, Block* out) {
         return;
       case Forward::Own:
         if (n->id == static_cast<uint16_t>(NativeId::AttachStarJ)) {
-          // *j of (attach-*j v rep) is rep, and rep = (*j-inverse (*j rep)).
-          call(out, {prim(NativeId::StarJInverse), jargs.at(1)}, 0, dst);
+          // *j of (attach-*j v rep) is rep, and rep = (*j-inverse (*j rep)); rep
+          // remembers (attach-*j v rep) as its *j-inverse (%attached-image).
+          call(out, {prim(NativeId::AttachedImage), jargs.at(0), jargs.at(1)}, 0, dst);
         } else {  // apply
           Atom t = call(out, std::move(args));
           call(out, {prim(NativeId::Car), t}, 0, dst);

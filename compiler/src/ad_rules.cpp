@@ -94,6 +94,8 @@ struct ReverseCall {
   // ---- the AD operators ----
   void starJ() { addTo(st, *a, t.call(st.out, {t.prim(NativeId::StarJInverse), g})); }
   void starJInverse() { addTo(st, *a, t.call(st.out, {t.prim(NativeId::StarJ), g})); }
+  // (%attached-image ṽ r̃) is (*j-inverse r̃) (and makes the attached value its inverse).
+  void attachedImage() { addTo(st, *b, t.call(st.out, {t.prim(NativeId::StarJ), g})); }
   void attachStarJ() {
     // An attached value computes like its primal: its sensitivity is the
     // primal's, once. (The rep's own sensitivity, which matters only for
@@ -591,6 +593,7 @@ constexpr PrimitiveRules kRules[] = {
     {NativeId::BroadcastTo, kPrimals, &R::broadcastTo, false, &T::linear},
     {NativeId::SensAdd, kPrimals, &R::sensAdd, false, &T::sensAdd},
     {NativeId::SensSub, kPrimals, &R::sensAdd, false, &T::sensAdd},
+    {NativeId::AttachedImage, kImages, &R::attachedImage, false, &T::structural},
     {NativeId::Unreduce, kPrimals, &R::identity, false, &T::linear},
 };
 

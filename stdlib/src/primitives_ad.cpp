@@ -39,6 +39,16 @@ Value sensSub(VM& vm, Value* a, int) {
 
 Value attach(VM& vm, Value* a, int) { return Value::object(vm.makeAttached(a[0], a[1])); }
 
+// (%attached-image ṽ r̃): what transformed code computes for (attach-*j v rep), whose *j
+// is rep (Estep): (*j-inverse r̃). The rep is also given (attach-*j v rep) as its
+// *j-inverse, as attach-*j does, unless it has one, so that a value made by
+// differentiated code can be undone (a custom-vjp captured by another one's rule).
+Value attachedImage(VM& vm, Value* a, int) {
+  Value rep = vm.starJInverse(a[1]);
+  if (!vm.hasInverse(rep)) vm.makeAttached(vm.starJInverse(a[0]), rep);
+  return rep;
+}
+
 // Asks for a collection at the next safe point (the next call): natives run
 // between safe points and cannot collect themselves.
 Value collectGarbage(VM& vm, Value*, int) {
@@ -583,6 +593,7 @@ void openAdPrimitives(Registrar& r) {
   r.define(NativeId::StarJInverse, starJInverse);
   r.define(NativeId::Zero, zero);
   r.define(NativeId::AttachStarJ, attach);
+  r.define(NativeId::AttachedImage, attachedImage);
   r.define(NativeId::BundleAt, bundleAt);
   r.define(NativeId::PrimalAt, primalAt);
   r.define(NativeId::TangentAt, tangentAt);

@@ -137,6 +137,43 @@ void VM::forceClosureSlow(Closure* c) {
   }
 }
 
+bool VM::hasInverse(Value v) const {
+  if (!v.isObject()) return false;
+  Obj* o = v.asObject();
+  if (o->type == ObjType::Closure && static_cast<Closure*>(o)->proto->primal) return true;
+  return !getMemo(o, true).isUndefined();
+}
+
+void VM::patchCaptured(Closure* c, uint32_t i, Value v) {
+  c->upvals[i] = v;
+  writeBarrier(c, v);
+  if (!(c->flags & (kMemoFwd | kMemoInv | kMemoBoth))) return;
+  // Along each direction, the memo chain c -> (*j c) -> (*j (*j c)) ... (and the same for
+  // *j-inverse): a closure still lazy holds its source's values, mapped when first called
+  // (and has made nothing from itself yet: *j and *j-inverse force it first); one already
+  // mapped gets the value mapped as forceClosureSlow would have.
+  for (bool inverse : {false, true}) {
+    Closure* from = c;
+    Value value = v;
+    for (;;) {
+      Value m = getMemo(from, inverse);
+      if (!isClosure(m)) break;
+      Closure* to = asClosure(m);
+      if (i >= to->aux) break;
+      bool lazy = to->flags & (inverse ? kLazyJInv : kLazyJ);
+      if (!lazy) {
+        const Proto* t = inverse ? to->proto->transformed : to->proto;
+        if (!(t && keepsPrimal(t->primalUpvals, i)))
+          value = inverse ? starJInverse(value) : starJ(value);
+      }
+      to->upvals[i] = value;
+      writeBarrier(to, value);
+      if (lazy) break;
+      from = to;
+    }
+  }
+}
+
 Native* VM::liftedNative(Native* base, uint16_t level) {
   uint64_t key = reinterpret_cast<uint64_t>(base) ^ (static_cast<uint64_t>(level) << 56);
   auto it = liftedCache_.find(key);

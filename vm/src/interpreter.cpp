@@ -765,8 +765,13 @@ op_CLOSURE : {
 op_SETUPVAL : {
   // letrec patching a closure made before its group's later closures: a collection
   // at their CLOSURE may have made it old.
+  // A closure *j or *j-inverse has already been applied to gets the value in those too.
   Closure* c = asClosure(RA);
   Value v = RC;
+  if (c->flags & (kMemoFwd | kMemoInv | kMemoBoth)) [[unlikely]] {
+    patchCaptured(c, instr::b(ins), v);
+    DISPATCH();
+  }
   c->upvals[instr::b(ins)] = v;
   writeBarrier(c, v);
   DISPATCH();

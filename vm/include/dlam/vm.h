@@ -419,6 +419,14 @@ class VM {
   void forceClosure(Closure* c) {
     if (c->flags & (kLazyJ | kLazyJInv)) forceClosureSlow(c);
   }
+  // Stores v as captured value i of c (letrec patching, SETUPVAL), and in the closures
+  // *j and *j-inverse have made from c since (memoised), mapped as they map c's values:
+  // a closure of a letrec group can be differentiated or undone before the group is
+  // complete (a custom-vjp of a procedure that calls itself, made in differentiated code).
+  void patchCaptured(Closure* c, uint32_t i, Value v);
+  // Whether *j-inverse of v is known without a walk: v is a closure, primitive or pair
+  // with its *j-inverse memoised, or a transformed closure.
+  bool hasInverse(Value v) const;
   // The reverse-mode proto of `p` (made once by the compiler's transform, then cached).
   Proto* transformed(Proto* p);
   // `base` applied under `level` reverse tags (used by transformed code).
