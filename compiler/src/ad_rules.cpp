@@ -592,6 +592,8 @@ constexpr PrimitiveRules kRules[] = {
     {NativeId::SensAdd, kPrimals, &R::sensAdd, false, &T::sensAdd},
     {NativeId::SensSub, kPrimals, &R::sensAdd, false, &T::sensAdd},
     {NativeId::Unreduce, kPrimals, &R::identity, false, &T::linear},
+    // its argument is a global or a constant, which takes no sensitivity
+    {NativeId::StarJConstant, kImages, &R::noSensitivity, false, &T::structural},
 };
 
 constexpr bool everyRowInPlace() {
