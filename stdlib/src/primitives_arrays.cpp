@@ -326,10 +326,30 @@ Value sumToShape(VM& vm, Vector* x, const Shape& to) {
     if (tr[k] != sx[k] && tr[k] != 1)
       vm.runtimeError("%sum-to: shapes " + shapeString(sx) + " and " + shapeString(to) +
                       " do not broadcast");
-  std::vector<uint64_t> st = broadcastStrides(to, sx);
+  // The common cases in contiguous runs: the leading axes summed (a bias's sensitivity
+  // over a batch: rows added into one), or the trailing ones (each row to a number).
+  size_t lead = 0, rank = sx.size();
+  while (lead < rank && tr[lead] == 1) ++lead;
   uint64_t total = x->aux;
+  if (total > 0 && std::equal(tr.begin() + lead, tr.end(), sx.begin() + lead)) {
+    uint64_t inner = std::max<uint64_t>(n, 1);
+    for (uint64_t b = 0; b < total; b += inner)
+      for (uint64_t j = 0; j < inner; ++j) acc[j] += x->items[b + j];
+    return arrayOrNumber(vm, to, acc.data());
+  }
+  size_t keep = 0;
+  while (keep < rank && tr[keep] == sx[keep]) ++keep;
+  if (total > 0 && std::all_of(tr.begin() + keep, tr.end(), [](uint32_t d) { return d == 1; })) {
+    uint64_t run = total / std::max<uint64_t>(n, 1);
+    for (uint64_t i = 0; i < n; ++i) {
+      double s = 0;
+      for (uint64_t j = 0; j < run; ++j) s += x->items[i * run + j];
+      acc[i] = s;
+    }
+    return arrayOrNumber(vm, to, acc.data());
+  }
+  std::vector<uint64_t> st = broadcastStrides(to, sx);
   if (total > 0) {
-    size_t rank = sx.size();
     std::vector<uint32_t> idx(rank, 0);
     uint64_t off = 0;
     for (uint64_t e = 0; e < total; ++e) {
