@@ -239,6 +239,22 @@ void Transformer::phiBind(const Bind& bd, Block* out) {
   }
 }
 
+// φ of an argument of a call: jAtom's, but a global or a constant, whose sensitivity
+// the backward sweep drops (takes), is tagged as a constant (VM::starJConstant), so that
+// the callee may leave its sensitivity uncomputed: the library's array procedures skip
+// the product that would give it (%vjp-rep-dual, prelude.dlam).
+Atom Transformer::jArg(Block* b, const Atom& a) {
+  switch (a.kind) {
+    case Atom::Local:
+      return jAtom(b, a);
+    case Atom::Const:
+      return constAtom(vm_.starJConstant(a.value), a.loc);
+    case Atom::Global:
+      return call(b, {prim(NativeId::StarJConstant), a});
+  }
+  return a;
+}
+
 Var* Transformer::jDst(const Var* v) {
   auto it = J_.find(v);
   if (it != J_.end()) return it->second;
@@ -258,7 +274,7 @@ void Transformer::phiCall(const Bind& bd, Block* out) {
     return;
   }
   std::vector<Atom> jargs;
-  for (size_t i = 1; i < bd.args.size(); ++i) jargs.push_back(jAtom(out, bd.args[i]));
+  for (size_t i = 1; i < bd.args.size(); ++i) jargs.push_back(jArg(out, bd.args[i]));
   Var* dst = jDst(bd.dst);
   if (n) {
     std::vector<Atom> args{constAtom(Value::object(n), loc_)};

@@ -595,6 +595,8 @@ constexpr PrimitiveRules kRules[] = {
     {NativeId::SensSub, kPrimals, &R::sensAdd, false, &T::sensAdd},
     {NativeId::AttachedImage, kImages, &R::attachedImage, false, &T::structural},
     {NativeId::Unreduce, kPrimals, &R::identity, false, &T::linear},
+    // its argument is a global or a constant, which takes no sensitivity
+    {NativeId::StarJConstant, kImages, &R::noSensitivity, false, &T::structural},
 };
 
 constexpr bool everyRowInPlace() {

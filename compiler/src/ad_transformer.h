@@ -57,6 +57,7 @@ class Transformer {
   Atom call(Block* b, std::vector<Atom> args, uint16_t level = 0, Var* dst = nullptr);
   Atom constJ(Value c, int times);
   Atom jAtom(Block* b, const Atom& a);
+  Atom jArg(Block* b, const Atom& a);
   Atom listOf(Block* out, const std::vector<Atom>& items);
 
   // ---- lambdas and the blocks to do (ad_transform.cpp) -----------------------------

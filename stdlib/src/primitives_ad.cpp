@@ -15,6 +15,10 @@ namespace {
 
 Value starJ(VM& vm, Value* a, int) { return vm.starJ(a[0]); }
 Value starJInverse(VM& vm, Value* a, int) { return vm.starJInverse(a[0]); }
+Value starJConstant(VM& vm, Value* a, int) { return vm.starJConstant(a[0]); }
+// (%wanted? x): whether the sensitivity of x, an argument's image in a rep (prelude.dlam,
+// %vjp-rep-dual), is wanted: #f for the image of a constant (VM::starJConstant).
+Value wantedP(VM&, Value* a, int) { return Value::boolean(!VM::isConstantImage(a[0])); }
 Value zero(VM& vm, Value* a, int) { return vm.zeroOf(a[0]); }
 Value plus(VM& vm, Value* a, int) { return vm.plus(a[0], a[1]); }
 
@@ -591,6 +595,8 @@ void openAdPrimitives(Registrar& r) {
   vm.defineNative("%check-arity", checkArityNative, 2, 2);
   r.define(NativeId::StarJ, starJ);
   r.define(NativeId::StarJInverse, starJInverse);
+  r.define(NativeId::StarJConstant, starJConstant);
+  vm.defineNative("%wanted?", wantedP, 1, 1);
   r.define(NativeId::Zero, zero);
   r.define(NativeId::AttachStarJ, attach);
   r.define(NativeId::AttachedImage, attachedImage);

@@ -326,10 +326,30 @@ Value sumToShape(VM& vm, Vector* x, const Shape& to) {
     if (tr[k] != sx[k] && tr[k] != 1)
       vm.runtimeError("%sum-to: shapes " + shapeString(sx) + " and " + shapeString(to) +
                       " do not broadcast");
-  std::vector<uint64_t> st = broadcastStrides(to, sx);
+  // The common cases in contiguous runs: the leading axes summed (a bias's sensitivity
+  // over a batch: rows added into one), or the trailing ones (each row to a number).
+  size_t lead = 0, rank = sx.size();
+  while (lead < rank && tr[lead] == 1) ++lead;
   uint64_t total = x->aux;
+  if (total > 0 && std::equal(tr.begin() + lead, tr.end(), sx.begin() + lead)) {
+    uint64_t inner = std::max<uint64_t>(n, 1);
+    for (uint64_t b = 0; b < total; b += inner)
+      for (uint64_t j = 0; j < inner; ++j) acc[j] += x->items[b + j];
+    return arrayOrNumber(vm, to, acc.data());
+  }
+  size_t keep = 0;
+  while (keep < rank && tr[keep] == sx[keep]) ++keep;
+  if (total > 0 && std::all_of(tr.begin() + keep, tr.end(), [](uint32_t d) { return d == 1; })) {
+    uint64_t run = total / std::max<uint64_t>(n, 1);
+    for (uint64_t i = 0; i < n; ++i) {
+      double s = 0;
+      for (uint64_t j = 0; j < run; ++j) s += x->items[i * run + j];
+      acc[i] = s;
+    }
+    return arrayOrNumber(vm, to, acc.data());
+  }
+  std::vector<uint64_t> st = broadcastStrides(to, sx);
   if (total > 0) {
-    size_t rank = sx.size();
     std::vector<uint32_t> idx(rank, 0);
     uint64_t off = 0;
     for (uint64_t e = 0; e < total; ++e) {
@@ -631,17 +651,31 @@ bool blasFits() {
          (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= (rlim_t{2} << 30));
 }
 
-void matmul(const double* x, const double* y, double* r, uint64_t n, uint64_t k, uint64_t m) {
+// With tx, x is stored transposed (k x n), and with ty, y (m x k): dgemm's own flags,
+// so that the reverse of dot (%dot-tn, %dot-nt) makes no transposed copy.
+void matmul(const double* x, const double* y, double* r, uint64_t n, uint64_t k, uint64_t m,
+            bool tx = false, bool ty = false) {
   if (n * k * m >= 2048 && n < (1u << 31) && k < (1u << 31) && m < (1u << 31) && blasFits()) {
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(m), int(k), 1.0, x, int(k),
-                y, int(m), 0.0, r, int(m));
+    cblas_dgemm(CblasRowMajor, tx ? CblasTrans : CblasNoTrans, ty ? CblasTrans : CblasNoTrans,
+                int(n), int(m), int(k), 1.0, x, int(tx ? n : k), y, int(ty ? k : m), 0.0, r,
+                int(m));
     return;
   }
   std::fill(r, r + n * m, 0.0);
+  if (ty) {
+    // r[i][j] = x(i, .) . y[j][.]: dot products along y's rows
+    for (uint64_t i = 0; i < n; ++i)
+      for (uint64_t j = 0; j < m; ++j) {
+        double s = 0;
+        for (uint64_t p = 0; p < k; ++p) s += (tx ? x[p * n + i] : x[i * k + p]) * y[j * k + p];
+        r[i * m + j] = s;
+      }
+    return;
+  }
   for (uint64_t i = 0; i < n; ++i) {
     double* out = r + i * m;
     for (uint64_t p = 0; p < k; ++p) {
-      double c = x[i * k + p];
+      double c = tx ? x[p * n + i] : x[i * k + p];
       const double* row = y + p * m;
       for (uint64_t j = 0; j < m; ++j) out[j] += c * row[j];
     }
@@ -696,6 +730,34 @@ Value dot(VM& vm, Value* a, int) {
     return Value::object(r);
   }
   matmul(x->items, y->items, r->items, sx[0], sx[1], sy[1]);
+  return Value::object(r);
+}
+
+// (%dot-tn a b) = (dot (transpose a) b) and (%dot-nt a b) = (dot a (transpose b)), of
+// two matrices: the products of dot's reverse (prelude.dlam), the transposed operand
+// read in place.
+template <bool TA, bool TB>
+Value dotTransposed(VM& vm, Value* a, int) {
+  const char* who = TA ? "%dot-tn" : "%dot-nt";
+  Vector* x = arrayArg(vm, who, a, 0);
+  Vector* y = arrayArg(vm, who, a, 1);
+  if (x->rank != 2 || y->rank != 2)
+    vm.runtimeError(std::string(who) + ": expected two matrices, got shapes " +
+                    shapeString(shapeOf(x)) + " and " + shapeString(shapeOf(y)));
+  const uint32_t *sx = arrayShape(x), *sy = arrayShape(y);
+  uint32_t n = TA ? sx[1] : sx[0], k = TA ? sx[0] : sx[1];
+  uint32_t ky = TB ? sy[1] : sy[0], m = TB ? sy[0] : sy[1];
+  if (k != ky)
+    vm.runtimeError(std::string(who) + ": shapes " + shapeString(shapeOf(x)) + " and " +
+                    shapeString(shapeOf(y)) + " do not match");
+  uint32_t shape[2] = {n, m};
+  Vector* r = vm.makeArray(2, shape);
+  if (r->aux == 0) return Value::object(r);
+  if (k == 0) {
+    std::fill(r->items, r->items + r->aux, 0.0);
+    return Value::object(r);
+  }
+  matmul(x->items, y->items, r->items, n, k, m, TA, TB);
   return Value::object(r);
 }
 
@@ -1148,6 +1210,8 @@ void openArrayPrimitives(Registrar& r) {
   define(vm, "%array-onehot", arrayOnehot, 2, -1, linearRule<0b10>);
   define(vm, "%reshape", reshape, 2, 2, linearRule<0b1>);
   define(vm, "%dot", dot, 2, 2, bilinearRule);
+  define(vm, "%dot-tn", dotTransposed<true, false>, 2, 2, bilinearRule);
+  define(vm, "%dot-nt", dotTransposed<false, true>, 2, 2, bilinearRule);
   define(vm, "%transpose", transpose, 1, 1, linearRule<0b1>);
   define(vm, "%outer", outer, 2, 2, bilinearRule);
   define(vm, "%sum", sum, 1, 2, linearRule<0b1>);

@@ -545,6 +545,19 @@ Value VM::adMap(Value root, bool inverse) {
 }
 
 Value VM::starJ(Value v) { return isPair(v) ? adMap(v, false) : jLeaf(v); }
+
+// Not memoized as jLeaf's tag of an array is: that one is the image of the array
+// wherever it is differentiated, this one only where it is a constant. (eq? and eqv?
+// compare tagged values by their primals, so the two are the same to a program.)
+Value VM::starJConstant(Value v) {
+  if (v.isNumber() || isObj(v, ObjType::Rev) ||
+      (isObj(v, ObjType::Vector) && !isSparse(static_cast<Vector*>(v.asObject())))) {
+    Rev* r = makeRev(v);
+    r->aux = kConstantImage;
+    return Value::object(r);
+  }
+  return starJ(v);
+}
 Value VM::starJInverse(Value v) { return isPair(v) ? adMap(v, true) : jInvLeaf(v); }
 
 // The values a closure captured, as a list: what its sensitivity has the shape of. A

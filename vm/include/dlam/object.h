@@ -219,6 +219,15 @@ enum class NativeKind : uint16_t {
   Rep,     // (*j base) at `level`: follows the rep-function convention via eta expansion
 };
 
+// Rev::aux: kConstantImage on the image of a constant (VM::starJConstant): of a global
+// or a literal passed to a call in transformed code, or the result of a library array
+// procedure of such arguments only. Whatever sensitivity such a value gets is dropped
+// where it came from, so a rule may leave it the symbolic zero (%wanted?, prelude.dlam);
+// the tag is in every other way the same as any other. Such a value is computed from
+// globals and literals alone, a constant at every level of differentiation, so which
+// level a nested derivative reads the mark at does not matter. 0 otherwise.
+constexpr uint32_t kConstantImage = 1;
+
 struct Rev : Obj {
   Value primal;
 };

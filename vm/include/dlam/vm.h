@@ -400,6 +400,14 @@ class VM {
                                                   : x;
   }
   Value starJInverse(Value v);
+  // (*j v) for a constant v, whose sensitivity the code that tags it drops (a global or
+  // a literal argument in transformed code: %*j-constant): a number, a dense array or a
+  // tagged value gets a new tag marked kConstantImage (object.h), the rest is starJ's.
+  Value starJConstant(Value v);
+  // Whether v is such an image (its sensitivity is not wanted).
+  static bool isConstantImage(Value v) {
+    return isObj(v, ObjType::Rev) && v.asObject()->aux == kConstantImage;
+  }
   // The zero sensitivity shaped like v, made eagerly (iterative; see ad.cpp).
   Value zeroOf(Value v);
   // The values closure c captured, as a list (the shape of its sensitivity).
