@@ -849,6 +849,7 @@ KNOWN = [
     ("rev-over-fwd-vector", "does not have the shape of the value #<bundle"),
     ("rev-over-fwd-vector", "got #<cobundle"),
     ("rev-over-fwd-array", "returned #<cobundle"),
+    ("rev-over-fwd-array", "returned (#<cobundle"),
     ("rev-over-fwd-array", "#<rev #<cobundle"),
     ("map-element-broadcast", "list->vector: expected number as argument 1, got #"),
     # second order through broadcasting array operations: a sensitivity's shape wrong
@@ -856,6 +857,7 @@ KNOWN = [
     ("array-second-order-shape", "is larger than"),
     ("array-second-order-shape", "do not broadcast"),
     ("array-second-order-shape", "plus: sensitivities of vectors of different lengths"),
+    ("array-second-order-shape", "plus: sensitivities of arrays of different shapes"),
     ("rev-over-rev-over-fwd", "got the sensitivity of a bundle where a number was expected"),
 ]
 
