@@ -378,10 +378,38 @@ struct TangentCall {
     out = t[0];
   }  // %zero-if-zero: the value masked, its tangent kept (as the reverse rule)
 
-  void add() { out = n == 1 ? t[0] : add(t[0], t[1]); }
+  // The tangent of a + or - that broadcasts: where one operand has no tangent (the
+  // symbolic zero), the other's has that operand's shape, which may be smaller than the
+  // result's; it is repeated to the result's shape (a sum of it must count each copy).
+  // (Only a tangent that broadcasts to it and is smaller: one that carries more axes,
+  // a sensitivity's under forward over reverse, is left as it is.)
+  Value fitted(Value d) {
+    if (!(t[0].isZero() || t[1].isZero()) || d.isZero()) return d;
+    Value yp = fwdPrimal(y), dp = fwdPrimal(d);
+    if (!isObj(yp, ObjType::Vector) || !(dp.isNumber() || isObj(dp, ObjType::Vector))) return d;
+    if (dp.isNumber()
+            ? false
+            : !grows(static_cast<Vector*>(dp.asObject()), static_cast<Vector*>(yp.asObject())))
+      return d;
+    Value args[2] = {d, y};
+    return vm.callPrimitive(vm.builtin(NativeId::BroadcastTo), args, 2);
+  }
+  // whether dense array a broadcasts to b's shape and is not of that shape
+  static bool grows(const Vector* a, const Vector* b) {
+    if (isSparse(a) || isSparse(b) || a->rank > b->rank) return false;
+    const uint32_t *sa = arrayShape(a), *sb = arrayShape(b);
+    bool same = a->rank == b->rank;
+    for (uint32_t i = 1; i <= a->rank; ++i) {
+      uint32_t x = sa[a->rank - i], z = sb[b->rank - i];
+      if (x != z && x != 1) return false;
+      same = same && x == z;
+    }
+    return !same;
+  }
+  void add() { out = n == 1 ? t[0] : fitted(add(t[0], t[1])); }
   // %sens+ and %sens-
   void sensAdd() { out = vm.arith(id, t[0], t[1]); }
-  void sub() { out = n == 1 ? neg(t[0]) : sub(t[0], t[1]); }
+  void sub() { out = n == 1 ? neg(t[0]) : fitted(sub(t[0], t[1])); }
   void mul() { out = n == 1 ? t[0] : add(mul(t[0], p[1]), mul(p[0], t[1])); }
   void div() {
     // d(1/a) = -a'/a² = -a' y², d(a/b) = (a' - y b')/b

@@ -428,12 +428,16 @@ Value materialize(VM& vm, Value* a, int) {
     vc = unwrapAttached(vc);
     int tags = 0;  // a number's zero carries its reverse tags (as in materializeTree)
     for (; isObj(vc, ObjType::Rev); ++tags) vc = static_cast<Rev*>(vc.asObject())->primal;
-    if ((vc.isNumber() || isFwd(vc)) &&
+    // (Forward over reverse: a bundle of an array takes the general walk, its zero is an
+    // array; so does a bundled sensitivity of an array for a number, which carries the
+    // axes the number was broadcast along and is summed there.)
+    bool scalar = vc.isNumber() || (isFwd(vc) && fwdPrimal(vc).isNumber());
+    if (scalar &&
         (sc.isNumber() || (isObj(sc, ObjType::Rev) && !isObj(untagged(sc), ObjType::Vector)) ||
-         (isFwd(sc) && !asFwd(sc)->co())))
+         (isFwd(sc) && !asFwd(sc)->co() && !isObj(untagged(fwdPrimal(sc)), ObjType::Vector))))
       continue;
     Value m;
-    if ((vc.isNumber() || isFwd(vc)) && sc.isZero()) {
+    if (scalar && sc.isZero()) {
       m = Value::number(0);
       for (int i = 0; i < tags; ++i) m = Value::object(vm.makeRev(m));
     } else {

@@ -380,8 +380,17 @@ Value VM::fwdPrimal(uint32_t tag, Value v) {
 }
 
 Value VM::fwdTangent(uint32_t tag, Value v) {
+  // The tangent of a number or array with no perturbation of the tag (a bundle of
+  // another tag, a reverse-tagged value): 0, or the zero array of its shape, as for an
+  // array that is not tagged at all.
+  auto untangled = [&](Value x) {
+    while (isFwd(x) || isObj(x, ObjType::Rev))
+      x = isFwd(x) ? asFwd(x)->primal : static_cast<Rev*>(x.asObject())->primal;
+    return isObj(x, ObjType::Vector) ? discreteTangent(*this, x) : Value::number(0);
+  };
   if (tagOf(v) == tag) return asFwd(v)->tangent;
-  if (v.isNumber() || isFwd(v) || isObj(v, ObjType::Rev)) return Value::number(0);
+  if (v.isNumber()) return Value::number(0);
+  if (isFwd(v) || isObj(v, ObjType::Rev)) return untangled(v);
   if (!isPair(v)) {
     if (isClosure(v)) {
       // A closure's tangent: its environment's, in free-variable order.
@@ -394,7 +403,8 @@ Value VM::fwdTangent(uint32_t tag, Value v) {
   }
   return mapStructure(*this, v, [&](Value x) {
     if (tagOf(x) == tag) return asFwd(x)->tangent;
-    if (x.isNumber() || isFwd(x) || isObj(x, ObjType::Rev)) return Value::number(0);
+    if (x.isNumber()) return Value::number(0);
+    if (isFwd(x) || isObj(x, ObjType::Rev)) return untangled(x);
     return discreteTangent(*this, x);
   });
 }
