@@ -850,6 +850,7 @@ KNOWN = [
     ("rev-over-fwd-vector", "got #<cobundle"),
     ("rev-over-fwd-array", "returned #<cobundle"),
     ("rev-over-fwd-array", "returned (#<cobundle"),
+    ("rev-over-fwd-array", "returned (0 #<cobundle"),
     ("rev-over-fwd-array", "#<rev #<cobundle"),
     ("map-element-broadcast", "list->vector: expected number as argument 1, got #"),
     # second order through broadcasting array operations: a sensitivity's shape wrong
