@@ -84,13 +84,13 @@ inline MlpData mlpData() {
 }
 
 // MLP 784-128-10 (bench/peers/mlp784.cpp, dlam/mlp-784.dlam, python/mlp_784_torch.py):
-// tanh hidden layer, softmax cross-entropy over a batch of 64.  The inputs and weights
+// tanh hidden layer, softmax cross-entropy over a batch of 128.  The inputs and weights
 // come from one formula in every language, exact in doubles: with k the row-major
 // index into the array and q(k, a, m) = ((k a) mod m) / m,
 //   W1 (784 128) = 0.1 (q(k, 37, 1009) - 0.5),   b1 (128) = 0.01 ((j mod 7) - 3),
 //   W2 (128 10)  = 0.2 (q(k, 53, 1013) - 0.5),   b2 (10)  = 0.02 ((c mod 5) - 2),
-//   X (64 784)   = ((97 k) mod 256) / 255,       label of sample b = (7 b + 3) mod 10.
-constexpr int kImg = 784, kHid = 128, kCls = 10, kBatch = 64;
+//   X (128 784)  = ((97 k) mod 256) / 255,       label of sample b = (7 b + 3) mod 10.
+constexpr int kImg = 784, kHid = 128, kCls = 10, kBatch = 128;
 
 inline double modq(long k, long a, long m) {
   return static_cast<double>((k * a) % m) / static_cast<double>(m);
@@ -98,8 +98,8 @@ inline double modq(long k, long a, long m) {
 
 struct Mlp784Data {
   std::vector<double> w1, b1, w2, b2;  // (784 128), (128), (128 10), (10)
-  std::vector<double> x;               // (64 784)
-  std::vector<int> label;              // (64)
+  std::vector<double> x;               // (128 784)
+  std::vector<int> label;              // (128)
 };
 
 inline Mlp784Data mlp784Data() {

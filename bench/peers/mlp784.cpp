@@ -1,5 +1,5 @@
-// Hand-written MLP 784-128-10 over a batch of 64: h = tanh(X W1 + b1), z = h W2 + b2,
-// loss = (sum_b logsumexp(z_b) - sum_b z_b[label_b]) / 64 (softmax cross-entropy), and
+// Hand-written MLP 784-128-10 over a batch of 128: h = tanh(X W1 + b1), z = h W2 + b2,
+// loss = (sum_b logsumexp(z_b) - sum_b z_b[label_b]) / 128 (softmax cross-entropy), and
 // its gradient with respect to W1, b1, W2, b2 by hand-written backpropagation over whole
 // matrices.  The three matrix products of a pass go through cblas_dgemm of OpenBLAS's
 // serial build, the BLAS that dlam's `dot` calls; the rest is loops.  Data:

@@ -63,7 +63,7 @@ def print_result(value, g=None):
 
 
 # MLP 784-128-10 (bench/peers/common.h, mlp784Data): the same formula, exact in doubles.
-N_IMG, N_HID, N_CLS, N_BATCH = 784, 128, 10, 64
+N_IMG, N_HID, N_CLS, N_BATCH = 784, 128, 10, 128
 
 
 def modq(k, a, m):
@@ -71,8 +71,8 @@ def modq(k, a, m):
 
 
 def mlp784_data():
-    """W1 (784*128), b1 (128), W2 (128*10), b2 (10), X (64*784) as flat row-major lists,
-    and the 64 labels."""
+    """W1 (784*128), b1 (128), W2 (128*10), b2 (10), X (128*784) as flat row-major lists,
+    and the 128 labels."""
     w1 = [0.1 * (modq(k, 37, 1009) - 0.5) for k in range(N_IMG * N_HID)]
     b1 = [0.01 * (j % 7 - 3) for j in range(N_HID)]
     w2 = [0.2 * (modq(k, 53, 1013) - 0.5) for k in range(N_HID * N_CLS)]

@@ -1,6 +1,6 @@
-"""MLP 784-128-10 over a batch of 64 (as bench/peers/mlp784.cpp, same data) with PyTorch
+"""MLP 784-128-10 over a batch of 128 (as bench/peers/mlp784.cpp, same data) with PyTorch
 vectorized autograd: h = tanh(X @ W1 + b1), z = h @ W2 + b2, loss = (sum of
-logsumexp(z, 1) - sum of the labels' logits) / 64, in float64 on one thread.
+logsumexp(z, 1) - sum of the labels' logits) / 128, in float64 on one thread.
 
 Usage: python3 mlp_784_torch.py MODE N REPS (N ignored), MODE =
   f     -- evaluate under torch.no_grad()
