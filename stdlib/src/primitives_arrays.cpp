@@ -46,6 +46,11 @@ Vector* arrayArg(VM& vm, const char* who, Value* a, int i) {
   return x;
 }
 
+// A number argument where an array is taken: a number plays the rank-0 array (its one
+// element), so that what holds of arrays of any rank holds of it too.
+bool rank0Arg(Value* a, int i) { return unwrapAttached(a[i]).isNumber(); }
+double rank0Value(Value* a, int i) { return unwrapAttached(a[i]).asNumber(); }
+
 Shape shapeOf(const Vector* v) {
   const uint32_t* s = arrayShape(v);
   return Shape(s, s + v->rank);
@@ -113,6 +118,9 @@ Shape shapeArg(VM& vm, const char* who, Value* a, int i) {
 uint32_t axisArg(VM& vm, const char* who, Value* a, int nargs, int i, uint32_t rank,
                  uint32_t dflt = 0) {
   if (i >= nargs) return dflt;
+  if (rank == 0)
+    vm.runtimeError(std::string(who) + ": a number (an array of rank 0) has no axis, got " +
+                    vm.show(a[i], true));
   return integerArg(vm, who, a, i, rank, "axis");
 }
 
@@ -564,6 +572,7 @@ Value listToArray(VM& vm, Value* a, int) {
 
 // (%array->list a): nested lists, one level per axis. Built from the last element back.
 Value arrayToList(VM& vm, Value* a, int) {
+  if (rank0Arg(a, 0)) return numberResult(rank0Value(a, 0));  // no axis: no list
   Vector* v = arrayArg(vm, "array->list", a, 0);
   Shape s = shapeOf(v);
   size_t rank = s.size();
@@ -608,6 +617,12 @@ uint64_t flatIndex(VM& vm, const char* who, Value* a, int nargs, int from, const
 }
 
 Value arrayRef(VM& vm, Value* a, int n) {
+  if (rank0Arg(a, 0)) {
+    if (n != 1)
+      vm.runtimeError("array-ref: an array of rank 0 takes 0 indices, got " +
+                      std::to_string(n - 1));
+    return numberResult(rank0Value(a, 0));
+  }
   Vector* v = arrayArg(vm, "array-ref", a, 0);
   return numberResult(v->items[flatIndex(vm, "array-ref", a, n, 1, v)]);
 }
@@ -615,8 +630,14 @@ Value arrayRef(VM& vm, Value* a, int n) {
 // (%array-onehot like y i ...): the array of like's shape that is y at (i ...), 0 elsewhere
 // (the sensitivity of an array from that of one element).
 Value arrayOnehot(VM& vm, Value* a, int n) {
-  Vector* like = arrayArg(vm, "%array-onehot", a, 0);
   double y = a[1].isZero() ? 0.0 : num(vm, "%array-onehot", a, 1);
+  if (rank0Arg(a, 0)) {
+    if (n != 2)
+      vm.runtimeError("array-ref: an array of rank 0 takes 0 indices, got " +
+                      std::to_string(n - 2));
+    return Value::number(y);
+  }
+  Vector* like = arrayArg(vm, "%array-onehot", a, 0);
   uint64_t k = flatIndex(vm, "%array-onehot", a, n, 2, like);
   Vector* r = vm.makeArray(like->rank, arrayShape(like));
   std::fill(r->items, r->items + r->aux, 0.0);
@@ -624,17 +645,28 @@ Value arrayOnehot(VM& vm, Value* a, int n) {
   return Value::object(r);
 }
 
+// A number is the rank-0 array of its one element, and the shape () makes one.
 Value reshape(VM& vm, Value* a, int) {
-  Vector* v = arrayArg(vm, "reshape", a, 0);
-  Shape s = shapeArg(vm, "reshape", a, 1);
+  double one = 0;
+  const double* items = &one;
+  Shape from;
+  if (rank0Arg(a, 0)) {
+    one = rank0Value(a, 0);
+  } else {
+    Vector* v = arrayArg(vm, "reshape", a, 0);
+    items = v->items;
+    from = shapeOf(v);
+  }
+  uint64_t size = 1;
+  for (uint32_t d : from) size *= d;
+  Shape s;
+  if (!untagged(unwrapAttached(a[1])).isNil()) s = shapeArg(vm, "reshape", a, 1);
   uint64_t n = 1;
   for (uint32_t d : s) n *= d;
-  if (n != v->aux)
-    vm.runtimeError("reshape: cannot reshape an array of shape " + shapeString(shapeOf(v)) +
-                    " to " + shapeString(s));
-  Vector* r = makeArray(vm, s);
-  std::copy(v->items, v->items + v->aux, r->items);
-  return Value::object(r);
+  if (n != size)
+    vm.runtimeError("reshape: cannot reshape an array of shape " + shapeString(from) + " to " +
+                    shapeString(s));
+  return arrayOrNumber(vm, s, items);
 }
 
 // ---- linear algebra ----------------------------------------------------------------------
@@ -762,6 +794,7 @@ Value dotTransposed(VM& vm, Value* a, int) {
 }
 
 Value transpose(VM& vm, Value* a, int) {
+  if (rank0Arg(a, 0)) return numberResult(rank0Value(a, 0));
   Vector* m = arrayArg(vm, "transpose", a, 0);
   if (m->rank == 1) return Value::object(m);
   if (m->rank != 2)
@@ -835,6 +868,12 @@ double reduceRun(Reduce how, const double* x, uint64_t n, uint64_t stride) {
 // A reduction of the whole array (to a number) or along one axis (to an array of one rank
 // less; a vector reduced along axis 0 gives a number).
 Value reduce(VM& vm, const char* who, Reduce how, Value* a, int n) {
+  if (rank0Arg(a, 0)) {
+    // The sum, maximum and logsumexp of one element are that element; a rank-0 array
+    // has no axis.
+    if (n >= 2) axisArg(vm, who, a, n, 1, 0);
+    return numberResult(rank0Value(a, 0));
+  }
   Vector* v = arrayArg(vm, who, a, 0);
   if (how == Reduce::Max && v->aux == 0) vm.runtimeError(std::string(who) + ": the array is empty");
   if (n < 2) return numberResult(reduceRun(how, v->items, v->aux, 1));
@@ -870,6 +909,10 @@ Value logsumexp(VM& vm, Value* a, int n) {
 // (%argmax-mask a [axis]): 1 where a holds its maximum (the first, along the axis), 0
 // elsewhere: where array-max's sensitivity goes.
 Value argmaxMask(VM& vm, Value* a, int n) {
+  if (rank0Arg(a, 0)) {
+    if (n >= 2) axisArg(vm, "array-max", a, n, 1, 0);
+    return Value::number(1);
+  }
   Vector* v = arrayArg(vm, "array-max", a, 0);
   Vector* r = vm.makeArray(v->rank, arrayShape(v));
   std::fill(r->items, r->items + r->aux, 0.0);
