@@ -64,8 +64,9 @@ const char kUsage[] =
     "  -h, --help          print this help and exit\n"
     "  --                  end of options: the next argument is the script\n"
     "\n"
-    "The global `command-line` is the list (SCRIPT ARG...): SCRIPT is the file name,\n"
-    "\"-\" for standard input, \"-e\" for -e, \"\" in the REPL.\n"
+    "The global `command-line` is the list (SCRIPT ARG...), also returned by\n"
+    "(command-line): SCRIPT is the file name, \"-\" for standard input, \"-e\" for -e,\n"
+    "\"\" in the REPL.\n"
     "\n"
     "Configuration file (Lua 5.4; every key optional):\n"
     "  heap_limit_mb     = 1024      -- the heap may not grow past this many MB\n"
@@ -244,7 +245,7 @@ void defineCommandLine(dlam::VM& vm, const std::string& script,
   items.reserve(args.size() + 1);
   items.push_back(vm.makeString(script));
   for (const auto& a : args) items.push_back(vm.makeString(a));
-  vm.defineGlobal("command-line", vm.list(items.data(), items.size()));
+  vm.defineCommandLine(vm.list(items.data(), items.size()));
 }
 
 int finish(int status) {

@@ -380,6 +380,7 @@ void VM::markRoots(std::vector<Obj*>& work) {
   for (Value v : tempRoots_) markValue(v, work);
   for (Value v : pendingCall_) markValue(v, work);
   markValue(raisedValue_, work);
+  markValue(commandLine_, work);
   markValue(landing_, work);
   if (handlerProto_) markValue(Value::object(handlerProto_), work);
   if (continuableCall_) markValue(Value::object(continuableCall_), work);

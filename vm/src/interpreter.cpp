@@ -301,8 +301,10 @@ Value VM::call(Value fn, const Value* args, int nargs) {
       // through a synthetic frame whose closure is set there.
       frames_.back().closure = asClosure(fn);
       result = run(entryDepth);
+    } else if (isCommandLineCall(fn, static_cast<uint32_t>(nargs))) {
+      result = fn;
     } else {
-      runtimeError(show(fn, true) + " is not a procedure");
+      notAProcedure(fn, static_cast<uint32_t>(nargs));
     }
     stackTop_ = savedTop;
     return result;
@@ -888,7 +890,11 @@ call_again:
     R[a] = attachedCallee(fn, &R[a + 1], static_cast<int>(nargs));
     goto call_again;
   }
-  runtimeError(show(fn, true) + " is not a procedure");
+  if (isCommandLineCall(fn, nargs) && !instr::c(ins)) {
+    R[a] = fn;
+    DISPATCH();
+  }
+  notAProcedure(fn, nargs);
 }
 
 op_TAILCALL : {

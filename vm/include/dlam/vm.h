@@ -246,6 +246,24 @@ class VM {
 
   // ---- globals ----------------------------------------------------------------
   void defineGlobal(std::string_view name, Value v) { setGlobal(intern(name), v); }
+  // Defines the global `command-line` as the list `args` (the script, then its
+  // arguments). That list is also R7RS's procedure of no arguments: (command-line)
+  // returns it, so both spellings work (isCommandLineCall).
+  void defineCommandLine(Value args) {
+    commandLine_ = args;
+    defineGlobal("command-line", args);
+  }
+  // Whether calling fn with nargs arguments is (command-line) on the list defined above.
+  bool isCommandLineCall(Value fn, uint32_t nargs) const {
+    return nargs == 0 && fn.isObject() && fn.bits() == commandLine_.bits();
+  }
+  // The error of calling fn, which is no procedure, with nargs arguments.
+  [[noreturn]] void notAProcedure(Value fn, uint32_t nargs) {
+    if (fn.isObject() && fn.bits() == commandLine_.bits())
+      runtimeError("command-line: expected 0 arguments, got " + std::to_string(nargs) +
+                   " (the list of the script and its arguments is also a procedure of none)");
+    runtimeError(show(fn, true) + " is not a procedure");
+  }
   void setGlobal(Symbol* s, Value v) {
     s->global = v;
     writeBarrier(s, v);
@@ -593,6 +611,7 @@ class VM {
   Proto* askProto_ = nullptr;  // the frame the handlers are asked in, one after the other
   Closure* askCall_ = nullptr;
   Value raisedValue_ = Value::undefined();  // the object of a raise being thrown
+  Value commandLine_ = Value::nil();        // see defineCommandLine
   Value landing_ = Value::undefined();      // what a decided error calls where it lands
   Value returnList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split);
   Value returnRepList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split);
