@@ -124,6 +124,11 @@ class Planner {
     std::vector<Frame> stack{{body, 0, false}};
     std::unordered_set<const Var*> pendingRec;  // letrec variables without their value yet
     std::vector<const Bind*> groupClosures;     // closures that captured one of them
+    // The binding of v's block being walked (else: as far as we know, the end).
+    auto here = [&](const VarUse& u) {
+      bool inside = u.depth < stack.size() && stack[u.depth].b == u.block;
+      return inside ? stack[u.depth].i : SIZE_MAX;
+    };
     auto use = [&](const Atom& a, bool arg = false) {
       if (a.kind != Atom::Local) return;
       VarUse& u = plan_.vars[a.var];
@@ -132,15 +137,11 @@ class Planner {
       // Walked in order: the last use is the latest. A use is inside the block binding
       // the variable, whose frame is on the stack (else: used, as far as we know, to
       // the end).
-      if (!u.block) return;
-      bool inside = u.depth < stack.size() && stack[u.depth].b == u.block;
-      u.last = inside ? stack[u.depth].i : SIZE_MAX;
+      if (u.block) u.last = here(u);
     };
     auto live = [&](const Var* v) {
       VarUse& u = plan_.vars[v];
-      if (!u.block) return;
-      bool inside = u.depth < stack.size() && stack[u.depth].b == u.block;
-      u.last = std::max(u.last, inside ? stack[u.depth].i : SIZE_MAX);
+      if (u.block) u.last = std::max(u.last, here(u));
     };
     auto bind = [&](const Var* v, size_t d) {
       VarUse& u = plan_.vars[v];

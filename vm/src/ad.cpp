@@ -109,6 +109,15 @@ Proto* VM::transformed(Proto* p) {
   return t;
 }
 
+// Captured value i of c, a closure *j (inverse: *j-inverse) made, mapped as c's lazy
+// environment maps it: the values the transformed proto keeps as primal values stay as
+// they are (the transformed proto: c's, or the one of which c's is the primal).
+Value VM::mapCaptured(const Closure* c, bool inverse, uint32_t i, Value v) {
+  const Proto* t = inverse ? c->proto->transformed : c->proto;
+  if (t && keepsPrimal(t->primalUpvals, i)) return v;
+  return inverse ? starJInverse(v) : starJ(v);
+}
+
 void VM::forceClosureSlow(Closure* c) {
   auto lazy = static_cast<uint16_t>(c->flags & (kLazyJ | kLazyJInv));
   bool inverse = lazy & kLazyJInv;
@@ -117,15 +126,11 @@ void VM::forceClosureSlow(Closure* c) {
   // way (out of memory, a limit), the closure stays lazy as it was, not half mapped.
   // The values the transformed proto keeps as primal values stay as they are (the
   // transformed proto: this one, or the one of which this one is the primal).
-  const Proto* t = inverse ? c->proto->transformed : c->proto;
-  uint64_t kept = t ? t->primalUpvals : 0;
   std::vector<Value> mapped;
   try {
     mapped.reserve(c->aux);
     for (uint32_t i = 0; i < c->aux; ++i)
-      mapped.push_back(keepsPrimal(kept, i) ? c->upvals[i]
-                       : inverse            ? starJInverse(c->upvals[i])
-                                            : starJ(c->upvals[i]));
+      mapped.push_back(mapCaptured(c, inverse, i, c->upvals[i]));
   } catch (...) {
     c->flags |= lazy;
     throw;
@@ -161,11 +166,7 @@ void VM::patchCaptured(Closure* c, uint32_t i, Value v) {
       Closure* to = asClosure(m);
       if (i >= to->aux) break;
       bool lazy = to->flags & (inverse ? kLazyJInv : kLazyJ);
-      if (!lazy) {
-        const Proto* t = inverse ? to->proto->transformed : to->proto;
-        if (!(t && keepsPrimal(t->primalUpvals, i)))
-          value = inverse ? starJInverse(value) : starJ(value);
-      }
+      if (!lazy) value = mapCaptured(to, inverse, i, value);
       to->upvals[i] = value;
       writeBarrier(to, value);
       if (lazy) break;

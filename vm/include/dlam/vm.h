@@ -253,13 +253,13 @@ class VM {
     commandLine_ = args;
     defineGlobal("command-line", args);
   }
-  // Whether calling fn with nargs arguments is (command-line) on the list defined above.
-  bool isCommandLineCall(Value fn, uint32_t nargs) const {
-    return nargs == 0 && fn.isObject() && fn.bits() == commandLine_.bits();
-  }
+  // Whether fn is the list defined above, and calling it with nargs arguments is
+  // (command-line).
+  bool isCommandLine(Value fn) const { return fn.isObject() && fn == commandLine_; }
+  bool isCommandLineCall(Value fn, uint32_t nargs) const { return nargs == 0 && isCommandLine(fn); }
   // The error of calling fn, which is no procedure, with nargs arguments.
   [[noreturn]] void notAProcedure(Value fn, uint32_t nargs) {
-    if (fn.isObject() && fn.bits() == commandLine_.bits())
+    if (isCommandLine(fn))
       runtimeError("command-line: expected 0 arguments, got " + std::to_string(nargs) +
                    " (the list of the script and its arguments is also a procedure of none)");
     runtimeError(show(fn, true) + " is not a procedure");
@@ -450,6 +450,7 @@ class VM {
   // a closure of a letrec group can be differentiated or undone before the group is
   // complete (a custom-vjp of a procedure that calls itself, made in differentiated code).
   void patchCaptured(Closure* c, uint32_t i, Value v);
+  Value mapCaptured(const Closure* c, bool inverse, uint32_t i, Value v);
   // Whether *j-inverse of v is known without a walk: v is a closure, primitive or pair
   // with its *j-inverse memoised, or a transformed closure.
   bool hasInverse(Value v) const;
