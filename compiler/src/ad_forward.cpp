@@ -286,8 +286,12 @@ void Transformer::phiCall(const Bind& bd, Block* out) {
       case Forward::Own:
         if (n->id == static_cast<uint16_t>(NativeId::AttachStarJ)) {
           // *j of (attach-*j v rep) is rep, and rep = (*j-inverse (*j rep)); rep
-          // remembers (attach-*j v rep) as its *j-inverse (%attached-image).
-          call(out, {prim(NativeId::AttachedImage), jargs.at(0), jargs.at(1)}, 0, dst);
+          // remembers (attach-*j v rep) as its *j-inverse (%attached-image). With
+          // another number of arguments, attach-*j itself reports them when it runs.
+          if (jargs.size() == 2)
+            call(out, {prim(NativeId::AttachedImage), jargs[0], jargs[1]}, 0, dst);
+          else
+            call(out, std::move(args), 0, dst);
         } else {  // apply
           Atom t = call(out, std::move(args));
           call(out, {prim(NativeId::Car), t}, 0, dst);
