@@ -62,16 +62,20 @@ uint32_t tagOf(Value v) { return isFwd(v) ? asFwd(v)->tag() : 0; }
 namespace {
 
 // The parts of a number or of a bundle of numbers (a plain number: tag 0, no tangent).
-bool numberParts(Value v, uint32_t& tag, double& p, double& t) {
+// Inline, with one test of the object's header for "a bundle, not a cobundle": this is
+// the whole cost of forward-mode arithmetic but for the allocation.
+inline bool numberParts(Value v, uint32_t& tag, double& p, double& t) {
   if (v.isNumber()) {
     tag = 0;
     p = v.asNumber();
     t = 0;
     return true;
   }
-  if (!isFwd(v)) return false;
-  auto* f = asFwd(v);
-  if (f->co() || !f->primal.isNumber() || !f->tangent.isNumber()) return false;
+  if (!v.isObject()) return false;
+  const Obj* o = v.asObject();
+  if (o->type != ObjType::Fwd || (o->flags & kCoBundle)) return false;
+  const auto* f = static_cast<const Fwd*>(o);
+  if (!f->primal.isNumber() || !f->tangent.isNumber()) return false;
   tag = f->tag();
   p = f->primal.asNumber();
   t = f->tangent.asNumber();
@@ -85,6 +89,7 @@ bool numberParts(Value v, uint32_t& tag, double& p, double& t) {
 // order, so the bits are the same, without their generic calls. Undefined otherwise.
 // (As the + primitive sums from 0, a sum is 0 + a + b: -0 + -0 is +0 there too. A
 // missing tangent is the symbolic zero there: x + 0 is x, 0 - x is -x, 0 x is absent.)
+// The interpreter calls it straight from its arithmetic instructions (arith_slow).
 Value VM::fwdArith2(NativeId id, Value a, Value b) {
   uint32_t ta, tb;
   double pa, da, pb, db;
@@ -113,7 +118,12 @@ Value VM::fwdArith2(NativeId id, Value a, Value b) {
     default:
       return Value::undefined();
   }
-  return Value::object(makeFwd(e, Value::numberChecked(y), Value::numberChecked(yd)));
+  // makeFwd, inline.
+  auto* f = static_cast<Fwd*>(allocate(ObjType::Fwd, sizeof(Fwd)));
+  f->aux = e;
+  f->primal = Value::numberChecked(y);
+  f->tangent = Value::numberChecked(yd);
+  return Value::object(f);
 }
 
 Value VM::fwdApply(Native* n, Value* args, int nargs) {

@@ -1089,6 +1089,14 @@ arith_slow : {
     DISPATCH();
   }
   SAVE_PC();
+  // Bundles of numbers (forward mode in plain code): the dual-number rule in place,
+  // what the + - * / primitives would reach through callPrimitive and fwdApply.
+  if (!instr::hasLevel(ins) && (isFwd(arithArgs[0]) || isFwd(arithArgs[1]))) {
+    if (Value r = fwdArith2(arithId, arithArgs[0], arithArgs[1]); !r.isUndefined()) {
+      RA = r;
+      DISPATCH();
+    }
+  }
   uint32_t base = frame->base;
   Value r = liftedBinary(arithId, instr::level(ins), arithArgs);
   R = stack_.data() + base;
