@@ -18,7 +18,15 @@ Value starJInverse(VM& vm, Value* a, int) { return vm.starJInverse(a[0]); }
 Value starJConstant(VM& vm, Value* a, int) { return vm.starJConstant(a[0]); }
 // (%wanted? x): whether the sensitivity of x, an argument's image in a rep (prelude.dlam,
 // %vjp-rep-dual), is wanted: #f for the image of a constant (VM::starJConstant).
-Value wantedP(VM&, Value* a, int) { return Value::boolean(!VM::isConstantImage(a[0])); }
+// Only when the rep runs as plain code: a rep transformed again (a derivative taken
+// inside differentiated code) sees its arguments through the outer transform, whose
+// liftings take off the outermost tag, which need not be the one the constant mark is
+// on (reverse tags do not say their level). There every sensitivity is wanted: taking
+// the mark of an outer constant for the inner argument's dropped (d/dt (dot t t)) at a
+// global t: 0 instead of 2t).
+Value wantedP(VM& vm, Value* a, int) {
+  return Value::boolean(vm.runningAdLevel() > 0 || !VM::isConstantImage(a[0]));
+}
 Value zero(VM& vm, Value* a, int) { return vm.zeroOf(a[0]); }
 Value plus(VM& vm, Value* a, int) { return vm.plus(a[0], a[1]); }
 

@@ -337,6 +337,13 @@ class VM {
   void gradientBoundary(bool end);
   // No dlam code is running (a collection may run now, as at a safe point).
   bool idle() const { return frames_.empty(); }
+  // How many reverse transforms made the code of the innermost dlam frame (its
+  // Proto::adLevel; 0 for plain code or none running).
+  uint16_t runningAdLevel() const {
+    for (size_t i = frames_.size(); i-- > 0;)
+      if (frames_[i].closure) return frames_[i].closure->proto->adLevel;
+    return 0;
+  }
   // Asks a running VM to stop at the next safe point (thread-safe).
   void interrupt() { interruptRequested_ = true; }
 
