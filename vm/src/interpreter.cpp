@@ -1089,6 +1089,13 @@ arith_slow : {
     DISPATCH();
   }
   SAVE_PC();
+  // Arrays (and tagged values) come here: a safe point, so that a loop of array
+  // arithmetic, which may make no call, lets the collector free its large temporaries.
+  // (The operands are in registers or constants: the collection keeps them.)
+  if (gcRequested_) {
+    stackTop_ = frame->base + closure->proto->nregs;
+    collectDue();
+  }
   uint32_t base = frame->base;
   Value r = liftedBinary(arithId, instr::level(ins), arithArgs);
   R = stack_.data() + base;
@@ -1307,6 +1314,10 @@ op_NEG : {
     DISPATCH();
   }
   SAVE_PC();
+  if (gcRequested_) {  // a safe point, as arith_slow's
+    stackTop_ = frame->base + closure->proto->nregs;
+    collectDue();
+  }
   Value r = callPrimitive(builtin(NativeId::Sub), &x, 1);
   R = stack_.data() + frame->base;
   RA = r;
