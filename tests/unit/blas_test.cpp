@@ -11,8 +11,8 @@
 
 #include <string>
 
-#include "dlam/compiler.h"
 #include "config_loader.h"
+#include "dlam/compiler.h"
 #include "dlam/error.h"
 #include "dlam/stdlib.h"
 #include "dlam/vm.h"
@@ -104,8 +104,7 @@ TEST(Blas, ALibraryThatDoesNotLoadIsARuntimeError) {
   EXPECT_EQ(eval(vm, "(sum (dot (make-array '(4 4) 1) (make-array '(4 4) 2)))"), "128");
   VM serial;
   dlam::openStdlib(serial);
-  EXPECT_EQ(eval(serial, "(sum (dot (make-array '(30 30) 1) (make-array '(30 30) 2)))"),
-            "54000");
+  EXPECT_EQ(eval(serial, "(sum (dot (make-array '(30 30) 1) (make-array '(30 30) 2)))"), "54000");
 }
 
 dlam::Error configError(const std::string& text) {
