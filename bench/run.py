@@ -106,6 +106,7 @@ CXX_PEERS = {
     "rosenbrock": ("rosenbrock.cpp", []),
     "mlp": ("mlp.cpp", []),
     "mlp784": ("mlp784.cpp", _openblas_flags()),
+    "rosen_array": ("rosen_array.cpp", []),
     "rosenbrock_adolc": ("rosenbrock_adolc.cpp", ["-ladolc"]),
     "mlp_adolc": ("mlp_adolc.cpp", ["-ladolc"]),
 }
@@ -187,6 +188,11 @@ PEERS = [
     # Gradient peers (group `gradients`): each program takes MODE N REPS.
     Peer("cpp", "C++ hand", _no_source, _which("g++"),
          prepare=_build_cxx(["rosenbrock", "mlp", "mlp784"]),
+         rep_argv=lambda o, prog, mode, n, reps: [_BUILT[prog], mode, str(n), str(reps)]),
+    # NumPy-style C++ (bench/peers/rosen_array.cpp): a loop and a new std::vector per
+    # array operation, the gradient as whole-array reverse rules (array workloads).
+    Peer("cpp-np", "C++ NumPy-style", _no_source, _which("g++"),
+         prepare=_build_cxx(["rosen_array"]),
          rep_argv=lambda o, prog, mode, n, reps: [_BUILT[prog], mode, str(n), str(reps)]),
     Peer("adolc", "ADOL-C retape", _no_source, _adolc_available,
          prepare=_build_cxx(["rosenbrock_adolc", "mlp_adolc"]),
@@ -289,7 +295,7 @@ class Rep:
         return max(self.reps // 10, (self.base or 0) + 1)
 
 
-CHECK_ORDER = ["cpp", "adolc", "adolc-replay", "torch", "lua", "dlam"]
+CHECK_ORDER = ["cpp", "cpp-np", "adolc", "adolc-replay", "torch", "lua", "dlam"]
 GRAD_RTOL = 1e-9
 
 
@@ -376,14 +382,19 @@ WORKLOADS += [
               "torch": Rep("mlp_784", "grad", 0, 400, runs=3)},
              peer_targets={"torch": 1.2}),
     # Rosenbrock over one 10^6-element array with array operations (slice, *, -, sum;
-    # bench/dlam/rosen-array.dlam), against the hand-written loops of
-    # bench/peers/rosenbrock.cpp and PyTorch vectorized: time and peak RSS.
+    # bench/dlam/rosen-array.dlam), against the fused hand-written loops of
+    # bench/peers/rosenbrock.cpp, the same array operations in NumPy-style C++ (a loop
+    # and a new temporary per operation: bench/peers/rosen_array.cpp) and PyTorch
+    # vectorized: time and peak RSS. Issue #29: the gradient within 2x NumPy-style C++.
     Workload("rosen-array-1e6-f", GRAD, "Rosenbrock n=10^6 with array operations: evaluation",
              {"dlam": Rep("rosen-array", "f", 10**6, 40), "cpp": Rep("rosenbrock", "f", 10**6, 200),
+              "cpp-np": Rep("rosen_array", "f", 10**6, 100),
               "torch": Rep("rosen_array", "f", 10**6, 60, runs=3)}),
     Workload("rosen-array-1e6-grad", GRAD, "Rosenbrock n=10^6 with array operations: gradient",
              {"dlam": Rep("rosen-array", "grad", 10**6, 30), "cpp": Rep("rosenbrock", "grad", 10**6, 300),
-              "torch": Rep("rosen_array", "grad", 10**6, 30, runs=3)}),
+              "cpp-np": Rep("rosen_array", "grad", 10**6, 60),
+              "torch": Rep("rosen_array", "grad", 10**6, 30, runs=3)},
+             peer_targets={"cpp-np": 2.0}),
     Workload("rosen-f-1e5", GRAD, "memory: one evaluation of Rosenbrock n=10^5 (wall incl. start-up)",
              _rosen("f", 100000, dlam=Rep("rosenbrock", "f", 100000, 1, base=None),
                     cpp=Rep("rosenbrock", "f", 100000, 1, base=None),
@@ -455,7 +466,8 @@ COST_RATIOS = [
     CostRatio("mlp grad/f", "mlp-grad", "mlp-f", target=4.0),
     CostRatio("mlp-array grad/f", "mlp-array-grad", "mlp-array-f"),
     CostRatio("mlp-784 grad/f", "mlp-784-grad", "mlp-784-f"),
-    CostRatio("rosen-array grad/f, n=10^6", "rosen-array-1e6-grad", "rosen-array-1e6-f"),
+    CostRatio("rosen-array grad/f, n=10^6", "rosen-array-1e6-grad", "rosen-array-1e6-f",
+              target=3.0),
     CostRatio("rosen hvp/f, n=100", "rosen-hvp", "rosen-f-100", target=12.0),
     CostRatio("rosen hvp-fr/f, n=100", "rosen-hvp-fr", "rosen-f-100", target=12.0),
     CostRatio("rosen jvp/f, n=1000", "rosen-jvp", "rosen-f", target=3.0),
@@ -897,7 +909,7 @@ def fmt_x(v):
 
 
 # column order of the gradient tables
-GRAD_COLUMNS = ["dlam", "cpp", "adolc", "adolc-replay", "torch", "lua", "luajit"]
+GRAD_COLUMNS = ["dlam", "cpp", "cpp-np", "adolc", "adolc-replay", "torch", "lua", "luajit"]
 
 
 def report_rep_group(opts, g, ws, all_results):

@@ -77,7 +77,7 @@ const char kUsage[] =
     "  ffi = { enabled = true, libraries = { \"libm.so.6\" } }\n"
     "                                -- foreign calls; libraries: an allow-list, nil: any\n"
     "  file_io           = true      -- the file procedures (open-input-file, ...)\n"
-    "  blas_threads      = 1         -- dot's BLAS threads (the serial OpenBLAS: 1)\n"
+    "  blas_threads      = 1         -- dot's BLAS threads (more than 1: threaded OpenBLAS)\n"
     "On the command line foreign calls and file access are enabled unless the\n"
     "configuration turns them off or --sandbox is given.\n"
     "\n"

@@ -8,7 +8,8 @@ packages=(
   cmake g++ make pkg-config          # the build
   liblua5.4-dev                      # configuration files
   libffi-dev                         # foreign functions
-  libopenblas-serial-dev             # dot (CBLAS from OpenBLAS's build without threads)
+  libopenblas-serial-dev             # dot (OpenBLAS's build without threads, and cblas.h)
+  libopenblas0-pthread               # dot with blas_threads > 1 (OpenBLAS with threads)
   libmimalloc-dev                    # the GC heap
   libgtest-dev                       # unit and lang tests
   valgrind                           # the cli.valgrind test (tests/cli/valgrind.sh)
@@ -50,3 +51,15 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
   apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+# Installing OpenBLAS's threaded build makes it the system's libblas.so.3 (a higher
+# priority in the alternatives), which NumPy and the benchmark peers would then use:
+# the serial build stays the system's. (dlam loads each build by its own path.)
+if [[ " ${missing[*]} " == *" libopenblas0-pthread "* ]]; then
+  arch="$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)"
+  for lib in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
+    serial="/usr/lib/$arch/openblas-serial/$lib"
+    if [[ -e "$serial" ]]; then
+      "${sudo[@]}" update-alternatives --set "$lib-$arch" "$serial" >/dev/null || true
+    fi
+  done
+fi

@@ -77,6 +77,12 @@ inline Value handOver(VM& vm, const char* name, Value* a, int n) {
   return vm.tailCall(vm.global(name), a, n);
 }
 
+// r = op(x) op(y), row-major (op: transposed with tx, ty), by OpenBLAS's dgemm, loaded
+// at the first call with the VM's blas_threads (blas.cpp); a runtime error if it does
+// not load.
+void blasDgemm(VM& vm, bool tx, bool ty, int n, int m, int k, const double* x, int ldx,
+               const double* y, int ldy, double* r, int ldr);
+
 // The character in args[i], or a type error naming `who` (primitives_chars.cpp).
 uint32_t charArg(VM& vm, const char* who, const Value* args, int i);
 // Simple (one character to one) case maps and the whitespace class of Unicode, for the

@@ -2,8 +2,8 @@
 // the elementwise kernels with NumPy broadcasting that + - * / expt min max and the
 // unary numeric primitives use when given arrays, and the natives that compute
 // the array procedures (dot through CBLAS, transpose, outer, reductions, slicing,
-// gather/scatter, concat, stack, reshape, making and reading arrays). Products of any
-// size go to CBLAS (OpenBLAS's serial build, CMakeLists.txt), small ones stay a loop.
+// gather/scatter, concat, stack, reshape, making and reading arrays). Large products
+// go to OpenBLAS's dgemm (loaded when first needed: blas.cpp), small ones stay a loop.
 //
 // Every native here computes a primal value with one loop over contiguous memory and
 // allocates its result and nothing per element. Derivatives: the elementwise
@@ -13,7 +13,6 @@
 // prelude with custom-vjp, their pullbacks written with the same wrapped procedures so
 // that they differentiate again. A vector is the rank-1 array; a number plays the part
 // of a rank-0 array (a full reduction gives a number).
-#include <cblas.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -685,12 +684,11 @@ bool blasFits() {
 
 // With tx, x is stored transposed (k x n), and with ty, y (m x k): dgemm's own flags,
 // so that the reverse of dot (%dot-tn, %dot-nt) makes no transposed copy.
-void matmul(const double* x, const double* y, double* r, uint64_t n, uint64_t k, uint64_t m,
+void matmul(VM& vm, const double* x, const double* y, double* r, uint64_t n, uint64_t k, uint64_t m,
             bool tx = false, bool ty = false) {
   if (n * k * m >= 2048 && n < (1u << 31) && k < (1u << 31) && m < (1u << 31) && blasFits()) {
-    cblas_dgemm(CblasRowMajor, tx ? CblasTrans : CblasNoTrans, ty ? CblasTrans : CblasNoTrans,
-                int(n), int(m), int(k), 1.0, x, int(tx ? n : k), y, int(ty ? k : m), 0.0, r,
-                int(m));
+    blasDgemm(vm, tx, ty, int(n), int(m), int(k), x, int(tx ? n : k), y, int(ty ? k : m), r,
+              int(m));
     return;
   }
   std::fill(r, r + n * m, 0.0);
@@ -739,7 +737,7 @@ Value dot(VM& vm, Value* a, int) {
       std::fill(r->items, r->items + r->aux, 0.0);
       return Value::object(r);
     }
-    matmul(x->items, y->items, r->items, sx[0], sx[1], 1);
+    matmul(vm, x->items, y->items, r->items, sx[0], sx[1], 1);
     return Value::object(r);
   }
   if (x->rank == 1 && y->rank == 2) {
@@ -750,7 +748,7 @@ Value dot(VM& vm, Value* a, int) {
       std::fill(r->items, r->items + r->aux, 0.0);
       return Value::object(r);
     }
-    matmul(x->items, y->items, r->items, 1, sy[0], sy[1]);
+    matmul(vm, x->items, y->items, r->items, 1, sy[0], sy[1]);
     return Value::object(r);
   }
   if (sx[1] != sy[0]) mismatch();
@@ -761,7 +759,7 @@ Value dot(VM& vm, Value* a, int) {
     std::fill(r->items, r->items + r->aux, 0.0);
     return Value::object(r);
   }
-  matmul(x->items, y->items, r->items, sx[0], sx[1], sy[1]);
+  matmul(vm, x->items, y->items, r->items, sx[0], sx[1], sy[1]);
   return Value::object(r);
 }
 
@@ -789,7 +787,7 @@ Value dotTransposed(VM& vm, Value* a, int) {
     std::fill(r->items, r->items + r->aux, 0.0);
     return Value::object(r);
   }
-  matmul(x->items, y->items, r->items, n, k, m, TA, TB);
+  matmul(vm, x->items, y->items, r->items, n, k, m, TA, TB);
   return Value::object(r);
 }
 

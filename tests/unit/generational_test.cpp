@@ -211,6 +211,44 @@ TEST_F(Generational, TheAllocationThresholdGivesMinorAndFullCollections) {
   EXPECT_EQ(eval("(list (length keep) (apply + (map length keep)))"), "(2000 200000)");
 }
 
+// Large arrays (the arena's large blocks) pace the collector by what they may leave
+// behind, not by how much lives: a loop of array arithmetic on 8 MB arrays, whose
+// temporaries are live in registers when a collection runs mid-function (so they are
+// promoted, and then die), keeps its peak heap within a dozen arrays. The pace used to
+// follow the bytes live after the last full collection, temporaries included (80 MB
+// here), so a collection came every ten arrays and a full one when those had doubled
+// again: 153 MB (the function) and 137 MB (its gradient) at the peak. And the array
+// arithmetic opcodes (ADD, MUL...: no call) are safe points when a collection is due.
+TEST_F(Generational, LargeArrayTemporariesKeepThePeakHeapLow) {
+  constexpr uint64_t kArray = 8000000;  // 10^6 doubles
+  eval("(define x (make-array (list 1000000) 0.5))");
+  eval(
+      "(define (f x)"
+      "  (let* ((a (* x x)) (b (- a x)) (c (* 3 b)) (d (+ c a)) (e (* d d)) (g (- e 1)))"
+      "    (sum g)))");
+  EXPECT_EQ(eval("(let loop ((i 0) (acc 0)) (if (= i 40) acc (loop (+ i 1) (+ acc (f x)))))"),
+            "-30000000");
+  // x and f's six temporaries live at once, at most: 56 MB, and some young garbage.
+  EXPECT_LT(vm.gcStats().peakBytes, 12 * kArray);
+  EXPECT_GT(vm.gcStats().totalAllocatedBytes, 40 * 6 * kArray);
+}
+
+TEST_F(Generational, LargeArrayTemporariesKeepTheGradientsPeakHeapLow) {
+  constexpr uint64_t kArray = 8000000;
+  eval("(define x (make-array (list 1000000) 0.5))");
+  eval(
+      "(define (f x)"
+      "  (let* ((a (* x x)) (b (- a x)) (c (* 3 b)) (d (+ c a)) (e (* d d)) (g (- e 1)))"
+      "    (sum g)))");
+  eval("(define gf (gradient f))");
+  // df/dx = 2 (3 (x^2 - x) + x^2)(6x - 3 + 2x) = 2 (-0.5)(1) = -1 at x = 0.5.
+  EXPECT_EQ(
+      eval("(let loop ((i 0) (acc 0)) (if (= i 20) acc (loop (+ i 1) (+ acc (sum (gf x))))))"),
+      "-20000000");
+  // x, the six forward temporaries the tape keeps, and the reverse pass's.
+  EXPECT_LT(vm.gcStats().peakBytes, 14 * kArray);
+}
+
 // A gradient's tape dies at the gradient's end (VM::gradientBoundary): the collection comes
 // there, finding it dead, and the nursery is sized to hold the next gradient. A gradient
 // through 60 000 steps allocates some 7 MB, more than the 4 MB nursery: the first one

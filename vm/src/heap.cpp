@@ -21,8 +21,15 @@
 // makes such a pointer. A full (major) collection clears every mark first (in O(pages):
 // the arena's epoch moves on) and marks everything live, so it also frees the old dead.
 // Collections at the allocation threshold are minor, and full when the old bytes have
-// doubled since the last full one, when the heap is past half its limit, and when asked
-// for ((collect-garbage), collectGarbage(), recover()): see the end of collectGarbage.
+// grown since the last full one by as much as lived then in small objects (at least
+// kMinMajorGrowth), when the heap is past half its limit, and when asked for
+// ((collect-garbage), collectGarbage(), recover()): see the end of collectGarbage.
+// Large blocks (arrays of more than about 60 doubles) are not part of that allowance, nor of
+// the distance between collections: an array is one object however large, so tracing it
+// costs little, while array temporaries that a collection finds in registers become old
+// and die soon after. Paced by all live bytes, a loop over 10^6-element arrays collected
+// every ten arrays and fully when those had doubled (370 MB at the peak for 8 live);
+// paced by the small objects, it collects every few arrays and frees them soon (100 MB).
 // The end of a top-level gradient is where its tape dies: gradientBoundary sizes the
 // nursery (the bytes between collections) to hold the next one and collects there.
 // Under DLAM_GC_STRESS every safe point collects, every fourth collection is full, so that
@@ -640,10 +647,11 @@ void VM::collectGarbage(GcKind kind) {
   if (!major) ++stats_.minorCollections;
   stats_.markedLast = marked;
   // Everything left is old now. The policy (majorDue): a full collection is due when the
-  // old bytes have doubled since the last one (or grown by kMinMajorGrowth, for small
-  // heaps, so that dead old objects never hold much memory for long). The next collection
-  // comes when as many bytes as were live after the last full collection (at least
-  // kMinGcThreshold) have been allocated: right after a full collection, when the heap has
+  // old bytes have grown since the last one by what lived then in small objects (or by
+  // kMinMajorGrowth, for small heaps, so that dead old objects never hold much memory for
+  // long): the heap doubles when it holds no large block. The next collection comes when
+  // as many bytes as were live in small objects after the last full collection (at least
+  // the nursery) have been allocated: right after a full collection, when the heap has
   // doubled, as before generations; after a minor one, the bytes counted also hold the old
   // objects that died, which should not make the heap grow further. Both measure the
   // objects only: the C++ memory compiled code owns (its bytecode and IR, Proto::ownedBytes)
@@ -656,8 +664,10 @@ void VM::collectGarbage(GcKind kind) {
     tapeOld_ = 0;
   if (major) {
     uint64_t objects = liveBytes - markedOwned;
+    uint64_t small = objects - std::min(objects, arena_.largeBytes());
     liveAfterMajor_ = objects;
-    majorAt_ = markedOwned + std::max<uint64_t>(objects * 2, objects + kMinMajorGrowth);
+    smallAfterMajor_ = small;
+    majorAt_ = markedOwned + objects + std::max<uint64_t>(small, kMinMajorGrowth);
     majorRequested_ = false;
   }
   oldBytes_ = liveBytes;
@@ -667,11 +677,11 @@ void VM::collectGarbage(GcKind kind) {
   gcRequested_ = false;
 }
 
-// The next collection comes when as many bytes as lived after the last full one, or
-// as the nursery holds if more, have been allocated since the last collection.
+// The next collection comes when as many bytes as lived in small objects after the last
+// full one, or as the nursery holds if more, have been allocated since the last one.
 void VM::setGcThreshold() {
   uint64_t limit = config_.heapLimitMb << 20;
-  uint64_t next = afterGc_ + std::max(liveAfterMajor_, nursery_);
+  uint64_t next = afterGc_ + std::max(smallAfterMajor_, nursery_);
   // Near the limit: collect again halfway to it (at the next allocation when past it).
   if (limit && next > limit)
     next = std::max<uint64_t>(bytesAllocated_ + (limit - std::min(limit, bytesAllocated_)) / 2,

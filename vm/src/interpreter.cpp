@@ -1089,6 +1089,13 @@ arith_slow : {
     DISPATCH();
   }
   SAVE_PC();
+  // Arrays (and tagged values) come here: a safe point, so that a loop of array
+  // arithmetic, which may make no call, lets the collector free its large temporaries.
+  // (The operands are in registers or constants: the collection keeps them.)
+  if (gcRequested_) {
+    stackTop_ = frame->base + closure->proto->nregs;
+    collectDue();
+  }
   // Bundles of numbers (forward mode in plain code): the dual-number rule in place,
   // what the + - * / primitives would reach through callPrimitive and fwdApply.
   if (!instr::hasLevel(ins) && (isFwd(arithArgs[0]) || isFwd(arithArgs[1]))) {
@@ -1315,6 +1322,10 @@ op_NEG : {
     DISPATCH();
   }
   SAVE_PC();
+  if (gcRequested_) {  // a safe point, as arith_slow's
+    stackTop_ = frame->base + closure->proto->nregs;
+    collectDue();
+  }
   Value r = callPrimitive(builtin(NativeId::Sub), &x, 1);
   R = stack_.data() + frame->base;
   RA = r;

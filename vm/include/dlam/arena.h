@@ -154,6 +154,7 @@ class Arena {
 
   uint64_t pages() const { return pageCount_; }          // small-object pages held
   uint64_t largeObjects() const { return largeCount_; }  // large blocks held
+  uint64_t largeBytes() const { return largeBytes_; }    // their footprints
   // The memory held from mimalloc: every page and every large block.
   uint64_t heldBytes() const { return pageCount_ * kPageBytes + largeBytes_; }
 

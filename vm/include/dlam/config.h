@@ -19,8 +19,8 @@ struct Config {
   // of them is folded into the user's call that reached it).
   bool fullTrace = false;
   bool fileIo = false;  // file_io: the file procedures (open-input-file, read-lines...) work
-  // blas_threads: the threads for the matrix products of arrays (dot); accepted and
-  // checked, but the serial OpenBLAS that dot calls has one.
+  // blas_threads: the threads for the matrix products of arrays (dot): 1, OpenBLAS's
+  // serial build; more, its threaded build (stdlib/src/blas.cpp).
   uint32_t blasThreads = 1;
 };
 

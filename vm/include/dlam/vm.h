@@ -656,6 +656,7 @@ class VM {
   uint64_t oldBytes_ = 0;            // the bytes that survived the last collection (all old)
   uint64_t oldObjects_ = 0;          // and the objects
   uint64_t liveAfterMajor_ = 0;      // the bytes that survived the last full collection
+  uint64_t smallAfterMajor_ = 0;     // of them, in small objects (not the arena's large blocks)
   uint64_t afterGc_ = 0;             // bytesAllocated_ just after the last collection
   uint64_t tapeOld_ = 0;             // bytes made old by collections during top-level gradients
   uint64_t nursery_ = 0;             // the bytes allocated between collections, at least
