@@ -625,6 +625,9 @@ constexpr PrimitiveRules kRules[] = {
     {NativeId::Unreduce, kPrimals, &R::identity, false, &T::linear},
     // its argument is a global or a constant, which takes no sensitivity
     {NativeId::StarJConstant, kImages, &R::noSensitivity, false, &T::structural},
+    // custom-vjp*'s mark on its attached value (a program's rule, which forward mode
+    // transposes); on images the value as it is
+    {NativeId::UserRep, kImages, &R::identity, false, &T::structural},
 };
 
 constexpr bool everyRowInPlace() {

@@ -49,7 +49,7 @@ Value sensSub(VM& vm, Value* a, int) {
   return vm.plus(a[0], nb);
 }
 
-Value attach(VM& vm, Value* a, int) { return Value::object(vm.makeAttached(a[0], a[1])); }
+Value attach(VM& vm, Value* a, int) { return Value::object(vm.attachRep(a[0], a[1])); }
 
 // (%attached-image ṽ r̃): what transformed code computes for (attach-*j v rep), whose *j
 // is rep (Estep): (*j-inverse r̃). The rep is also given (attach-*j v rep) as its
@@ -165,6 +165,35 @@ Value topTag(VM&, Value* a, int) {
     }
   }
   return top ? tagValue(top) : Value::boolean(false);
+}
+
+// (%rep-tag v xs): the highest tag among the bundles in xs (as %top-tag) and in the
+// environments of the attach-*j value v's primal and rep; #f if none.
+Value repTag(VM& vm, Value* a, int) {
+  Value v = a[0];
+  if (!isObj(v, ObjType::Attached)) vm.typeError("%rep-tag", 0, "attached value", v);
+  auto* at = static_cast<Attached*>(v.asObject());
+  Value l = a[1];
+  for (Value f : {at->primal, at->rep})
+    if (isClosure(f)) {
+      auto* c = asClosure(f);
+      for (uint32_t i = 0; i < c->count(); ++i) l = vm.cons(c->upvals[i], l);
+    }
+  return topTag(vm, &l, 1);
+}
+// (%user-rep a): a, made by the library's attach-*j for a program (custom-vjp*), its rep
+// then serving forward mode by transposition as a program's own attach-*j does.
+// In transformed code it gets the image of the attachment (the rep) and gives it back.
+Value userRep(VM&, Value* a, int) {
+  if (isObj(a[0], ObjType::Attached) &&
+      isProcedure(static_cast<Attached*>(a[0].asObject())->primal))
+    a[0].asObject()->flags |= kUserRep;
+  return a[0];
+}
+// (%attached-primal v): the value attach-*j gave a rep.
+Value attachedPrimal(VM& vm, Value* a, int) {
+  if (!isObj(a[0], ObjType::Attached)) vm.typeError("%attached-primal", 0, "attached value", a[0]);
+  return static_cast<Attached*>(a[0].asObject())->primal;
 }
 
 Value bundleAt(VM& vm, Value* a, int) {
@@ -608,6 +637,7 @@ void openAdPrimitives(Registrar& r) {
   r.define(NativeId::StarJ, starJ);
   r.define(NativeId::StarJInverse, starJInverse);
   r.define(NativeId::StarJConstant, starJConstant);
+  r.define(NativeId::UserRep, userRep);
   vm.defineNative("%wanted?", wantedP, 1, 1);
   r.define(NativeId::Zero, zero);
   r.define(NativeId::AttachStarJ, attach);
@@ -619,6 +649,8 @@ void openAdPrimitives(Registrar& r) {
   vm.defineNative("%fwd-end", fwdEnd, 1, 1);
   vm.defineNative("%fwd-tag", fwdTag, 0, 0);
   vm.defineNative("%top-tag", topTag, 1, 1);
+  vm.defineNative("%rep-tag", repTag, 2, 2);
+  vm.defineNative("%attached-primal", attachedPrimal, 1, 1);
   vm.defineNative("%co-primal", coPrimal, 2, 2);
   vm.defineNative("%co-tangent", coTangent, 2, 2);
   vm.defineNative("%cobundle-primal", coBundlePrimal, 3, 3);

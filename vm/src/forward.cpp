@@ -283,6 +283,28 @@ bool bundleInList(Value v) {
   return false;
 }
 
+namespace {
+// A bundle, or a list holding one.
+bool carriesBundle(Value x) {
+  return (isFwd(x) && !asFwd(x)->co()) || (isPair(x) && bundleInList(x));
+}
+bool envCarriesBundle(Value f) {
+  if (!isClosure(f)) return false;
+  auto* c = asClosure(f);
+  for (uint32_t i = 0; i < c->count(); ++i)
+    if (carriesBundle(c->upvals[i])) return true;
+  return false;
+}
+}  // namespace
+
+bool attachedTransposes(Value fn, const Value* args, int nargs) {
+  auto* a = static_cast<const Attached*>(fn.asObject());
+  if (!(a->flags & kUserRep)) return false;
+  for (int i = 0; i < nargs; ++i)
+    if (carriesBundle(args[i])) return true;
+  return envCarriesBundle(a->primal) || envCarriesBundle(a->rep);
+}
+
 // Each argument taken apart at the highest tag among them (fwdPrimal, fwdTangent walk
 // lists), the native applied to the primals (through callPrimitive: lower tags are
 // taken apart in turn), and the tangent its rule gives bundled with the result
@@ -372,6 +394,12 @@ Value discreteTangent(VM& vm, Value x) {
 
 }  // namespace
 
+Value VM::attachedForward() {
+  Value f = libraryValue("%attached-forward");
+  if (!isClosure(f)) runtimeError("forward mode: the library's %attached-forward is not loaded");
+  return f;
+}
+
 Value VM::fwdPrimal(uint32_t tag, Value v) {
   if (tagOf(v) == tag) return asFwd(v)->primal;
   if (!isPair(v)) {
@@ -382,6 +410,16 @@ Value VM::fwdPrimal(uint32_t tag, Value v) {
       if (!any) return v;
       Closure* r = makeClosure(c->proto, c->count());
       for (uint32_t i = 0; i < c->count(); ++i) r->upvals[i] = fwdPrimal(tag, c->upvals[i]);
+      return Value::object(r);
+    }
+    if (isObj(v, ObjType::Attached) && (v.asObject()->flags & kUserRep)) {
+      // attach-*j's value: its primal and its rep, each without the tag.
+      auto* a = static_cast<Attached*>(v.asObject());
+      Value p = fwdPrimal(tag, a->primal);
+      Value rep = fwdPrimal(tag, a->rep);
+      if (p == a->primal && rep == a->rep) return v;
+      Attached* r = makeAttached(p, rep);
+      r->flags |= kUserRep;
       return Value::object(r);
     }
     return v;

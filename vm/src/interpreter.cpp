@@ -257,7 +257,18 @@ Value VM::call(Value fn, const Value* args, int nargs) {
     // Resolve attachments and apply before entering the loop.
     for (;;) {
       if (isObj(fn, ObjType::Attached)) {
-        fn = attachedCallee(fn, &stack_[slot + 1], nargs);
+        if (attachedTransposes(fn, &stack_[slot + 1], nargs)) [[unlikely]] {
+          // (%attached-forward fn arg ...): fn's rep transposed for forward mode.
+          ensureStack(slot + nargs + 2);
+          for (int i = nargs; i > 0; --i) stack_[slot + 1 + i] = stack_[slot + i];
+          stack_[slot + 1] = fn;
+          ++nargs;
+          stackTop_ = slot + 1 + nargs;
+          if (stackHigh_ < stackTop_) stackHigh_ = stackTop_;
+          fn = attachedForward();
+        } else {
+          fn = attachedCallee(fn, &stack_[slot + 1], nargs);
+        }
         stack_[slot] = fn;
         continue;
       }
@@ -655,6 +666,21 @@ Value VM::execute(bool resume) {
     return fixed + count;
   };
 
+  // An attach-*j procedure called with bundles (attachedTransposes), in R[a] with its
+  // arguments after it: (%attached-forward f x ...) at R[a] instead; the new count.
+  auto transposeAttached = [&](uint32_t a, uint32_t nargs) -> uint32_t {
+    uint32_t base = frame->base;
+    ensureStack(base + a + nargs + 3);
+    R = stack_.data() + base;
+    for (uint32_t i = nargs; i > 0; --i) R[a + 1 + i] = R[a + i];
+    R[a + 1] = R[a];
+    R[a] = attachedForward();
+    uint32_t k = a + nargs + 2;
+    if (stackTop_ < base + k) stackTop_ = base + k;
+    if (stackHigh_ < base + k) stackHigh_ = base + k;
+    return nargs + 1;
+  };
+
   if (resume) {
     // Go on in the innermost frame where it stands (a handler frame an error landed at).
     frame = &frames_.back();
@@ -887,6 +913,11 @@ call_again:
     DISPATCH();
   }
   if (isObj(fn, ObjType::Attached)) {
+    if (attachedTransposes(fn, &R[a + 1], static_cast<int>(nargs))) [[unlikely]] {
+      nargs = transposeAttached(a, nargs);
+      callKey = nargs;
+      goto call_again;
+    }
     R[a] = attachedCallee(fn, &R[a + 1], static_cast<int>(nargs));
     goto call_again;
   }
@@ -924,7 +955,10 @@ op_TAILCALL : {
       DISPATCH();
     }
     if (isObj(fn, ObjType::Attached)) {
-      R[a] = attachedCallee(fn, &R[a + 1], static_cast<int>(nargs));
+      if (attachedTransposes(fn, &R[a + 1], static_cast<int>(nargs))) [[unlikely]]
+        nargs = transposeAttached(a, nargs);
+      else
+        R[a] = attachedCallee(fn, &R[a + 1], static_cast<int>(nargs));
       continue;
     }
     if (isNative(fn) && asNative(fn)->id == static_cast<uint16_t>(NativeId::Apply)) {
@@ -1374,7 +1408,7 @@ op_VREF : {
 op_ATTACH : {
   SAVE_PC();
   Value x = RB, y = RC;
-  RA = Value::object(makeAttached(x, y));
+  RA = Value::object(attachRep(x, y));
   DISPATCH();
 }
 

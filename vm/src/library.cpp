@@ -32,6 +32,12 @@ Symbol* VM::libraryTwin(Symbol* s) {
   return twin;
 }
 
+Value VM::libraryValue(std::string_view name) {
+  Symbol* s = intern(name);
+  auto it = libraryTwins_.find(s);
+  return it != libraryTwins_.end() ? it->second->global : s->global;
+}
+
 void VM::sealLibrary() {
   loadingLibrary_ = false;
   for (auto& [pub, twin] : libraryTwins_)

@@ -121,7 +121,8 @@ namespace dlam {
   X(SensSub, "%sens-", 2, 2, Arithmetic)              \
   X(AttachedImage, "%attached-image", 2, 2, Internal) \
   X(Unreduce, "%unreduce", 2, 2, Internal)            \
-  X(StarJConstant, "%*j-constant", 1, 1, Internal)
+  X(StarJConstant, "%*j-constant", 1, 1, Internal)    \
+  X(UserRep, "%user-rep", 1, 1, Internal)
 
 // A primitive's family. Arithmetic: numbers to a number, or the symbolic zero.
 // Comparison: numbers to a boolean (= < > <= >= and the numeric predicates). Data: pairs,

@@ -54,6 +54,7 @@ enum ObjFlag : uint16_t {
   kHasVjp = 1 << 6,           // native: differentiable (first order only) through Native::vjp
   kRemembered = 1 << 7,       // old, and in the VM's remembered set (it may point at young objects)
   kSparse = 1 << 8,           // vector: a node of a sparse sensitivity (see Vector)
+  kUserRep = 1 << 8,          // attached (by attach-*j itself): forward mode transposes its rep
   kSparseOverDense = 1 << 9,  // sparse node: the chain ends in a dense vector
   kZeroTree = 1 << 10,        // dict node: every value in its subtree is the symbolic zero
   kAsciiKnown = 1 << 11,      // string: whether it is all ASCII was found (kAscii says)
@@ -459,6 +460,12 @@ inline Value attachedCallee(Value fn, const Value* args, int nargs) {
   }
   return a->primal;
 }
+// Whether calling fn (attached) with these arguments is forward mode meeting a rep made
+// by attach-*j itself (kUserRep) with no forward rule over it: a bundle among the
+// arguments (or inside a list among them) or in the environment of fn's primal or rep.
+// Such a call goes to the prelude's %attached-forward, which transposes the rep
+// (vm/src/forward.cpp), so that one rule serves both modes.
+bool attachedTransposes(Value fn, const Value* args, int nargs);
 // An attached value behaves like its primal everywhere but under *j.
 inline Value unwrapAttached(Value v) {
   while (isObj(v, ObjType::Attached)) [[unlikely]] v = static_cast<Attached*>(v.asObject())->primal;

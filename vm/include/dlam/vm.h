@@ -193,6 +193,21 @@ class VM {
     return r;
   }
   Attached* makeAttached(Value primal, Value rep);
+  // (attach-*j v rep). Attached by a program (or by custom-vjp* for one), a
+  // procedure's rep also serves forward mode, by transposition (kUserRep), unless
+  // attach-j* gives it a forward rule; the library's own attachments (map, fold-left,
+  // ...) take bundles in their primal code, which is exact for them.
+  Attached* attachRep(Value v, Value rep) {
+    Attached* a = makeAttached(v, rep);
+    if (isProcedure(v) && !runningLibrary()) a->flags |= kUserRep;
+    return a;
+  }
+  // Whether the innermost dlam code running is the standard library's.
+  bool runningLibrary() const {
+    for (size_t i = frames_.size(); i-- > 0;)
+      if (frames_[i].closure) return frames_[i].closure->proto->file == "<prelude>";
+    return false;
+  }
   Vector* makeVector(uint32_t n);
   // An array of the given shape (rank >= 1, at most kMaxArrayElements elements), its
   // items not set.
@@ -277,6 +292,8 @@ class VM {
   void sealLibrary();
   bool loadingLibrary() const { return loadingLibrary_; }
   Symbol* libraryTwin(Symbol* s);
+  // The value of the library's own global `name` (its twin's), whatever a program defined.
+  Value libraryValue(std::string_view name);
   const std::unordered_map<Symbol*, Symbol*>& libraryTwins() const { return libraryTwins_; }
   // The macro bound to a symbol (compiler/src/macros.h): undefined for none.
   void setMacro(Symbol* s, Value m) {
@@ -514,6 +531,9 @@ class VM {
   // primal with a zero tangent. Pairs, records and closures' environments are walked.
   Value fwdPrimal(uint32_t tag, Value v);
   Value fwdTangent(uint32_t tag, Value v);
+  // The prelude's %attached-forward: what an attach-*j procedure given bundles calls
+  // (attachedTransposes in object.h), with the procedure as its first argument.
+  Value attachedForward();
   // (bundle x t) at `tag`, structurally: a pair of bundles for a pair, a closure over
   // bundles for a closure (its environment's tangents t, in free-variable order).
   Value fwdBundle(uint32_t tag, Value x, Value t);
