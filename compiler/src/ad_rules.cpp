@@ -89,7 +89,18 @@ struct ReverseCall {
   void identity() { addTo(st, *a, g); }
   // the identity, but for the axes of a broadcast that a sensitivity still carried
   // (ad_rules.cpp, arithmetic), which %materialize summed: g goes back over them
-  void materialize() { addTo(st, *a, op(NativeId::Unreduce, {g, t.jAtom(st.out, *a)})); }
+  void materialize() {
+    addTo(st, *a,
+          op(NativeId::Unreduce,
+             {ownShape(t.jAtom(st.out, localAtom(bd.dst))), t.jAtom(st.out, *a)}));
+  }
+  // g, the sensitivity of a result that summed axes away (%materialize, plus, %sens+,
+  // %sum-to), summed to the result's own shape y first: g may carry axes of its own (a
+  // broadcast of the result in the code differentiated), which may be axes the
+  // operands have too, and must not be taken for theirs when g is given back to them
+  // (g of shape (3) for a number y summed from an operand of shape (3) is sum(g) for
+  // each element, not g). g as it is where it has y's shape, every scalar use.
+  Atom ownShape(const Atom& yy) { return op(NativeId::SumTo, {g, yy}); }
 
   // ---- the AD operators ----
   void starJ() { addTo(st, *a, t.call(st.out, {t.prim(NativeId::StarJInverse), g})); }
@@ -102,9 +113,15 @@ struct ReverseCall {
     // nested derivatives, flows through the *j-inverse that φ emitted.)
     addTo(st, *a, g);
   }
+  // plus adds two sensitivities of one value, of different shapes where one carries a
+  // broadcast's axes (summed to the shape both have, vm/src/ad.cpp): each operand gets
+  // g back over the axes it had beyond that shape, as with %sens+ (a number's, or one
+  // of the sum's own shape, is g as it is).
   void plus() {
-    addTo(st, *a, g);
-    addTo(st, *b, g);
+    if (a->kind != Atom::Local && b->kind != Atom::Local) return;
+    Atom gy = ownShape(t.jAtom(st.out, localAtom(bd.dst)));
+    for (const Atom* x : {a, b})
+      if (x->kind == Atom::Local) addTo(st, *x, op(NativeId::Unreduce, {gy, t.jAtom(st.out, *x)}));
   }
   // forward mode's constructor and accessors (vm/src/forward.cpp): a bundle's
   // sensitivity is a cobundle of its tag, whose parts go to the primal and tangent
@@ -279,8 +296,9 @@ struct ReverseCall {
     st.replace(a->var, op(NativeId::VectorOnehot, {P(*a), P(*b), g, so->atom}));
   }
   // ---- arrays: a broadcast's reverse sums, a sum's reverse broadcasts ----
+  // (g summed to the result's own shape first: ownShape)
   void sumTo() {
-    if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::BroadcastTo, {g, P(*a)}));
+    if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::BroadcastTo, {ownShape(y()), P(*a)}));
   }
   void broadcastTo() {
     if (a->kind == Atom::Local) addTo(st, *a, op(NativeId::SumTo, {g, P(*a)}));
@@ -292,16 +310,18 @@ struct ReverseCall {
   // elementwise arithmetic (shapeAtoms), which that arithmetic's own rules read anyway,
   // rather than from the operand's, which nothing else may need kept.
   void sensAdd() {
-    if (a->kind == Atom::Local) addTo(st, *a, unreduced(*a));
+    if (a->kind != Atom::Local && b->kind != Atom::Local) return;
+    Atom gy = ownShape(y());
+    if (a->kind == Atom::Local) addTo(st, *a, unreduced(*a, gy));
     if (b->kind == Atom::Local) {
-      Atom gb = unreduced(*b);
+      Atom gb = unreduced(*b, gy);
       addTo(st, *b, id == NativeId::SensSub ? op(NativeId::Sub, {gb}) : gb);
     }
   }
-  Atom unreduced(const Atom& x) {
+  Atom unreduced(const Atom& x, const Atom& gy) {
     std::vector<Atom> from;
     shapeAtoms(x, from);
-    Atom r = g;
+    Atom r = gy;
     for (const Atom& f : from) r = op(NativeId::Unreduce, {r, P(f)});
     return r;
   }
@@ -340,9 +360,13 @@ struct ReverseCall {
     }
     out = std::move(found);
   }
+  // The element's sensitivity y may carry the axes it was broadcast along, which
+  // %vector-onehot summed: its own sensitivity goes back over them (%unreduce; a
+  // number's, every one in scalar code, is the element of g as it is).
   void vectorOnehot() {
     if (argc >= 3 && bd.args[3].kind == Atom::Local)
-      addTo(st, bd.args[3], op(NativeId::VectorRef, {g, P(*b)}));
+      addTo(st, bd.args[3],
+            op(NativeId::Unreduce, {op(NativeId::VectorRef, {g, P(*b)}), P(bd.args[3])}));
     if (argc == 4) addTo(st, bd.args[4], g);  // the sensitivity the node went in front of
   }
 };

@@ -298,6 +298,8 @@ class FnCompiler {
         return binary(Op::SUBS);
       case NativeId::Unreduce:
         return binary(Op::UNRED);
+      case NativeId::SumTo:
+        return binary(Op::SUMTO);
       case NativeId::AttachStarJ:
         return binary(Op::ATTACH);
       case NativeId::RepResult:

@@ -319,8 +319,25 @@ Bin binOf(NativeId id) {
 Value sumToShape(VM& vm, Vector* x, const Shape& to) {
   Shape sx = shapeOf(x);
   if (to == sx) return Value::object(x);
-  if (to.size() > sx.size())
-    vm.runtimeError("%sum-to: the shape " + shapeString(to) + " is larger than " + shapeString(sx));
+  // x not larger than `to` along every axis (a sensitivity that had been summed to a
+  // shape of its value's, given back to a value that carries broadcast axes itself,
+  // differentiated again): summed to the shape the two have in common, the axes both
+  // have, each of the size both give it, else 1 (as plus adds two sensitivities of one
+  // value, vm/src/ad.cpp); what takes it next repeats it to the shape it needs.
+  bool fits = to.size() <= sx.size();
+  for (size_t k = 1; fits && k <= to.size(); ++k) {
+    uint32_t t = to[to.size() - k], d = sx[sx.size() - k];
+    fits = t == d || t == 1;
+  }
+  if (!fits) {
+    size_t r = std::min(to.size(), sx.size());
+    Shape common(r);
+    for (size_t k = 1; k <= r; ++k) {
+      uint32_t t = to[to.size() - k], d = sx[sx.size() - k];
+      common[r - k] = t == d ? t : 1;
+    }
+    return sumToShape(vm, x, common);
+  }
   std::vector<double> acc(1, 0.0);
   uint64_t n = 1;
   for (uint32_t d : to) n *= d;
@@ -413,8 +430,57 @@ Value underTags(VM& vm, Value x, F f) {
   return r;
 }
 
+// f applied to the leaves of g and like walked together along their pairs (the
+// sensitivity of a list and the list): g rebuilt from f's results, its pairs kept
+// where nothing in them changed; f(g, like) itself unless both are pairs. Iterative.
+template <class F>
+Value alongPairs(VM& vm, Value g, Value like, F f) {
+  if (!isPair(g) || !isPair(like)) return f(g, like);
+  // The usual sensitivity of a list in scalar code, numbers (or zeros) for numbers, has
+  // nothing for f to do: it is g, found without a stack along the spines.
+  auto scalar = [](Value x) {
+    x = untagged(unwrapAttached(x));
+    return x.isNumber() || x.isZero();
+  };
+  Value v = g, l = like;
+  for (; isPair(v) && isPair(l); v = asPair(v)->cdr, l = asPair(l)->cdr)
+    if (!scalar(asPair(v)->car) || !scalar(asPair(l)->car)) break;
+  if (v.isZero() || ((v.isNil() || scalar(v)) && (l.isNil() || scalar(l)))) return g;
+  struct Item {
+    Value g, like;
+    bool build;
+  };
+  std::vector<Item> work{{g, like, false}};
+  std::vector<Value> results;
+  while (!work.empty()) {
+    Item it = work.back();
+    work.pop_back();
+    if (it.build) {
+      Value cdr = results.back();
+      results.pop_back();
+      Value car = results.back();
+      results.pop_back();
+      Pair* p = asPair(it.g);
+      results.push_back(car == p->car && cdr == p->cdr ? it.g : vm.cons(car, cdr));
+    } else if (isPair(it.g) && isPair(it.like)) {
+      work.push_back({it.g, it.like, true});
+      work.push_back({asPair(it.g)->cdr, asPair(it.like)->cdr, false});
+      work.push_back({asPair(it.g)->car, asPair(it.like)->car, false});
+    } else {
+      results.push_back(f(it.g, it.like));
+    }
+  }
+  return results.back();
+}
+
 Value sumTo(VM& vm, Value* a, int) {
   Value x = unwrapAttached(a[0]);
+  if (isPair(x))  // the sensitivity of a list, element by element
+    return alongPairs(vm, x, unwrapAttached(a[1]), [&](Value g, Value like) {
+      Value args[2] = {g, like};
+      bool sums = isArray(untagged(unwrapAttached(g))) && !unwrapAttached(like).isZero();
+      return sums ? sumTo(vm, args, 2) : g;
+    });
   if (!isArray(untagged(x))) return a[0];
   return underTags(vm, x, [&](Value p) {
     return sumToShape(vm, vm.dense(asArray(p)), targetShape(vm, "%sum-to", a, 1));
@@ -425,6 +491,17 @@ Value sumTo(VM& vm, Value* a, int) {
 Value broadcastTo(VM& vm, Value* a, int) {
   Value x = unwrapAttached(a[0]);
   if (x.isZero()) return x;
+  if (isObj(x, ObjType::Rev))  // (as %sum-to: a tagged sensitivity, differentiated again)
+    return underTags(vm, x, [&](Value p) {
+      Value args[2] = {p, a[1]};
+      return broadcastTo(vm, args, 2);
+    });
+  if (isPair(x))  // (as %sum-to: the sensitivity of a list, element by element)
+    return alongPairs(vm, x, unwrapAttached(a[1]), [&](Value g, Value like) {
+      Value args[2] = {g, like};
+      bool leaf = !isPair(g) && !unwrapAttached(like).isZero();
+      return leaf ? broadcastTo(vm, args, 2) : g;
+    });
   if (!x.isNumber() && !isArray(x)) vm.typeError("%broadcast-to", 0, "number or array", a[0]);
   if (isArray(x)) x = Value::object(vm.dense(asArray(x)));
   return broadcastToShape(vm, x, targetShape(vm, "%broadcast-to", a, 1));
@@ -439,12 +516,19 @@ Value broadcastTo(VM& vm, Value* a, int) {
 Value unreduce(VM& vm, Value* a, int) {
   Value g = unwrapAttached(a[0]);
   if (g.isZero()) return a[0];
+  if (isPair(g))  // the sensitivity of a list (%materialize's, plus's): element by element
+    return alongPairs(vm, g, unwrapAttached(a[1]), [&](Value x, Value like) {
+      Value args[2] = {x, like};
+      return isPair(x) ? x : unreduce(vm, args, 2);
+    });
   if (isObj(g, ObjType::Rev))
     return underTags(vm, g, [&](Value x) {
       Value args[2] = {x, a[1]};
       return unreduce(vm, args, 2);
     });
-  // The sensitivity of a structure (%materialize's rule): given back as it is.
+  // A sensitivity of forward over reverse (a cobundle), or of any other structure:
+  // given back as it is.
+  if (isFwd(g)) return a[0];
   Value like = untagged(fwdPrimal(untagged(unwrapAttached(a[1]))));
   if (!like.isNumber() && !isArray(like)) return a[0];  // (or the zero: of any shape)
   Shape sl = targetShape(vm, "%unreduce", a, 1);

@@ -150,6 +150,10 @@ Value vectorScale(VM& vm, Value* a, int) {
 // symbolic zero (what vector-ref's rule does with the sensitivity accumulated so far)
 // and the chain fits, else through plus.
 Value vectorOnehot(VM& vm, Value* a, int argc) {
+  // An element of the symbolic zero (a sensitivity that nothing reached, as a value
+  // differentiated again) is zero whatever the vector's other values: it passes on
+  // no sensitivity.
+  if (a[0].isZero()) return argc == 4 ? a[3] : a[0];
   if (!isObj(a[0], ObjType::Vector)) vm.typeError("%vector-onehot", 0, "vector", a[0]);
   uint32_t n = vectorLength(static_cast<Vector*>(a[0].asObject()));
   uint32_t i = indexArg(vm, "%vector-onehot", a, 1, n);

@@ -190,7 +190,10 @@ TEST(AdCost, AHessianVectorProductTakesTransformedResultsApartInRegisters) {
   // reverse must give each operand those axes back (%unreduce) and needs the operand's
   // shape. Read from the primals the products that made the operand keep anyway, it
   // costs one more value kept per element, the sensitivity of x_i+1 that the callee
-  // returned, whose shape nothing else here shows (808).
+  // returned, whose shape nothing else here shows (808). The sum's sensitivity is first
+  // summed to the sum's own shape (it may carry axes of a broadcast of its own, which
+  // the operands' axes must not be taken for: ad_rules.cpp, ownShape), which keeps the
+  // sum too: one more value per element (824).
   VM vm;
   dlam::openStdlib(vm);
   dlam::evalSource(vm,
@@ -207,7 +210,7 @@ TEST(AdCost, AHessianVectorProductTakesTransformedResultsApartInRegisters) {
   uint64_t perElement =
       (bytesOfSecondRun(vm, "(hvp x-2000 v-2000)") - bytesOfSecondRun(vm, "(hvp x-1000 v-1000)")) /
       1000;
-  EXPECT_LE(perElement, 808u) << perElement << " bytes per element";
+  EXPECT_LE(perElement, 824u) << perElement << " bytes per element";
   // H v for f = sum 100 (x_{i+1} - x_i^2)^2 + (1 - x_i)^2 at x = (0 1 2 3), v = (1 1 1 1):
   // H_ii = 800 x_i^2 - 400 (x_{i+1} - x_i^2) + 2 (+ 200 past the first), H_i,i+1 = -400 x_i.
   EXPECT_EQ(vm.show(dlam::evalSource(vm, "(hvp '(0 1 2 3) '(1 1 1 1))", "<cost>")),

@@ -486,14 +486,14 @@ TEST_F(Codegen, CapturedValuesAreLoadedByOneInstructionPerRun) {
             "(1 2 3 4 5)");
   EXPECT_EQ(show("((derivative (lambda (x) ((three x (* x x) 3) x))) 2)"), "19");
   EXPECT_EQ(show("((derivative (derivative (lambda (x) ((three x (* x x) 3) x)))) 2)"), "14");
-  // Rosenbrock's backpropagator transformed captures eight values: six used by a
-  // product, and the callee's sensitivity of x_i+1 whose shape %unreduce reads (the
-  // reverse of %sens+, ad_rules.cpp), loaded by one instruction, and the backpropagator
-  // it calls, into its window.
+  // Rosenbrock's backpropagator transformed captures ten values: products' operands,
+  // the values whose shapes %unreduce and %sum-to read (the reverses of %sens+ and plus,
+  // ad_rules.cpp), and the backpropagator it calls, into its window; a run of them
+  // used together is loaded by one instruction.
   dlam::evalSource(vm, kRosen, "<codegen>");
   std::string twice = vm.disassemble(
       dlam::asClosure(dlam::evalSource(vm, "(*j (*j rosen))", "<codegen>"))->proto, true);
-  EXPECT_TRUE(hasInstr(twice, "GETUPVAL", " [0..6]")) << twice;
+  EXPECT_TRUE(hasInstr(twice, "GETUPVAL", " [5..8]")) << twice;
   // (the first row of the Hessian at (1 2 3): 1200 x0^2 - 400 x1 + 2, -400 x0, 0)
   EXPECT_EQ(show("((gradient (lambda (y) (car ((gradient rosen) y)))) '(1 2 3))"), "(402 -400 0)");
 }

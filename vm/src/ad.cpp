@@ -725,7 +725,9 @@ inline Value plusShallow(Value a, Value b) {
 // stands for its sum over those axes. Two such sensitivities of one value of different
 // shapes are added by first summing each to the shape they have in common (the value's
 // shape broadcasts to it): the axes both have (aligned at the last), each of the size
-// both give it, else 1. Undefined if the shapes do not broadcast together.
+// both give it, else 1. Where the two sizes differ the value's size is 1 (it broadcasts
+// to both), whether or not they broadcast together: the sensitivities of a number
+// broadcast against #(1 2) and against #(1 2 3) are of shapes (2) and (3).
 
 // The size of axis i (of v->rank) of a dense array or a sparse vector sensitivity.
 uint32_t axisSize(const Vector* v, uint32_t i) {
@@ -749,7 +751,6 @@ Value plusBroadcast(VM& vm, Vector* u, Vector* v) {
   std::vector<uint32_t> to(r);
   for (uint32_t i = 1; i <= r; ++i) {
     uint32_t x = axisSize(u, u->rank - i), y = axisSize(v, v->rank - i);
-    if (x != y && x != 1 && y != 1) return Value::undefined();
     to[r - i] = x == y ? x : 1;
   }
   return vm.arith(NativeId::Add, sumToShape(vm, Value::object(u), to),
@@ -774,14 +775,7 @@ Value plusVectors(VM& vm, Value a, Value b) {
   if (!isObj(a, ObjType::Vector) || !isObj(b, ObjType::Vector)) return Value::undefined();
   auto *u = static_cast<Vector*>(a.asObject()), *v = static_cast<Vector*>(b.asObject());
   uint32_t n = vectorLength(u);
-  if (!sameShape(u, v)) {
-    if (Value r = plusBroadcast(vm, u, v); !r.isUndefined()) return r;
-    if (u->rank == 1 && v->rank == 1)
-      vm.runtimeError("plus: sensitivities of vectors of different lengths (" + std::to_string(n) +
-                      " and " + std::to_string(vectorLength(v)) + ")");
-    vm.runtimeError("plus: sensitivities of arrays of different shapes " + shapeText(u) + " and " +
-                    shapeText(v));
-  }
+  if (!sameShape(u, v)) return plusBroadcast(vm, u, v);
   if (u->rank > 1) {
     Vector* r = vm.makeArray(u->rank, arrayShape(u));
     for (uint32_t i = 0; i < n; ++i) r->items[i] = u->items[i] + v->items[i];
@@ -835,7 +829,7 @@ Value plusTree(VM& vm, Value a, Value b) {
       continue;
     }
     if (isFwd(x) || isFwd(y)) {  // bundles (and their sensitivities) add as numbers
-      results.push_back(vm.arith(NativeId::Add, x, y));
+      results.push_back(vm.arith(NativeId::SensAdd, x, y));
       continue;
     }
     if (isPair(x) && isPair(y)) {
@@ -960,7 +954,7 @@ Value VM::plus(Value a, Value b) {
   b = unwrapAttached(b);
   Value r = plusShallow(a, b);
   if (!r.isUndefined()) return r;
-  if (isFwd(a) || isFwd(b)) return arith(NativeId::Add, a, b);
+  if (isFwd(a) || isFwd(b)) return arith(NativeId::SensAdd, a, b);  // (%sens+: as plus adds)
   if (!isPair(a) || !isPair(b)) return plusEnd(*this, a, b);
   Pair *pa = asPair(a), *pb = asPair(b);
   // One element added to a list ((cons g 0), the sensitivity of a car): one new pair.

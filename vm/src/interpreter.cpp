@@ -1263,6 +1263,19 @@ op_UNRED : {
   RA = callPrimitive(builtin(NativeId::Unreduce), args, 2);
   DISPATCH();
 }
+op_SUMTO : {
+  // A sensitivity summed to the shape of the value it is of (ad_rules.cpp, ownShape):
+  // as it is when it is a number, as every one in scalar code is.
+  Value g = RB;
+  if (g.isNumber() || g.isZero()) {
+    RA = g;
+    DISPATCH();
+  }
+  SAVE_PC();
+  Value args[2] = {g, RC};
+  RA = callPrimitive(builtin(NativeId::SumTo), args, 2);
+  DISPATCH();
+}
 op_PLUS : {
   Value x = RB, y = RC;
   if (x.isNumber() && y.isNumber()) {

@@ -130,6 +130,7 @@ namespace dlam {
   X(ATTACH, ABC, "R[A] = (attach-*j R[B] R[C]): R[B] whose *j is R[C]")                          \
   X(PLUS, ABC, "R[A] = (plus R[B] R[C]): sensitivities added")                                   \
   X(UNRED, ABC, "R[A] = (%unreduce R[B] R[C]): R[B] itself when R[C] is a number")               \
+  X(SUMTO, ABC, "R[A] = (%sum-to R[B] R[C]): R[B] itself when it is a number")                   \
   X(SCAR, AB, "R[A] = (%scar R[B]): car of a sensitivity (zero stays zero)")                     \
   X(SCDR, AB, "R[A] = (%scdr R[B]): cdr of a sensitivity (zero stays zero)")                     \
   X(JINV, ABn, "R[A] = (*j-inverse R[B]), taken C + 1 times")                                    \
