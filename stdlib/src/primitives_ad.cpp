@@ -28,7 +28,7 @@ Value wantedP(VM& vm, Value* a, int) {
   return Value::boolean(vm.runningAdLevel() > 0 || !VM::isConstantImage(a[0]));
 }
 Value zero(VM& vm, Value* a, int) { return vm.zeroOf(a[0]); }
-Value plus(VM& vm, Value* a, int) { return vm.plus(a[0], a[1]); }
+Value plus(VM& vm, Value* a, int) { return vm.plusChecked(a[0], a[1]); }
 
 // (%sens+ a b): two sensitivities of one value, added as plus adds them (ad_rules.cpp:
 // one that carries a broadcast's axes is first summed to the shape both have), which

@@ -948,6 +948,25 @@ void VM::regroupParts(Value* args, uint32_t m, uint32_t n) {
   args[n - 1] = v;
 }
 
+Value VM::plusChecked(Value a, Value b) {
+  if (isObj(a, ObjType::Vector) && isObj(b, ObjType::Vector) && runningAdLevel() == 0 &&
+      !runningLibrary()) {
+    auto *u = static_cast<Vector*>(a.asObject()), *v = static_cast<Vector*>(b.asObject());
+    uint32_t r = std::max(u->rank, v->rank);
+    for (uint32_t i = 1; i <= std::min(u->rank, v->rank) && i <= r; ++i) {
+      uint32_t x = axisSize(u, u->rank - i), y = axisSize(v, v->rank - i);
+      if (x == y || x == 1 || y == 1) continue;
+      if (u->rank == 1 && v->rank == 1)
+        runtimeError("plus: sensitivities of vectors of different lengths (" +
+                     std::to_string(vectorLength(u)) + " and " + std::to_string(vectorLength(v)) +
+                     ")");
+      runtimeError("plus: sensitivities of arrays of different shapes " + shapeText(u) + " and " +
+                   shapeText(v));
+    }
+  }
+  return plus(a, b);
+}
+
 Value VM::plus(Value a, Value b) {
   // Estep: (v1 ←J v2) ⊕ v ≡ v1 ⊕ v.
   a = unwrapAttached(a);

@@ -1301,7 +1301,7 @@ op_PLUS : {
       DISPATCH();
     }
   }
-  RA = plus(x, y);
+  RA = closure->proto->adLevel == 0 ? plusChecked(x, y) : plus(x, y);
   DISPATCH();
 }
 // car/cdr of a sensitivity: the symbolic zero stands for a pair of zeros.

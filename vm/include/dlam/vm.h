@@ -454,6 +454,11 @@ class VM {
   Value zeroOf(Value v);
   // The values closure c captured, as a list (the shape of its sensitivity).
   Value capturedValues(Closure* c);
+  // plus as a program calls it (the primitive, or PLUS in code no transform made):
+  // two arrays of shapes that do not broadcast together are an error naming both.
+  // (Inside the library and transformed code such sensitivities are of one value
+  // broadcast along different axes, and plus sums each to their common shape.)
+  Value plusChecked(Value a, Value b);
   Value plus(Value a, Value b);
   // The parts of a call's result for a caller that takes it split (CallFrame::split),
   // into parts (splitCount(mode) of them); an error naming `callee` if the result
