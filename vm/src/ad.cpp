@@ -713,6 +713,13 @@ Vector* VM::dense(Vector* v) {
 
 namespace {
 // plus without descending: numbers and zeros; undefined if structure must be walked.
+// How plus adds bundles and cobundles (sensitivities with a perturbation, forward over
+// reverse, and of one, reverse over forward): as sensitivities, by %sens+, which sums
+// one that carries the axes of a broadcast to the shape the other has, part by part
+// (+ would broadcast the other along those axes, counting it once per element).
+// Numbers take fwdArith2's fast path all the same.
+inline NativeId fwdPlusOp(Value, Value) { return NativeId::SensAdd; }
+
 inline Value plusShallow(Value a, Value b) {
   if (a.isZero()) return b;
   if (b.isZero()) return a;
@@ -835,7 +842,7 @@ Value plusTree(VM& vm, Value a, Value b) {
       continue;
     }
     if (isFwd(x) || isFwd(y)) {  // bundles (and their sensitivities) add as numbers
-      results.push_back(vm.arith(NativeId::Add, x, y));
+      results.push_back(vm.arith(fwdPlusOp(x, y), x, y));
       continue;
     }
     if (isPair(x) && isPair(y)) {
@@ -960,7 +967,7 @@ Value VM::plus(Value a, Value b) {
   b = unwrapAttached(b);
   Value r = plusShallow(a, b);
   if (!r.isUndefined()) return r;
-  if (isFwd(a) || isFwd(b)) return arith(NativeId::Add, a, b);
+  if (isFwd(a) || isFwd(b)) return arith(fwdPlusOp(a, b), a, b);
   if (!isPair(a) || !isPair(b)) return plusEnd(*this, a, b);
   Pair *pa = asPair(a), *pb = asPair(b);
   // One element added to a list ((cons g 0), the sensitivity of a car): one new pair.
