@@ -167,6 +167,29 @@ Value topTag(VM&, Value* a, int) {
   return top ? tagValue(top) : Value::boolean(false);
 }
 
+// (%co-split? tag ybar): whether ybar, the sensitivity given a custom rule's pullback
+// whose arguments carry bundles of tag (their highest), holds a cobundle of that tag
+// (along lists, under reverse tags): reverse over forward, where the pullback is run
+// on its parts apart (%rule-pullback, prelude.dlam). Anything else is given to the
+// pullback as it is: forward over reverse, where a bundle is a sensitivity with a
+// perturbation, and the pullback's own calls of rules inside, whose sensitivities
+// are the bundles Jᵀu + ε (Jᵀu)' of that computation.
+Value coSplitP(VM& vm, Value* a, int) {
+  if (!a[0].isChar()) return Value::boolean(false);
+  uint32_t tag = a[0].asChar();
+  std::vector<Value> work{a[1]};
+  while (!work.empty()) {
+    Value x = untagged(work.back());
+    work.pop_back();
+    if (isFwd(x) && asFwd(x)->co() && asFwd(x)->tag() == tag) return Value::boolean(true);
+    if (isPair(x)) {
+      work.push_back(asPair(x)->cdr);
+      work.push_back(asPair(x)->car);
+    }
+  }
+  return Value::boolean(false);
+}
+
 Value bundleAt(VM& vm, Value* a, int) {
   return vm.fwdBundle(tagArg(vm, "%bundle-at", a, 0), a[1], a[2]);
 }
@@ -218,7 +241,8 @@ Value coTangent(VM& vm, Value* a, int) {
 }
 // (%cobundle-primal tag g y), (%cobundle-tangent tag g y): the sensitivity of a
 // bundle from g, that of its primal (tangent) y: cobundles of the tag holding g, made
-// the shape of y (fwdProject), as the primal (tangent) part.
+// the shape of y (fwdProject), as the primal (tangent) part; where y is #t, as they are
+// (the sensitivity of values not at hand: a custom-vjp* function's captured values).
 Value coBundle(VM& vm, uint32_t tag, Value g, Value y, bool tangent) {
   struct Item {
     Value g, y;
@@ -237,17 +261,18 @@ Value coBundle(VM& vm, uint32_t tag, Value g, Value y, bool tangent) {
       out.push_back(vm.cons(car, cdr));
       continue;
     }
+    bool keep = it.y.isBool() && it.y.isTruthy();
     if (it.g.isZero()) {
       out.push_back(it.g);
     } else if (isPair(it.g)) {
-      Value yc = isPair(it.y) ? asPair(it.y)->car : Value::zero();
-      Value yd = isPair(it.y) ? asPair(it.y)->cdr : Value::zero();
+      Value yc = isPair(it.y) ? asPair(it.y)->car : keep ? it.y : Value::zero();
+      Value yd = isPair(it.y) ? asPair(it.y)->cdr : keep ? it.y : Value::zero();
       todo.push_back({it.g, it.y, true});
       todo.push_back({asPair(it.g)->cdr, yd, false});
       todo.push_back({asPair(it.g)->car, yc, false});
     } else if (it.g.isNumber() || isFwd(it.g) || isObj(it.g, ObjType::Vector) ||
                isObj(it.g, ObjType::Rev)) {
-      Value p = vm.fwdProject(it.g, it.y);
+      Value p = keep ? it.g : vm.fwdProject(it.g, it.y);
       out.push_back(Value::object(tangent ? vm.makeFwd(tag, Value::zero(), p, true)
                                           : vm.makeFwd(tag, p, Value::zero(), true)));
     } else {
@@ -619,6 +644,7 @@ void openAdPrimitives(Registrar& r) {
   vm.defineNative("%fwd-end", fwdEnd, 1, 1);
   vm.defineNative("%fwd-tag", fwdTag, 0, 0);
   vm.defineNative("%top-tag", topTag, 1, 1);
+  vm.defineNative("%co-split?", coSplitP, 2, 2);
   vm.defineNative("%co-primal", coPrimal, 2, 2);
   vm.defineNative("%co-tangent", coTangent, 2, 2);
   vm.defineNative("%cobundle-primal", coBundlePrimal, 3, 3);
