@@ -196,6 +196,52 @@ Value attachedPrimal(VM& vm, Value* a, int) {
   return static_cast<Attached*>(a[0].asObject())->primal;
 }
 
+// (%co-split? tag ybar vals): whether ybar, the sensitivity given a custom rule's
+// pullback whose value and arguments (the list vals) carry bundles of tag at most,
+// holds a cobundle of that tag (along lists, under reverse tags): reverse over forward,
+// where the pullback is run on its parts apart (%rule-pullback, prelude.dlam).
+// Anything else is given to the pullback as it is: forward over reverse, where a
+// bundle is a sensitivity with a perturbation, and the pullback's own calls of rules
+// inside, whose sensitivities are the bundles Jᵀu + ε (Jᵀu)' of that computation.
+// Nor when vals or ybar carry a second tag whose forward pass is over too (reverse over
+// forward over forward): the parts would then hold cobundles of it, which the
+// combination at tag does not take apart; the arithmetic on cobundles handles that
+// (or fails) as before. A lower tag still in use (forward over reverse over forward)
+// is a perturbation of everything here and is carried along.
+Value coSplitP(VM& vm, Value* a, int) {
+  if (!a[0].isChar()) return Value::boolean(false);
+  uint32_t tag = a[0].asChar();
+  bool found = false;
+  std::vector<Value> work{a[1], a[2]};
+  while (!work.empty()) {
+    Value x = untagged(work.back());
+    work.pop_back();
+    if (isFwd(x)) {
+      uint32_t t = asFwd(x)->tag();
+      if (t == tag && asFwd(x)->co()) found = true;
+      if (t != tag && t > vm.fwdTagInUse()) return Value::boolean(false);
+      work.push_back(asFwd(x)->primal);
+      work.push_back(asFwd(x)->tangent);
+    } else if (isPair(x)) {
+      work.push_back(asPair(x)->cdr);
+      work.push_back(asPair(x)->car);
+    }
+  }
+  return Value::boolean(found);
+}
+
+// (%fwd-resume tag): tag in use again (VM::fwdSetTagInUse) if it is above the tag in
+// use; returns the tag in use before, for %fwd-restore.
+Value fwdResume(VM& vm, Value* a, int) {
+  uint32_t tag = tagArg(vm, "%fwd-resume", a, 0), before = vm.fwdTagInUse();
+  if (tag > before) vm.fwdSetTagInUse(tag);
+  return tagValue(before);
+}
+Value fwdRestore(VM& vm, Value* a, int) {
+  vm.fwdSetTagInUse(tagArg(vm, "%fwd-restore", a, 0));
+  return Value::voidValue();
+}
+
 Value bundleAt(VM& vm, Value* a, int) {
   return vm.fwdBundle(tagArg(vm, "%bundle-at", a, 0), a[1], a[2]);
 }
@@ -247,8 +293,10 @@ Value coTangent(VM& vm, Value* a, int) {
 }
 // (%cobundle-primal tag g y), (%cobundle-tangent tag g y): the sensitivity of a
 // bundle from g, that of its primal (tangent) y: cobundles of the tag holding g, made
-// the shape of y (fwdProject), as the primal (tangent) part.
-Value coBundle(VM& vm, uint32_t tag, Value g, Value y, bool tangent) {
+// the shape of y (fwdProject), as the primal (tangent) part; where y is #t, as they are
+// (the sensitivity of values not at hand: a custom-vjp* function's captured values).
+// (With wrap false, g made the shape of y and nothing more: %fwd-project-tree.)
+Value coBundle(VM& vm, uint32_t tag, Value g, Value y, bool tangent, bool wrap = true) {
   struct Item {
     Value g, y;
     bool expanded;
@@ -266,19 +314,23 @@ Value coBundle(VM& vm, uint32_t tag, Value g, Value y, bool tangent) {
       out.push_back(vm.cons(car, cdr));
       continue;
     }
+    bool keep = it.y.isBool() && it.y.isTruthy();
     if (it.g.isZero()) {
       out.push_back(it.g);
     } else if (isPair(it.g)) {
-      Value yc = isPair(it.y) ? asPair(it.y)->car : Value::zero();
-      Value yd = isPair(it.y) ? asPair(it.y)->cdr : Value::zero();
+      Value yc = isPair(it.y) ? asPair(it.y)->car : keep ? it.y : Value::zero();
+      Value yd = isPair(it.y) ? asPair(it.y)->cdr : keep ? it.y : Value::zero();
       todo.push_back({it.g, it.y, true});
       todo.push_back({asPair(it.g)->cdr, yd, false});
       todo.push_back({asPair(it.g)->car, yc, false});
     } else if (it.g.isNumber() || isFwd(it.g) || isObj(it.g, ObjType::Vector) ||
                isObj(it.g, ObjType::Rev)) {
-      Value p = vm.fwdProject(it.g, it.y);
-      out.push_back(Value::object(tangent ? vm.makeFwd(tag, Value::zero(), p, true)
-                                          : vm.makeFwd(tag, p, Value::zero(), true)));
+      Value p = keep ? it.g : vm.fwdProject(it.g, it.y);
+      if (!wrap)
+        out.push_back(p);
+      else
+        out.push_back(Value::object(tangent ? vm.makeFwd(tag, Value::zero(), p, true)
+                                            : vm.makeFwd(tag, p, Value::zero(), true)));
     } else {
       out.push_back(it.g);
     }
@@ -291,6 +343,10 @@ Value coBundlePrimal(VM& vm, Value* a, int) {
 Value coBundleTangent(VM& vm, Value* a, int) {
   return coBundle(vm, tagArg(vm, "%cobundle-tangent", a, 0), a[1], a[2], true);
 }
+// (%fwd-project-tree g v): g made the shape of v leaf by leaf along lists (a cobundle
+// of a tag the leaf of v does not have gives its primal part: VM::fwdProject); where v
+// is #t, g's leaves as they are.
+Value fwdProjectTree(VM& vm, Value* a, int) { return coBundle(vm, 0, a[0], a[1], false, false); }
 // (%fwd-project g v): g made the shape of the value v (VM::fwdProject), leaves of a
 // list walked.
 Value fwdProjectNative(VM& vm, Value* a, int) { return vm.fwdProject(a[0], a[1]); }
@@ -651,11 +707,15 @@ void openAdPrimitives(Registrar& r) {
   vm.defineNative("%top-tag", topTag, 1, 1);
   vm.defineNative("%rep-tag", repTag, 2, 2);
   vm.defineNative("%attached-primal", attachedPrimal, 1, 1);
+  vm.defineNative("%co-split?", coSplitP, 3, 3);
+  vm.defineNative("%fwd-resume", fwdResume, 1, 1);
+  vm.defineNative("%fwd-restore", fwdRestore, 1, 1);
   vm.defineNative("%co-primal", coPrimal, 2, 2);
   vm.defineNative("%co-tangent", coTangent, 2, 2);
   vm.defineNative("%cobundle-primal", coBundlePrimal, 3, 3);
   vm.defineNative("%cobundle-tangent", coBundleTangent, 3, 3);
   vm.defineNative("%fwd-project", fwdProjectNative, 2, 2);
+  vm.defineNative("%fwd-project-tree", fwdProjectTree, 2, 2);
   r.define(NativeId::AttachJStar, attachJStar);
   vm.defineNative("%fwd-strip", fwdStrip, 1, 1);
   vm.defineNative("%forward-rep", forwardRep, 1, 1);

@@ -973,7 +973,11 @@ Value VM::plus(Value a, Value b) {
   b = unwrapAttached(b);
   Value r = plusShallow(a, b);
   if (!r.isUndefined()) return r;
-  if (isFwd(a) || isFwd(b)) return arith(NativeId::SensAdd, a, b);  // (%sens+: as plus adds)
+  // Bundles and cobundles (sensitivities with a perturbation, forward over reverse, and
+  // of one, reverse over forward) add as sensitivities, by %sens+, which sums one that
+  // carries the axes of a broadcast to the shape the other has, part by part (+ would
+  // broadcast the other along those axes, counting it once per element).
+  if (isFwd(a) || isFwd(b)) return arith(NativeId::SensAdd, a, b);
   if (!isPair(a) || !isPair(b)) return plusEnd(*this, a, b);
   Pair *pa = asPair(a), *pb = asPair(b);
   // One element added to a list ((cons g 0), the sensitivity of a car): one new pair.

@@ -103,6 +103,10 @@ Value VM::fwdArith2(NativeId id, Value a, Value b) {
       y = (0.0 + pa) + pb;
       yd = ha && hb ? (0.0 + da) + db : ha ? da : db;
       break;
+    case NativeId::SensAdd:  // (as the %sens+ native adds two numbers: VM::plus)
+      y = pa + pb;
+      yd = ha && hb ? da + db : ha ? da : db;
+      break;
     case NativeId::Sub:
       y = pa - pb;
       yd = ha && hb ? da - db : ha ? da : -db;

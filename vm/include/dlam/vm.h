@@ -532,6 +532,10 @@ class VM {
   // The tag user-level bundle, primal and tangent work at: the innermost one begun
   // (fwdUserTag when set by a custom rule's call), or the one above all at top level.
   uint32_t fwdTagInUse() const { return fwdTag_; }
+  // The tag in use set back to `tag` (one begun before; the prelude's %rule-pullback,
+  // running a pullback on the bundles of a tag whose forward pass is over, takes it
+  // up again, so that a forward pass begun inside gets a tag above it, not its number).
+  void fwdSetTagInUse(uint32_t tag) { fwdTag_ = tag; }
   // v taken apart at `tag`: the parts of a bundle of that tag; anything else is its own
   // primal with a zero tangent. Pairs, records and closures' environments are walked.
   Value fwdPrimal(uint32_t tag, Value v);
