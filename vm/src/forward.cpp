@@ -25,6 +25,7 @@
 // stacks); a vector is bundled as a whole. Nothing here recurses in C++ along data;
 // the recursion through callPrimitive is bounded by the number of nested tags.
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "dlam/vm.h"
@@ -404,30 +405,124 @@ Value VM::attachedForward() {
   return f;
 }
 
+namespace {
+// Whether the list structure v holds a bundle of the tag (walking cars and cdrs).
+bool listHasTag(uint32_t tag, Value v) {
+  std::vector<Value> work{v};
+  while (!work.empty()) {
+    Value x = work.back();
+    work.pop_back();
+    for (; isPair(x); x = asPair(x)->cdr) {
+      Value car = asPair(x)->car;
+      if (tagOf(car) == tag) return true;
+      if (isPair(car)) work.push_back(car);
+    }
+    if (tagOf(x) == tag) return true;
+  }
+  return false;
+}
+// The procedures an environment reaches: closures, and attach-*j values (primal, rep).
+bool envNode(Value v) {
+  return isClosure(v) || (isObj(v, ObjType::Attached) && (v.asObject()->flags & kUserRep));
+}
+template <typename F>
+void forEachEnvSlot(Obj* o, F&& f) {
+  if (o->type == ObjType::Closure) {
+    auto* c = static_cast<Closure*>(o);
+    for (uint32_t i = 0; i < c->count(); ++i) f(c->upvals[i]);
+  } else {
+    auto* a = static_cast<Attached*>(o);
+    f(a->primal);
+    f(a->rep);
+  }
+}
+}  // namespace
+
+// A closure or attach-*j value without the tag in its environment, and in those of the
+// procedures it reaches through it (a rep's forward function capturing a bundle):
+// the graph of procedures (cycles among letrec closures included) is walked with a
+// work list, the procedures that reach a bundle of the tag copied, and the copies
+// linked to each other.
+Value VM::fwdPrimalProcedure(uint32_t tag, Value root) {
+  std::unordered_map<Obj*, size_t> index;
+  std::vector<Obj*> nodes;
+  std::vector<Obj*> work{root.asObject()};
+  index.emplace(root.asObject(), 0);
+  nodes.push_back(root.asObject());
+  std::vector<bool> direct;
+  std::vector<std::vector<size_t>> edges;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    bool d = false;
+    std::vector<size_t> out;
+    forEachEnvSlot(nodes[n], [&](Value x) {
+      if (tagOf(x) == tag || (isPair(x) && listHasTag(tag, x))) d = true;
+      if (envNode(x)) {
+        auto [it, fresh] = index.emplace(x.asObject(), nodes.size());
+        if (fresh) nodes.push_back(x.asObject());
+        out.push_back(it->second);
+      }
+    });
+    direct.push_back(d);
+    edges.push_back(std::move(out));
+  }
+  // needs: reaches a bundle of the tag (a fixed point over the graph, cycles included)
+  std::vector<bool> needs = direct;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t n = 0; n < nodes.size(); ++n)
+      if (!needs[n])
+        for (size_t m : edges[n])
+          if (needs[m]) {
+            needs[n] = true;
+            changed = true;
+            break;
+          }
+  }
+  if (!needs[0]) return root;
+  std::vector<Obj*> copy(nodes.size(), nullptr);
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (!needs[n]) continue;
+    if (nodes[n]->type == ObjType::Closure) {
+      auto* c = static_cast<Closure*>(nodes[n]);
+      Closure* r = makeClosure(c->proto, c->count());
+      for (uint32_t i = 0; i < c->count(); ++i) r->upvals[i] = Value::nil();
+      copy[n] = r;
+    } else {
+      Attached* r = makeAttached(Value::nil(), Value::nil());
+      r->flags |= kUserRep;
+      copy[n] = r;
+    }
+  }
+  auto mapped = [&](Value x) -> Value {
+    if (tagOf(x) == tag) return asFwd(x)->primal;
+    if (envNode(x)) {
+      size_t m = index.at(x.asObject());
+      return needs[m] ? Value::object(copy[m]) : x;
+    }
+    if (isPair(x) && listHasTag(tag, x))
+      return mapStructure(*this, x,
+                          [&](Value y) { return tagOf(y) == tag ? asFwd(y)->primal : y; });
+    return x;
+  };
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (!needs[n]) continue;
+    if (nodes[n]->type == ObjType::Closure) {
+      auto* c = static_cast<Closure*>(nodes[n]);
+      auto* r = static_cast<Closure*>(copy[n]);
+      for (uint32_t i = 0; i < c->count(); ++i) r->upvals[i] = mapped(c->upvals[i]);
+    } else {
+      auto* a = static_cast<Attached*>(nodes[n]);
+      auto* r = static_cast<Attached*>(copy[n]);
+      r->primal = mapped(a->primal);
+      r->rep = mapped(a->rep);
+    }
+  }
+  return Value::object(copy[0]);
+}
+
 Value VM::fwdPrimal(uint32_t tag, Value v) {
   if (tagOf(v) == tag) return asFwd(v)->primal;
-  if (!isPair(v)) {
-    if (isClosure(v)) {
-      auto* c = asClosure(v);
-      bool any = false;
-      for (uint32_t i = 0; i < c->count(); ++i) any |= tagOf(c->upvals[i]) == tag;
-      if (!any) return v;
-      Closure* r = makeClosure(c->proto, c->count());
-      for (uint32_t i = 0; i < c->count(); ++i) r->upvals[i] = fwdPrimal(tag, c->upvals[i]);
-      return Value::object(r);
-    }
-    if (isObj(v, ObjType::Attached) && (v.asObject()->flags & kUserRep)) {
-      // attach-*j's value: its primal and its rep, each without the tag.
-      auto* a = static_cast<Attached*>(v.asObject());
-      Value p = fwdPrimal(tag, a->primal);
-      Value rep = fwdPrimal(tag, a->rep);
-      if (p == a->primal && rep == a->rep) return v;
-      Attached* r = makeAttached(p, rep);
-      r->flags |= kUserRep;
-      return Value::object(r);
-    }
-    return v;
-  }
+  if (!isPair(v)) return envNode(v) ? fwdPrimalProcedure(tag, v) : v;
   return mapStructure(*this, v, [&](Value x) { return tagOf(x) == tag ? asFwd(x)->primal : x; });
 }
 

@@ -539,6 +539,7 @@ class VM {
   // v taken apart at `tag`: the parts of a bundle of that tag; anything else is its own
   // primal with a zero tangent. Pairs, records and closures' environments are walked.
   Value fwdPrimal(uint32_t tag, Value v);
+  Value fwdPrimalProcedure(uint32_t tag, Value procedure);  // (a closure's, deeply)
   Value fwdTangent(uint32_t tag, Value v);
   // The prelude's %attached-forward: what an attach-*j procedure given bundles calls
   // (attachedTransposes in object.h), with the procedure as its first argument.
