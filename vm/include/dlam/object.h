@@ -53,8 +53,8 @@ enum ObjFlag : uint16_t {
   kNoDerivative = 1 << 5,  // native: using it in differentiated code is an error naming it
   // closure: a backpropagator handed to code that observes its result (%observed): it
   // holds, past its captured values, the procedure that runs it and materializes what
-  // it returns (vm/src/ad.cpp). The bit of kNoDerivative (never a closure's), in the
-  // byte CALL tests on its way to the common case.
+  // it returns (vm/src/ad.cpp). The bit of kSparse (never a closure's); CALL tests it
+  // with kLazyJ and kLazyJInv on its way to the common case.
   kObservedBp = 1 << 8,
   kHasVjp = 1 << 6,           // native: differentiable (first order only) through Native::vjp
   kRemembered = 1 << 7,       // old, and in the VM's remembered set (it may point at young objects)
