@@ -638,6 +638,8 @@ constexpr PrimitiveRules kRules[] = {
     {NativeId::Step, kPrimals, &R::noSensitivity, false, &T::none},
     {NativeId::ZeroIfZero, kPrimals, &R::identity, false, &T::identity},
     {NativeId::Materialize, kImages, &R::materialize, false, &T::structural},
+    // (%observed bp w) is bp to everything but a call (vm/src/ad.cpp): so is its sensitivity
+    {NativeId::Observed, kImages, &R::identity, false, &T::structural},
     {NativeId::RepResult, kImages, &R::identity, false, &T::structural},
     {NativeId::BpResult, kImages, &R::identity, false, &T::structural},
     {NativeId::CheckXbar, kImages, &R::checkXbar, false, &T::structural},

@@ -283,6 +283,7 @@ Proto* transformProto(VM& vm, Proto* primal) {
   }
   for (auto [p, of] : links) {
     p->adLevel = static_cast<uint16_t>(primal->adLevel + 1);
+    p->adInternal = primal->adInternal;  // the AD machinery's code, transformed, is still its
     if (!of) continue;
     // `of` may be old (a primal proto made long ago), `p` is new.
     p->primal = of;

@@ -94,6 +94,10 @@ class FnCompiler {
     // loaded where it is used, straight into the call's window (lazyUpval_), which
     // saves a MOVE, and ends the run.
     proto_->primalUpvals = lam_->primalFree;
+    // A reverse-transformed function (the image of a lambda, not a backpropagator)
+    // first looks at who called it: code that observes its result gets it through
+    // %j-boundary, its backpropagator materializing (vm/src/ad.cpp, observedCallee).
+    if (lam_->primalOf) emit(instr::make(Op::ADENTRY, 0));
     uint32_t runStart = 0, runReg = 0, runLength = 0;  // the run being gathered
     auto loadRun = [&] {
       if (runLength) emit(instr::make(Op::GETUPVAL, runReg, runStart, runLength - 1));

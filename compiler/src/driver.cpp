@@ -4,6 +4,7 @@
 // leaves as the error the GC heap gives when it runs out: a limit error "out of memory",
 // located at the form.
 #include <new>
+#include <vector>
 
 #include "codegen.h"
 #include "dlam/compiler.h"
@@ -76,6 +77,24 @@ class Toplevel {
     return file == "<prelude>" || file == "<primitive>";
   }
 
+  // A definition of the library's own (its name starts with %): part of the AD
+  // machinery, whose calls of transformed code are not observed (Proto::adInternal).
+  static bool definesInternal(const Sx* f) {
+    if (!isForm(f, "define") || f->items.size() < 2) return false;
+    const Sx* n = f->items[1];
+    if (n->kind == Sx::List && !n->items.empty()) n = n->items[0];
+    return n->kind == Sx::Symbol && !n->text.empty() && n->text[0] == '%';
+  }
+  static void markInternal(Proto* root) {
+    std::vector<Proto*> work{root};
+    while (!work.empty()) {
+      Proto* p = work.back();
+      work.pop_back();
+      p->adInternal = true;
+      for (Proto* c : p->protos) work.push_back(c);
+    }
+  }
+
   static bool isForm(const Sx* x, const char* kw) {
     return x->kind == Sx::List && !x->items.empty() && x->items[0]->isSymbol(kw);
   }
@@ -145,6 +164,7 @@ class Toplevel {
       if (vm_.loadingLibrary()) bindToLibrary(lam);
       countSyntax();
       proto = compileLambda(vm_, mod, lam);
+      if (vm_.loadingLibrary() && definesInternal(f)) markInternal(proto);
     } catch (Error& e) {
       // Errors raised while compiling (say the heap limit) belong to the form.
       if (e.file.empty() || !e.loc.known()) {

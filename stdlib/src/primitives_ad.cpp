@@ -503,6 +503,10 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
   return results.back();
 }
 
+// (%observed bp w): bp flagged, its calls from code that observes their result going
+// to w (vm/src/ad.cpp, VM::observedCopy).
+Value observed(VM& vm, Value* a, int) { return vm.observedCopy(a[0], a[1]); }
+
 // The common case first: a list of numbers (the gradient with respect to a list),
 // walked along the spines; any other element, and the end, take the general walk.
 // One pass finds what changes (an element, the end: a list's sensitivity often ends
@@ -735,6 +739,7 @@ void openAdPrimitives(Registrar& r) {
   r.define(NativeId::ZeroIfZero, zeroIfZero);
   vm.defineNative("%strip", strip, 1, 1);
   r.define(NativeId::Materialize, materialize);
+  r.define(NativeId::Observed, observed);
   vm.defineNative("free-variables", freeVariables, 1, 1);
   installTransform(vm);
 }

@@ -547,6 +547,101 @@ Value VM::adMap(Value root, bool inverse) {
 
 Value VM::starJ(Value v) { return isPair(v) ? adMap(v, false) : jLeaf(v); }
 
+// ---- the symbolic zero where code observes a backpropagator's result --------------
+//
+// The backward pass passes the symbolic zero around for sensitivities nothing reached
+// (O(1) whatever the shape). Code that observes what a backpropagator returns must see
+// the zero of the right shape instead, as gradient and vjp give it (%materialize). Only
+// backpropagator calls pay for telling the two apart: a reverse-transformed function
+// starts with ADENTRY, which finds whether its caller is code made by fewer transforms
+// (it observes the result) or transformed code of the same level (the backward pass's
+// own business); an observed call goes through the prelude's %j-boundary (at the
+// caller's level), which calls it from there and hands out its backpropagator flagged
+// (observedCopy). A flagged closure is an ordinary copy of the backpropagator (same
+// code, same captured values: *j, *j-inverse, zero and plus see the backpropagator
+// itself) whose hidden slot holds a procedure that runs it and materializes its result
+// against the primal values the call was given. Its flag is among those a CALL tests
+// already on its way to the common case, so a flagged closure's calls take the general
+// path, where a caller observing the result is sent to the hidden procedure.
+
+uint16_t VM::callerAdLevel() {
+  for (size_t i = frames_.size() - 1; i-- > 0;)
+    if (frames_[i].closure) return frames_[i].closure->proto->adLevel;
+  return 0;
+}
+
+// Only plain code (level 0) is sent through %j-boundary: called by code of a higher
+// level, %j-boundary's own backpropagator would not give the closure's sensitivity in
+// the convention its caller expects (docs/internals.md).
+bool VM::observedRep() {
+  const Proto* p = frames_.back().closure->proto;
+  for (uint16_t i = 0, c = callerAdLevel(); i <= c; ++i)
+    if (!(p = p->primal)) return false;
+  return callerAdLevel() == 0;
+}
+
+Value VM::jBoundary(uint16_t level) {
+  Value b = libraryTwin(intern("%j-boundary"))->global;
+  if (!isClosure(b)) runtimeError("*j: the library's %j-boundary is missing");
+  for (uint16_t i = 0; i < level; ++i) b = starJ(b);
+  return b;
+}
+
+bool VM::adEntry() {
+  if (!observedCall(frames_.size() - 2, frames_.back().closure->proto->adLevel) || !observedRep())
+    return false;
+  toJBoundary();
+  return true;
+}
+
+void VM::toJBoundary() {
+  CallFrame* frame = &frames_.back();
+  Closure* closure = frame->closure;
+  Proto* p = closure->proto;
+  uint32_t base = frame->base;
+  // Arguments passed untagged are tagged, as the caller's *j would have.
+  for (uint32_t raw = frame->raw; raw; raw &= raw - 1) {
+    auto i = static_cast<uint32_t>(__builtin_ctz(raw));
+    Value x = starJValue(stack_[base + i]);
+    stack_[base + i] = x;
+  }
+  frames_.back().raw = 0;
+  // The arguments as one list: the fixed ones before the rest list, or the one
+  // argument taken in parts (Proto::paramSplit) put back together. (No collection runs
+  // while this allocates.)
+  Value args = Value::nil();
+  if (p->paramSplit) {
+    Value whole = stack_[base + p->paramSplit - 1];
+    for (uint32_t j = p->paramSplit - 1; j-- > 0;) whole = cons(stack_[base + j], whole);
+    args = cons(whole, Value::nil());
+  } else {
+    if (p->hasRest) args = stack_[base + p->nparams];
+    for (uint32_t j = p->nparams; j-- > 0;) args = cons(stack_[base + j], args);
+  }
+  Value b = jBoundary(callerAdLevel());
+  ensureStack(base + 3);
+  stack_[base - 1] = b;
+  stack_[base] = Value::object(closure);
+  stack_[base + 1] = args;
+  frames_.back().closure = asClosure(b);
+}
+
+Value VM::observedCopy(Value bp, Value w) {
+  if (!isClosure(bp) || asClosure(bp)->proto->adLevel == 0) return bp;
+  Closure* c = asClosure(bp);
+  uint32_t n = c->aux;
+  auto* o = static_cast<Closure*>(allocate(ObjType::Closure, closureSize(n + 1)));
+  o->proto = c->proto;
+  o->aux = n;
+  // The memo is shared: *j and *j-inverse of the copy are those of the backpropagator.
+  o->memo = c->memo;
+  o->flags = static_cast<uint16_t>(
+      (c->flags & (kMemoFwd | kMemoInv | kMemoBoth | kLazyJ | kLazyJInv)) | kObservedBp);
+  for (uint32_t i = 0; i < n; ++i) o->upvals[i] = c->upvals[i];
+  o->upvals[n] = w;
+  return Value::object(o);
+}
+
 // Not memoized as jLeaf's tag of an array is: that one is the image of the array
 // wherever it is differentiated, this one only where it is a constant. (eq? and eqv?
 // compare tagged values by their primals, so the two are the same to a program.)

@@ -65,7 +65,7 @@ uint64_t objectFootprint(const Obj* o) {
     case ObjType::Pair:
       return Arena::footprint(sizeof(Pair));
     case ObjType::Closure:
-      return Arena::footprint(closureSize(o->aux));
+      return Arena::footprint(closureSize(closureSlots(o)));
     case ObjType::Proto:
       return Arena::footprint(sizeof(Proto));
     case ObjType::Native:
@@ -422,7 +422,7 @@ void VM::markRoots(std::vector<Obj*>& work) {
       // collection, almost always) does not go through the work list.
       if (!arena_.isMarked(c->proto)) markValue(Value::object(c->proto), work);
       markValue(c->memo, work);
-      for (uint32_t i = 0; i < c->aux; ++i) markValue(c->upvals[i], work);
+      for (uint32_t i = 0, n = closureSlots(c); i < n; ++i) markValue(c->upvals[i], work);
       break;
     }
     case ObjType::Proto: {

@@ -691,6 +691,12 @@ Value VM::execute(bool resume) {
   } else {
     uint32_t nargs = stackTop_ - frames_.back().base;
     Closure* c = frames_.back().closure;
+    if ((c->flags & kObservedBp) && observedCall(frames_.size() - 2, c->proto->adLevel)) {
+      // A flagged backpropagator called by the host or a native (ad.cpp).
+      c = asClosure(observedTarget(c));
+      frames_.back().closure = c;
+      stack_[frames_.back().base - 1] = Value::object(c);
+    }
     if (c->proto->hasRest ? nargs < c->proto->nparams : nargs != c->proto->nparams) {
       frames_.pop_back();
       checkArity(c, nargs);
@@ -839,8 +845,13 @@ call_again:
     if (frames_.size() >= frameCap) [[unlikely]]
       stackOverflow(p);
     uint32_t base = frame->base + a + 1;
-    if (callKey != p->callKey || (c->flags & (kLazyJ | kLazyJInv)) ||
+    if (callKey != p->callKey || (c->flags & (kLazyJ | kLazyJInv | kObservedBp)) ||
         base + p->nregs >= stack_.size()) [[unlikely]] {
+      if ((c->flags & kObservedBp) && observedCall(frames_.size() - 1, p->adLevel)) {
+        // A flagged backpropagator called by code that observes its result (ad.cpp).
+        R[a] = observedTarget(c);
+        goto call_again;
+      }
       uint32_t parts = callKey & kCallParts ? nargs : 0;
       checkArity(c, parts ? 1 : nargs);
       frames_.push_back(CallFrame{c, nullptr, base, false, static_cast<uint8_t>(instr::c(ins)),
@@ -946,6 +957,11 @@ op_TAILCALL : {
   for (;;) {
     Value fn = R[a];
     if (isClosure(fn)) {
+      if ((asClosure(fn)->flags & kObservedBp) &&
+          observedCall(frames_.size() - 1, asClosure(fn)->proto->adLevel)) [[unlikely]] {
+        R[a] = observedTarget(asClosure(fn));
+        continue;
+      }
       checkArity(asClosure(fn), nargs);
       Value* dst = R - 1;
       for (uint32_t i = 0; i <= nargs; ++i) dst[i] = R[a + i];
@@ -1339,6 +1355,14 @@ op_JINV : {
   }
   DISPATCH();
 }
+op_ADENTRY:
+  // A reverse-transformed function's entry: called by code that observes its result,
+  // it runs through %j-boundary at the caller's level (ad.cpp), which calls it again
+  // from the AD machinery's own code and flags the backpropagator it returns.
+  SAVE_PC();
+  if (adEntry()) [[unlikely]]
+    enter(2);
+  DISPATCH();
 op_ARGJINV:
   // A parameter used only here: as it is if its caller passed it untagged.
   if (frame->raw >> instr::b(ins) & 1) {

@@ -112,6 +112,7 @@ namespace dlam {
   X(Step, "%step", 2, 2, Internal)                    \
   X(ZeroIfZero, "%zero-if-zero", 1, 1, Internal)      \
   X(Materialize, "%materialize", 2, 2, Internal)      \
+  X(Observed, "%observed", 2, 2, Internal)            \
   X(RepResult, "%rep-result", 2, 2, Internal)         \
   X(BpResult, "%bp-result", 2, 2, Internal)           \
   X(CheckXbar, "%check-xbar", 3, 3, Internal)         \

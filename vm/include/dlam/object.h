@@ -45,12 +45,17 @@ enum class ObjType : uint8_t {
 
 // Obj::flags bits.
 enum ObjFlag : uint16_t {
-  kMemoFwd = 1 << 0,          // memo holds (*j this)
-  kMemoInv = 1 << 1,          // memo holds (*j-inverse this)
-  kMemoBoth = 1 << 2,         // memo holds a Pair record ((*j this) . (*j-inverse this))
-  kLazyJ = 1 << 3,            // closure: upvals still need *j applied (lazy environment)
-  kLazyJInv = 1 << 4,         // closure: upvals still need *j-inverse applied
-  kNoDerivative = 1 << 5,     // native: using it in differentiated code is an error naming it
+  kMemoFwd = 1 << 0,       // memo holds (*j this)
+  kMemoInv = 1 << 1,       // memo holds (*j-inverse this)
+  kMemoBoth = 1 << 2,      // memo holds a Pair record ((*j this) . (*j-inverse this))
+  kLazyJ = 1 << 3,         // closure: upvals still need *j applied (lazy environment)
+  kLazyJInv = 1 << 4,      // closure: upvals still need *j-inverse applied
+  kNoDerivative = 1 << 5,  // native: using it in differentiated code is an error naming it
+  // closure: a backpropagator handed to code that observes its result (%observed): it
+  // holds, past its captured values, the procedure that runs it and materializes what
+  // it returns (vm/src/ad.cpp). The bit of kSparse (never a closure's); CALL tests it
+  // with kLazyJ and kLazyJInv on its way to the common case.
+  kObservedBp = 1 << 8,
   kHasVjp = 1 << 6,           // native: differentiable (first order only) through Native::vjp
   kRemembered = 1 << 7,       // old, and in the VM's remembered set (it may point at young objects)
   kSparse = 1 << 8,           // vector: a node of a sparse sensitivity (see Vector)
@@ -121,6 +126,9 @@ struct Closure : Obj {
 inline size_t closureSize(uint32_t nupvals) {
   return offsetof(Closure, upvals) + sizeof(Value) * (nupvals ? nupvals : 1);
 }
+// The slots a closure's object holds: its captured values, and the hidden one of a
+// backpropagator flagged kObservedBp.
+inline uint32_t closureSlots(const Obj* o) { return o->aux + (o->flags & kObservedBp ? 1 : 0); }
 
 using Instr = uint64_t;
 
@@ -162,6 +170,10 @@ struct Proto : Obj {
   Proto* transformed = nullptr;    // memoised reverse transform
   Proto* primal = nullptr;         // for a transformed proto: the proto it came from
   uint16_t adLevel = 0;            // how many reverse transforms made this proto
+  // Part of the AD machinery (the prelude's %-definitions and their transforms): the
+  // reverse-transformed functions it calls and the backpropagators it gets are its own
+  // business, their results not observed (ADENTRY and observedCallee let them be raw).
+  bool adInternal = false;
   // A transformed proto: bit i set when its closures hold upvals[i] as the primal
   // value (what *j-inverse of the image gives), not as its image; *j and *j-inverse
   // of closures copy those as they are (VM::forceClosure).

@@ -138,6 +138,9 @@ namespace dlam {
   X(ARGJINV, AB,                                                                                 \
     "R[A] = (*j-inverse R[B]) for parameter B, or R[B] as it is if passed untagged "             \
     "(CallFrame::raw)")                                                                          \
+  X(ADENTRY, A,                                                                                  \
+    "entry of a reverse-transformed function: called by code its result is observed by, "        \
+    "it runs through %j-boundary (vm/src/ad.cpp)")                                               \
   X(NEG, AB, "R[A] = (- R[B])")                                                                  \
   X(REPRES, ABC,                                                                                 \
     "R[A] = (%rep-result R[B] R[C]): R[B] checked to be (cons value backprop) from *j R[C]")     \

@@ -356,6 +356,43 @@ class VM {
   bool idle() const { return frames_.empty(); }
   // How many reverse transforms made the code of the innermost dlam frame (its
   // Proto::adLevel; 0 for plain code or none running).
+  // Whether the function of frames_[top + 1] (or about to be pushed there), made by
+  // `level` reverse transforms, was called by code that observes its result: the
+  // nearest dlam frame at or below top runs code made by fewer transforms and is not
+  // the AD machinery's (Proto::adInternal). The host calling it (the C API's gradient)
+  // takes the raw result, as the library does.
+  bool observedCall(size_t top, uint16_t level) {
+    for (size_t i = top + 1; i-- > 0;)
+      if (const Closure* c = frames_[i].closure)
+        return c->proto->adLevel < level && !c->proto->adInternal;
+    return false;
+  }
+  // The level of the code that called the newest frame's function (0 for the host).
+  uint16_t callerAdLevel();
+  // Whether the newest frame's function, to the code that called it (callerAdLevel),
+  // is a reverse-transformed function rather than a backpropagator: undone as many
+  // times as that code's level, it is still the image of a function (Proto::primal).
+  // (A backpropagator's result is given materialized by the flag %observed puts on it.)
+  // Only plain code (level 0) is sent through %j-boundary: at a higher level the
+  // boundary's backpropagator would not follow the caller's convention for the
+  // closure's sensitivity (docs/internals.md).
+  [[gnu::noinline]] bool observedRep();
+  // The prelude's %j-boundary at `level` (*j of it taken level times): how ADENTRY runs
+  // a reverse-transformed function called by code that observes it (ad.cpp).
+  Value jBoundary(uint16_t level);
+  // The newest frame (a reverse-transformed function at its ADENTRY, called by code
+  // that observes its result) made a call of %j-boundary on it and its arguments, to
+  // be entered with 2 arguments.
+  void toJBoundary();
+  // ADENTRY: toJBoundary if the newest frame's function is called by code that observes
+  // it (observedCall, observedRep); whether it was.
+  [[gnu::noinline]] bool adEntry();
+  // (%observed bp w): a copy of the backpropagator bp that calls from code observing
+  // its result send to w (ad.cpp); bp itself if it is no transformed code's closure.
+  Value observedCopy(Value bp, Value w);
+  // The procedure a call of the flagged backpropagator c from code observing its
+  // result goes to (the hidden slot kObservedBp keeps).
+  static Value observedTarget(const Closure* c) { return c->upvals[c->aux]; }
   uint16_t runningAdLevel() const {
     for (size_t i = frames_.size(); i-- > 0;)
       if (frames_[i].closure) return frames_[i].closure->proto->adLevel;
