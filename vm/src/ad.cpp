@@ -1047,8 +1047,7 @@ Value VM::plusChecked(Value a, Value b) {
   if (isObj(a, ObjType::Vector) && isObj(b, ObjType::Vector) && runningAdLevel() == 0 &&
       !runningLibrary()) {
     auto *u = static_cast<Vector*>(a.asObject()), *v = static_cast<Vector*>(b.asObject());
-    uint32_t r = std::max(u->rank, v->rank);
-    for (uint32_t i = 1; i <= std::min(u->rank, v->rank) && i <= r; ++i) {
+    for (uint32_t i = 1; i <= std::min(u->rank, v->rank); ++i) {
       uint32_t x = axisSize(u, u->rank - i), y = axisSize(v, v->rank - i);
       if (x == y || x == 1 || y == 1) continue;
       if (u->rank == 1 && v->rank == 1)
