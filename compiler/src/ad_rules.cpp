@@ -431,8 +431,21 @@ struct TangentCall {
     return !same;
   }
   void add() { out = n == 1 ? t[0] : fitted(add(t[0], t[1])); }
-  // %sens+ and %sens-
-  void sensAdd() { out = vm.arith(id, t[0], t[1]); }
+  // %sens+ and %sens-: %sens+ sums an operand that carries the axes of a broadcast to
+  // the shape the other has, so where only one operand has a tangent, that tangent (of
+  // its operand's shape) is summed to the result's shape as its primal was: the
+  // sensitivity of a number added to one broadcast to #(1 2 3), forward over reverse.
+  void sensAdd() {
+    out = vm.arith(id, t[0], t[1]);
+    if (t[0].isZero() == t[1].isZero()) return;  // both: summed to their common shape
+    Value yp = untagged(fwdPrimal(y)), dp = untagged(fwdPrimal(out));
+    if (!isObj(dp, ObjType::Vector) || !(yp.isNumber() || isObj(yp, ObjType::Vector))) return;
+    if (isObj(yp, ObjType::Vector) &&
+        sameShape(static_cast<Vector*>(yp.asObject()), static_cast<Vector*>(dp.asObject())))
+      return;
+    Value args[2] = {out, y};
+    out = vm.callPrimitive(vm.builtin(NativeId::SumTo), args, 2);
+  }
   void sub() { out = n == 1 ? neg(t[0]) : fitted(sub(t[0], t[1])); }
   void mul() { out = n == 1 ? t[0] : add(mul(t[0], p[1]), mul(p[0], t[1])); }
   void div() {
