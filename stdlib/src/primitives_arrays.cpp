@@ -481,6 +481,13 @@ Value sumTo(VM& vm, Value* a, int) {
       bool sums = isArray(untagged(unwrapAttached(g))) && !unwrapAttached(like).isZero();
       return sums ? sumTo(vm, args, 2) : g;
     });
+  // A tagged bundle (the sensitivity of a scalar broadcast against an array, forward over
+  // reverse over reverse): summed under its tags, part by part (the bundle's rule).
+  if (isObj(x, ObjType::Rev) && isFwd(untagged(x)))
+    return underTags(vm, x, [&](Value p) {
+      Value args[2] = {p, a[1]};
+      return vm.callPrimitive(vm.builtin(NativeId::SumTo), args, 2);
+    });
   if (!isArray(untagged(x))) return a[0];
   return underTags(vm, x, [&](Value p) {
     return sumToShape(vm, vm.dense(asArray(p)), targetShape(vm, "%sum-to", a, 1));
