@@ -13,16 +13,25 @@ void Transformer::findClosedRecGroups(const Lambda* L) {
   auto group = [&](const Bind& bd, const Block* b, size_t i) {
     if (bd.kind != Bind::Rec) return;
     std::unordered_set<const Var*> group(bd.recVars.begin(), bd.recVars.end());
+    // Closed: every member is a closure capturing only members. A member bound to
+    // anything else (the value of a call, such as a custom-vjp made in a letrec whose
+    // rule refers to it) has a sensitivity of its own, which reaches what it captured.
     bool closed = true;
+    size_t lambdas = 0;
     for (size_t j = i + 1; j < b->binds.size(); ++j) {
       const Bind& m = b->binds[j];
-      if (m.kind != Bind::MakeLambda || !group.count(m.dst)) continue;
+      if (!m.dst || !group.count(m.dst)) continue;
+      if (m.kind != Bind::MakeLambda) {
+        closed = false;
+        continue;
+      }
+      ++lambdas;
       for (Var* f : m.lambda->freeVars)
         if (!group.count(f)) closed = false;
     }
     if (closed)
       closedRec_.insert(group.begin(), group.end());
-    else if (bd.recVars.size() == 1)
+    else if (bd.recVars.size() == 1 && lambdas == 1)
       selfRec_.insert(bd.recVars[0]);
   };
   forEachBind(static_cast<const Block*>(L->body), group, true);

@@ -55,9 +55,25 @@ Value attach(VM& vm, Value* a, int) { return Value::object(vm.attachRep(a[0], a[
 // is rep (Estep): (*j-inverse r̃). The rep is also given (attach-*j v rep) as its
 // *j-inverse, as attach-*j does, unless it has one, so that a value made by
 // differentiated code can be undone (a custom-vjp captured by another one's rule).
+// Under a further *j (the attach-*j made by code differentiated twice or more), rep is
+// itself the image of the rep one level down, a transformed closure whose *j-inverse
+// (made on demand) has no inverse of its own yet: each level down gets the attachment of
+// the value's inverse at that level, until one has its inverse. (Without this a
+// custom-vjp made inside a function differentiated twice, and reached again through a
+// letrec by its own rule, could not be undone: "not a reverse-transformed procedure".)
 Value attachedImage(VM& vm, Value* a, int) {
   Value rep = vm.starJInverse(a[1]);
-  if (!vm.hasInverse(rep)) vm.makeAttached(vm.starJInverse(a[0]), rep);
+  Value r = rep, v = a[0];
+  for (;;) {
+    if (!vm.hasInverse(r)) {
+      vm.makeAttached(vm.starJInverse(v), r);
+      break;
+    }
+    if (!isClosure(r) || !asClosure(r)->proto->primal) break;  // its inverse is set
+    r = vm.starJInverse(r);
+    if (!isClosure(r)) break;  // (a remembered attachment: done)
+    v = vm.starJInverse(v);
+  }
   return rep;
 }
 
