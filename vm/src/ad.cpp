@@ -203,7 +203,8 @@ Closure* VM::repClosure(Native* rep, int nargs) {
   if (nargs > 32 && base->maxArgs < 0) {
     // Many arguments: differentiate a fold written in the prelude (%nary-NAME)
     // rather than an eta expansion with one parameter per argument.
-    Value folded = intern(std::string("%nary-") + base->name)->global;
+    // (The library's own, whatever a program defines under that name.)
+    Value folded = libraryValue(std::string("%nary-") + base->name);
     if (!isClosure(folded))
       runtimeError(std::string(base->name) + ": cannot differentiate a call with " +
                    std::to_string(nargs) + " arguments");
