@@ -117,7 +117,7 @@ void Transformer::rhoCall(const Bind& bd, Sens& st) {
   }
   if (n->flags & kHasVjp) {
     // A host function with a vector-Jacobian product: (%call-vjp h x... ybar) → list of x̄.
-    std::vector<Atom> args{globalAtom(vm_.intern("%call-vjp")), constAtom(Value::object(n))};
+    std::vector<Atom> args{globalAtom(vm_.librarySymbol("%call-vjp")), constAtom(Value::object(n))};
     for (size_t i = 1; i < bd.args.size(); ++i) args.push_back(primal(st, bd.args[i]));
     args.push_back(st.get(bd.dst));
     Atom parts = call(st.out, std::move(args));

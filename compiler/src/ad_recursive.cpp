@@ -79,7 +79,7 @@ void Transformer::rhoRecGroup(const Tape& tape, size_t start, size_t end, Sens& 
   spec = vm_.list(rows.data(), rows.size());
   std::vector<Atom> sens;
   for (const Bind* m : members) sens.push_back(st.get(m->dst));
-  Atom out = call(st.out, {globalAtom(vm_.intern("%rec-fix")), listOf(st.out, sens),
+  Atom out = call(st.out, {globalAtom(vm_.librarySymbol("%rec-fix")), listOf(st.out, sens),
                            constAtom(spec), constAtom(Value::number(double(members.size()))),
                            constAtom(Value::number(double(ext.size())))});
   spread(st, termOf(out), ext.begin(), ext.end());

@@ -173,8 +173,8 @@ Lambda* Transformer::transformLambda(const Lambda* L, const std::vector<Var*>* p
       std::vector<Atom> fixed;
       for (Var* p : L->params) fixed.push_back(st.get(p));
       Atom fl = listOf(out, fixed);
-      xbar = call(
-          out, {globalAtom(vm_.intern("%xbar-rest")), fl, st.get(L->rest), localAtom(J_[L->rest])});
+      xbar = call(out, {globalAtom(vm_.librarySymbol("%xbar-rest")), fl, st.get(L->rest),
+                        localAtom(J_[L->rest])});
     } else if (L->params.empty()) {
       xbar = constAtom(Value::nil(), loc_);
     } else if (L->params.size() == 1) {

@@ -175,7 +175,9 @@ inline Var* Expander::lookup(const std::string& name) const {
 Atom Expander::resolveSymbol(const Sx* x) {
   Meaning m = meaning(x);
   if (m.macro) fail(x->loc, "the macro '" + x->text + "' is used as a variable");
-  if (!m.var) return globalAtom(vm_.intern(x->text), x->loc);
+  if (!m.var)
+    return globalAtom(
+        x->mark == Sx::kLibraryMark ? vm_.librarySymbol(x->text) : vm_.intern(x->text), x->loc);
   return resolveVar(m.var, x->text, x->loc);
 }
 

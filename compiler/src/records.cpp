@@ -70,15 +70,15 @@ class RecordForm {
     std::vector<Sx*> names;
     for (const Sx* f : fields) names.push_back(copy(f));
     out->items.push_back(
-        define(type, list({symbol("%make-record-type"), quote(copy(type)), quote(list(names))})));
+        define(type, list({library("%make-record-type"), quote(copy(type)), quote(list(names))})));
     out->items.push_back(
-        define(ctor->items[0], list({symbol("%record-constructor*"), copy(type),
+        define(ctor->items[0], list({library("%record-constructor*"), copy(type),
                                      quote(copy(ctor->items[0])), quote(list(argIndices))})));
     out->items.push_back(
-        define(pred, list({symbol("%record-predicate"), copy(type), quote(copy(pred))})));
+        define(pred, list({library("%record-predicate"), copy(type), quote(copy(pred))})));
     for (size_t i = 0; i < fields.size(); ++i)
       out->items.push_back(
-          define(accessors[i], list({symbol("%record-accessor"), copy(type),
+          define(accessors[i], list({library("%record-accessor"), copy(type),
                                      quote(copy(accessors[i])), number(static_cast<double>(i))})));
     return out;
   }
@@ -93,6 +93,12 @@ class RecordForm {
   Sx* symbol(const char* name) {
     Sx* s = make(Sx::Symbol);
     s->text = name;
+    return s;
+  }
+  // The library's own global `name` (Sx::kLibraryMark), whatever the program binds.
+  Sx* library(const char* name) {
+    Sx* s = symbol(name);
+    s->mark = Sx::kLibraryMark;
     return s;
   }
   // A symbol of the form, with its mark (a macro may have put it in).

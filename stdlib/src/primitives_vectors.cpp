@@ -233,7 +233,9 @@ Value fillByCalls(VM& vm, const char* who, Value fn, uint32_t len, int nargs, Ar
   }
   Value l = Value::nil();
   for (Value p = bundled.get(); isPair(p); p = asPair(p)->cdr) l = vm.cons(asPair(p)->car, l);
-  Value toArray = vm.global("%list->array");
+  // (The library's, whatever a program defines under the name.)
+  Value toArray = vm.libraryValue("%list->array");
+  if (!isNative(toArray)) vm.runtimeError("internal error: the library's %list->array is missing");
   return vm.callPrimitive(asNative(toArray), &l, 1);
 }
 

@@ -582,7 +582,7 @@ bool VM::observedRep() {
 }
 
 Value VM::jBoundary(uint16_t level) {
-  Value b = libraryTwin(intern("%j-boundary"))->global;
+  Value b = libraryValue("%j-boundary");
   if (!isClosure(b)) runtimeError("*j: the library's %j-boundary is missing");
   for (uint16_t i = 0; i < level; ++i) b = starJ(b);
   return b;

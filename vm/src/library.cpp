@@ -32,13 +32,32 @@ Symbol* VM::libraryTwin(Symbol* s) {
   return twin;
 }
 
-Value VM::libraryValue(std::string_view name) {
+Symbol* VM::librarySymbol(std::string_view name) {
   Symbol* s = intern(name);
   auto it = libraryTwins_.find(s);
-  return it != libraryTwins_.end() ? it->second->global : s->global;
+  return it != libraryTwins_.end() ? it->second : s;
 }
 
+// The library's globals that code outside the prelude calls by name: what the compiler
+// puts into programs (records.cpp's expansion, the reverse transform's helpers) and what
+// the VM and the natives call (ad.cpp, forward.cpp, primitives_vectors.cpp). Each gets its
+// twin when the library is sealed, the prelude naming it or not (a primitive it never
+// names would otherwise have none), so librarySymbol finds the library's value whatever
+// a program defines under the name later.
+constexpr const char* kCalledByName[] = {
+    "%make-record-type", "%record-constructor*",
+    "%record-predicate", "%record-accessor",
+    "%rec-fix",          "%xbar-rest",
+    "%call-vjp",         "%j-boundary",
+    "%attached-forward", "%list->array",
+    "%nary-+",           "%nary--",
+    "%nary-*",           "%nary-/",
+    "%nary-min",         "%nary-max",
+    "%nary-list",        "%nary-append",
+};
+
 void VM::sealLibrary() {
+  for (const char* name : kCalledByName) libraryTwin(intern(name));
   loadingLibrary_ = false;
   for (auto& [pub, twin] : libraryTwins_)
     if (!twin->global.isUndefined()) setGlobal(pub, twin->global);

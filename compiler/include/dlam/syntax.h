@@ -18,9 +18,13 @@ struct Sx {
   bool boolean = false;  // Bool
   SrcLoc loc;
   uint32_t mark = 0;  // Symbol: put in by the macro expansion of this number (0: by the source)
-  double number = 0;  // Number
-  uint32_t code = 0;  // Char: the code point
-  std::string text;   // Symbol name, or String contents (escapes decoded)
+  // The mark of a symbol the compiler puts into a program to name the standard library's
+  // own global of that name (records.cpp's expansion): no binding of the program's
+  // captures it, and it means the library's procedure whatever the program defines.
+  static constexpr uint32_t kLibraryMark = 0xffffffffu;
+  double number = 0;       // Number
+  uint32_t code = 0;       // Char: the code point
+  std::string text;        // Symbol name, or String contents (escapes decoded)
   std::vector<Sx*> items;  // List elements; Vector: its elements (numbers), `#(1 2 3)`
   Sx* tail = nullptr;      // List: the cdr after the last item for dotted lists `(a b . c)`
 

@@ -292,8 +292,11 @@ class VM {
   void sealLibrary();
   bool loadingLibrary() const { return loadingLibrary_; }
   Symbol* libraryTwin(Symbol* s);
+  // The library's own global `name`: its twin (the public symbol if it has none), for
+  // code the compiler makes that calls the library (the reverse transform's helpers).
+  Symbol* librarySymbol(std::string_view name);
   // The value of the library's own global `name` (its twin's), whatever a program defined.
-  Value libraryValue(std::string_view name);
+  Value libraryValue(std::string_view name) { return librarySymbol(name)->global; }
   const std::unordered_map<Symbol*, Symbol*>& libraryTwins() const { return libraryTwins_; }
   // The macro bound to a symbol (compiler/src/macros.h): undefined for none.
   void setMacro(Symbol* s, Value m) {
@@ -311,7 +314,8 @@ class VM {
   void saveBindings();
   void restoreBindings();
   // Numbers the expansions of macros, so the names each one introduces are its own.
-  uint32_t nextMacroMark() { return ++macroMarks_; }
+  // (Never 0xffffffff, Sx::kLibraryMark: a VM would need 4·10⁹ expansions to reach it.)
+  uint32_t nextMacroMark() { return ++macroMarks_ == 0xffffffffu ? ++macroMarks_ : macroMarks_; }
   // Registers a native procedure as a global.
   Native* defineNative(const char* name, NativeFn fn, int minArgs, int maxArgs, uint16_t id = 0);
 
