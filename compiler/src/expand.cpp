@@ -129,6 +129,9 @@ void Expander::defineSyntax(Sx* x, bool inBody) {
   Value rules = makeSyntaxRules(vm_, x->items[2], name, opts_.file);
   if (!inBody) {
     vm_.setMacro(vm_.intern(name), rules);
+    // The library's macros are its twins' too (VM::librarySymbol): what its macros'
+    // expansions name stays the library's whatever the program defines.
+    if (vm_.loadingLibrary()) vm_.setMacro(vm_.libraryTwin(vm_.intern(name)), rules);
   } else if (!scope_->bindMacro(bindingKey(x->items[1]), rules)) {
     fail(x->items[1]->loc, "duplicate binding of '" + name + "'");
   }
@@ -141,8 +144,19 @@ inline std::pair<Value, Scope*> Expander::macroOf(const Sx* x) const {
   Meaning m = meaning(x);
   if (m.var) return {Value::undefined(), nullptr};
   if (m.macro) return {*m.macro, m.scope};
+  if (fromLibrary(x)) {
+    Symbol* t = vm_.librarySymbol(x->text);
+    if (!t->macro.isUndefined()) return {t->macro, nullptr};
+  }
   Symbol* s = vm_.findSymbol(x->text);
   return {s ? s->macro : Value::undefined(), nullptr};
+}
+
+// Whether rules are those of one of the standard library's macros (defined while it
+// loaded: its twin holds them too).
+inline bool Expander::libraryMacro(const Sx* head, Value rules) const {
+  Symbol* t = vm_.librarySymbol(head->text);
+  return t != vm_.findSymbol(head->text) && t->macro == rules;
 }
 
 // x with the macro use at its head expanded, again while the result is one. Not
@@ -156,8 +170,10 @@ Sx* Expander::expandMacros(Sx* x) {
     auto [rules, where] = macroOf(x->items[0]);
     if (rules.isUndefined()) break;
     uint32_t mark = 0;
+    bool library = !where && libraryMacro(x->items[0], rules);
     x = expandMacro(vm_, arena_, rules, x, opts_.file, expansionBudget_, &mark);
     if (where) markScope_[mark] = where;
+    if (library) libraryMarks_.insert(mark);
   }
   return x;
 }
@@ -176,8 +192,7 @@ Atom Expander::resolveSymbol(const Sx* x) {
   Meaning m = meaning(x);
   if (m.macro) fail(x->loc, "the macro '" + x->text + "' is used as a variable");
   if (!m.var)
-    return globalAtom(
-        x->mark == Sx::kLibraryMark ? vm_.librarySymbol(x->text) : vm_.intern(x->text), x->loc);
+    return globalAtom(fromLibrary(x) ? vm_.librarySymbol(x->text) : vm_.intern(x->text), x->loc);
   return resolveVar(m.var, x->text, x->loc);
 }
 

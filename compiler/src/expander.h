@@ -274,6 +274,7 @@ class Expander {
   [[gnu::noinline]] Meaning meaning(const Sx* x) const;
   [[gnu::noinline]] void defineSyntax(Sx* x, bool inBody);
   std::pair<Value, Scope*> macroOf(const Sx* x) const;
+  bool libraryMacro(const Sx* head, Value rules) const;
   [[gnu::noinline]] Sx* expandMacros(Sx* x);
   Var* lookup(const std::string& name) const;
   [[gnu::noinline]] Atom resolveSymbol(const Sx* x);
@@ -341,6 +342,12 @@ class Expander {
   int depth_ = 0;
   int includeDepth_ = 0;
   std::unordered_map<uint32_t, Scope*> markScope_;  // expansions of body macros: the body
+  // Expansions of the standard library's macros (guard): their free names mean the
+  // library's globals and macros (VM::librarySymbol), whatever the program defines.
+  std::unordered_set<uint32_t> libraryMarks_;
+  bool fromLibrary(const Sx* x) const {
+    return x->mark == Sx::kLibraryMark || (x->mark && libraryMarks_.count(x->mark));
+  }
   ExpansionBudget expansionBudget_;  // what macro expansions in this top-level form may still do
   std::unordered_set<const Sx*> qqDynamic_;  // lists of quasiquote templates holding an unquote
   StackGuard stack_;
