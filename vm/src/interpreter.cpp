@@ -720,8 +720,14 @@ Value VM::execute(bool resume) {
   DISPATCH();
 
 poll : {
-  // (After a JMP, the jump itself: a loop compiled in place stops at its self-call.)
-  frame->pc = instr::op(ins) == Op::JMP ? pc - instr::sBx(ins) : pc;
+  // (After a JMP, the jump itself, and after a loop's test repeated at its end that
+  // jumped back, the JMP after it: a loop compiled in place stops at its self-call.)
+  if (instr::op(ins) == Op::JMP)
+    frame->pc = pc - instr::sBx(ins);
+  else if (instr::isCompareJump(instr::op(ins)) && instr::sC(ins) < 0 && pc[-1] != ins)
+    frame->pc = pc - instr::sC(ins) + 1;
+  else
+    frame->pc = pc;
   // granted - budget: the instructions dispatched since the last poll, and (budget is
   // -1 here) the one this poll dispatches.
   instructionCount_ += static_cast<uint64_t>(granted - budget);
@@ -1185,19 +1191,21 @@ arith_slow : {
   COMPARE(NUMEQK, ==, NumEq, KC)
 #undef COMPARE
 
-#define CMPJUMP(NAME, OPER, ID, RHS)                                    \
-  op_##NAME : {                                                         \
-    Value x = RA, y = RHS;                                              \
-    bool holds;                                                         \
-    if (x.isNumber() && y.isNumber()) {                                 \
-      holds = x.asNumber() OPER y.asNumber();                           \
-    } else {                                                            \
-      SAVE_PC();                                                        \
-      Value args[2] = {x, y};                                           \
-      holds = callPrimitive(builtin(NativeId::ID), args, 2).isTruthy(); \
-    }                                                                   \
-    if (!holds) pc += instr::sC(ins);                                   \
-    DISPATCH();                                                         \
+// The compare-and-jumps jump where the comparison fails, or with h (instr::jumpsIfHolds:
+// a loop's test repeated at its end) where it holds. The path of two numbers dispatches
+// on its own (no join with the slow path).
+#define CMPJUMP(NAME, OPER, ID, RHS)                                                          \
+  op_##NAME : {                                                                               \
+    Value x = RA, y = RHS;                                                                    \
+    if (x.isNumber() && y.isNumber()) {                                                       \
+      if ((x.asNumber() OPER y.asNumber()) == instr::jumpsIfHolds(ins)) pc += instr::sC(ins); \
+      DISPATCH();                                                                             \
+    }                                                                                         \
+    SAVE_PC();                                                                                \
+    Value args[2] = {x, y};                                                                   \
+    bool holds = callPrimitive(builtin(NativeId::ID), args, 2).isTruthy();                    \
+    if (holds == instr::jumpsIfHolds(ins)) pc += instr::sC(ins);                              \
+    DISPATCH();                                                                               \
   }
   CMPJUMP(JNLT, <, Lt, RB)
   CMPJUMP(JNLE, <=, Le, RB)
