@@ -1106,6 +1106,7 @@ class FnCompiler {
     const Var* var = nullptr;
     size_t head = 0;
     std::vector<uint32_t> params;
+    std::vector<size_t> exits;  // the JMPs after its repeated tests (patchExits)
   };
 
   bool isLoopJump(const Bind& bd) const {
@@ -1195,7 +1196,7 @@ class FnCompiler {
     Target target = t ? *t : Target{Target::Reg, dstReg(call), true};
     uint32_t mark = top_;
     auto n = static_cast<uint32_t>(lam->params.size());
-    LoopCtx ctx{b->binds[i].recVars[0], 0, std::vector<uint32_t>(n)};
+    LoopCtx ctx{b->binds[i].recVars[0], 0, std::vector<uint32_t>(n), {}};
     // The parameters: the call's window if one was reserved (its arguments are there).
     std::optional<uint32_t> window = takeWindow(&call);
     for (uint32_t j = 0; j < n; ++j) {
@@ -1210,6 +1211,7 @@ class FnCompiler {
     plan_ = std::move(lp);
     levelChain_ = {};
     compileBlock(lam->body, target);
+    patchExits(ctx);
     levelChain_ = {};
     plan_ = std::move(outerPlan);
     loop_ = outerLoop;
@@ -1312,10 +1314,61 @@ class FnCompiler {
       else
         loadAtom(bd.args[j + 1], params[j]);
     }
-    int64_t off = static_cast<int64_t>(loop_->head) - static_cast<int64_t>(proto_->code.size()) - 1;
+    // The loop's body starts with its test, a compare-and-jump: the test is repeated
+    // here, jumping back into the body where it leads (opcodes.h), and the JMP after it
+    // goes where the test goes otherwise; with no such test, a JMP back to the start.
+    size_t head = loop_->head;
+    size_t next = head;  // where the JMP goes
+    Instr test = head < proto_->code.size() ? proto_->code[head] : Instr{0};
+    if (Op op = instr::op(test);
+        head < proto_->code.size() && op >= Op::JNLT && op <= Op::JNNUMEQK) {
+      SrcLoc call = loc_;
+      loc_ = proto_->locs[head];
+      auto at = static_cast<int64_t>(proto_->code.size());
+      if (instr::sC(test) == 0) {
+        // Not patched yet: the self-call is in the branch the test falls through to.
+        if (int64_t back = static_cast<int64_t>(head) - at; back >= -32768) {
+          emit(instr::withSC(instr::make(op, instr::a(test), instr::b(test)) | instr::kJumpIfHolds,
+                             static_cast<int32_t>(back)));
+          loop_->exits.push_back(proto_->code.size());
+        }
+      } else {
+        // In the branch the test jumps to (patched before it was compiled).
+        int64_t elseAt = static_cast<int64_t>(head) + 1 + instr::sC(test);
+        if (int64_t back = elseAt - at - 1; back >= -32768 && back < 0) {
+          emit(instr::withSC(instr::make(op, instr::a(test), instr::b(test)),
+                             static_cast<int32_t>(back)));
+          next = head + 1;
+        }
+      }
+      loc_ = call;
+    }
+    int64_t off = static_cast<int64_t>(next) - static_cast<int64_t>(proto_->code.size()) - 1;
     emit(instr::makeBx(Op::JMP, 0, 0));
     proto_->code.back() = instr::withSBx(proto_->code.back(), static_cast<int32_t>(off));
     top_ = saved;
+  }
+
+  // Once the loop's body is compiled, the JMPs after its tests repeated with h (back to
+  // its test) go straight where the test goes when it fails.
+  void patchExits(const LoopCtx& ctx) {
+    if (ctx.head >= proto_->code.size()) return;
+    Instr test = proto_->code[ctx.head];
+    Op op = instr::op(test);
+    if (op < Op::JNLT || op > Op::JNNUMEQK) return;
+    int64_t elseAt = static_cast<int64_t>(ctx.head) + 1 + instr::sC(test);
+    auto head = static_cast<int64_t>(ctx.head);
+    for (size_t at : ctx.exits) {
+      // (A chain compiled again from a checkpoint may have overwritten one.)
+      if (at >= proto_->code.size() || at == 0) continue;
+      Instr jmp = proto_->code[at];
+      Instr rep = proto_->code[at - 1];
+      auto pos = static_cast<int64_t>(at);
+      if (instr::op(jmp) != Op::JMP || pos + 1 + instr::sBx(jmp) != head || instr::op(rep) != op ||
+          !instr::jumpsIfHolds(rep) || pos + instr::sC(rep) != head + 1)
+        continue;
+      proto_->code[at] = instr::withSBx(jmp, static_cast<int32_t>(elseAt - pos - 1));
+    }
   }
 
   struct GroupClosure {

@@ -597,12 +597,17 @@ TEST_F(Codegen, NumbersForACallThatTakesThemUntaggedAreNotTagged) {
   EXPECT_EQ(countOps(p, dlam::Op::STARJ), 1u) << listing;
 }
 
-// The backward jumps of a function's code (its own, not its children's).
+// The backward jumps of a function's code (its own, not its children's): a loop's test
+// repeated at its end, or a JMP (not the one after such a test, taken once, on the
+// way out).
 size_t backJumps(const dlam::Proto* p) {
   size_t n = 0;
+  bool afterTest = false;
   for (size_t i = 0; i < p->code.size(); ++i) {
     dlam::Instr ins = p->code[i];
-    n += dlam::instr::op(ins) == dlam::Op::JMP && dlam::instr::sBx(ins) < 0;
+    bool test = dlam::instr::isCompareJump(dlam::instr::op(ins)) && dlam::instr::sC(ins) < 0;
+    n += test || (dlam::instr::op(ins) == dlam::Op::JMP && dlam::instr::sBx(ins) < 0 && !afterTest);
+    afterTest = test;
     i += dlam::instr::listWords(ins);
   }
   return n;
@@ -657,6 +662,77 @@ TEST_F(Codegen, ALoopWhoseNameIsOnlyTailCalledIsAJump) {
                  "1) (+ s (let inner ((j 0) (t 0)) (if (= j i) t (inner (+ j 1) (+ t j))))))) "
                  "(else (outer (+ i 1) s))))) 10)"),
             "50");
+}
+
+// A loop whose body starts with its test (a compare-and-jump) repeats the test at its
+// end, jumping back into the body where the test leads: the test is dispatched once
+// per iteration, not a JMP and the test; where it leads out, a JMP goes.
+TEST_F(Codegen, ALoopRepeatsItsTestAtItsEnd) {
+  using dlam::Op;
+  namespace in = dlam::instr;
+  const dlam::Proto* p = protoOf(
+      vm, "(lambda (n) (let loop ((i 0) (acc 0)) (if (< i n) (loop (+ i 1) (+ acc i)) acc)))",
+      listing);
+  ASSERT_NE(p, nullptr);
+  // LOADK i 0; LOADK acc 0; 2: JNLT i n -> 8; ADDK t i 1; ADD acc acc i; MOVE i t;
+  // JLT i n -> 3; JMP -> 8; 8: RETURN acc
+  ASSERT_EQ(p->code.size(), 9u) << listing;
+  dlam::Instr test = p->code[2], repeat = p->code[6], exit = p->code[7];
+  EXPECT_EQ(in::op(test), Op::JNLT) << listing;
+  EXPECT_EQ(in::op(repeat), Op::JNLT) << listing;
+  EXPECT_TRUE(in::jumpsIfHolds(repeat)) << listing;
+  EXPECT_FALSE(in::jumpsIfHolds(test)) << listing;
+  EXPECT_EQ(in::a(repeat), in::a(test)) << listing;
+  EXPECT_EQ(in::b(repeat), in::b(test)) << listing;
+  EXPECT_EQ(7 + in::sC(repeat), 3) << listing;  // back to the instruction after the test
+  EXPECT_EQ(in::op(exit), Op::JMP) << listing;
+  EXPECT_EQ(8 + in::sBx(exit), 3 + in::sC(test)) << listing;  // where the test goes
+  EXPECT_EQ(in::op(p->code[8]), Op::RETURN) << listing;
+  EXPECT_EQ(p->locs[6].col, p->locs[2].col) << listing;  // the test's location
+  // Four instructions per iteration (five with a JMP back to the test).
+  dlam::evalSource(vm,
+                   "(define (sum-below n) (let loop ((i 0) (acc 0)) (if (< i n) (loop (+ i 1) "
+                   "(+ acc i)) acc)))",
+                   "<codegen>");
+  uint64_t before = vm.instructionsExecuted();
+  EXPECT_EQ(show("(sum-below 1000)"), "499500");
+  uint64_t thousand = vm.instructionsExecuted() - before;
+  before = vm.instructionsExecuted();
+  EXPECT_EQ(show("(sum-below 2000)"), "1999000");
+  EXPECT_EQ(vm.instructionsExecuted() - before - thousand, 4000u);
+
+  // A do: the self-call is in the branch the test jumps to, which the test repeated as
+  // it is jumps back to; the JMP after it leads to the branch after the test.
+  p = protoOf(vm, "(lambda (v) (do ((i 0 (+ i 1)) (s 0 (+ s (vector-ref v i)))) ((= i 3) s)))",
+              listing);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(countOps(p, Op::JNNUMEQK), 2u) << listing;  // neither with h
+  EXPECT_EQ(listing.find("JNUMEQK"), std::string::npos) << listing;
+  EXPECT_EQ(backJumps(p), 1u) << listing;
+  EXPECT_EQ(show("((lambda (v) (do ((i 0 (+ i 1)) (s 0 (+ s (vector-ref v i)))) ((= i 3) s))) "
+                 "(vector 1 2 4))"),
+            "7");
+  // Self-calls in two branches of a cond: each repeats the test.
+  p = protoOf(vm,
+              "(lambda (n) (let loop ((i 0) (e 0) (o 0)) (cond ((>= i n) (list e o)) ((even? i) "
+              "(loop (+ i 1) (+ e i) o)) (else (loop (+ i 1) e (+ o i))))))",
+              listing);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(countOps(p, Op::JNGE), 3u) << listing;
+  EXPECT_EQ(backJumps(p), 2u) << listing;
+  EXPECT_EQ(show("((lambda (n) (let loop ((i 0) (e 0) (o 0)) (cond ((>= i n) (list e o)) ((even? "
+                 "i) (loop (+ i 1) (+ e i) o)) (else (loop (+ i 1) e (+ o i)))))) 10)"),
+            "(20 25)");
+  // NaN fails the test at the end as at the start.
+  EXPECT_EQ(show("(let loop ((x 0) (k 0)) (if (< x 1) (loop (if (= k 2) +nan.0 (+ x 0.25)) (+ k "
+                 "1)) (list x k)))"),
+            "(+nan.0 3)");
+  // A test that fails comparing (not numbers) at the end is located at the test.
+  dlam::Error e = errorOf(
+      "(define unused 0)\n(let loop ((i 0)) (if (< i 3) (loop (if (= i 1) 'a (+ i 1))) i))");
+  EXPECT_EQ(e.message, "<: expected number as argument 1, got a");
+  EXPECT_EQ(e.loc.line, 2u);
+  EXPECT_EQ(e.loc.col, 23u);
 }
 
 TEST_F(Codegen, ALoopInPlaceAssignsItsVariablesInParallel) {

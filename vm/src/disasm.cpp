@@ -139,7 +139,11 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
                        : "r" + std::to_string(a) + " [" + std::to_string(b) + "]";
           break;
       }
-      snprintf(line, sizeof line, "  %4zu  [%u:%u]  %-10s %s\n", i, loc.line, loc.col, opName(op),
+      // A compare-and-jump with h (a loop's test repeated at its end) jumps where the
+      // comparison holds: JNLT shows as JLT.
+      std::string name = opName(op);
+      if (instr::isCompareJump(op) && instr::jumpsIfHolds(ins)) name = "J" + name.substr(2);
+      snprintf(line, sizeof line, "  %4zu  [%u:%u]  %-10s %s\n", i, loc.line, loc.col, name.c_str(),
                operands.c_str());
       out += line;
       i += extra;

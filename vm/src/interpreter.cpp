@@ -720,8 +720,14 @@ Value VM::execute(bool resume) {
   DISPATCH();
 
 poll : {
-  // (After a JMP, the jump itself: a loop compiled in place stops at its self-call.)
-  frame->pc = instr::op(ins) == Op::JMP ? pc - instr::sBx(ins) : pc;
+  // (After a JMP, the jump itself, and after a loop's test repeated at its end that
+  // jumped back, the JMP after it: a loop compiled in place stops at its self-call.)
+  if (instr::op(ins) == Op::JMP)
+    frame->pc = pc - instr::sBx(ins);
+  else if (instr::isCompareJump(instr::op(ins)) && instr::sC(ins) < 0 && pc[-1] != ins)
+    frame->pc = pc - instr::sC(ins) + 1;
+  else
+    frame->pc = pc;
   // granted - budget: the instructions dispatched since the last poll, and (budget is
   // -1 here) the one this poll dispatches.
   instructionCount_ += static_cast<uint64_t>(granted - budget);
@@ -1094,31 +1100,32 @@ op_JMPIFNOT : {
 
 // Plain numbers are computed in place; reverse-tagged ones (the forward sweep of a
 // gradient) go through liftedBinary, out of line (one block for all) so the plain
-// paths stay tight.
-#define ARITH(NAME, OPER, ID, LHS, RHS)                          \
-  op_##NAME : {                                                  \
-    Value x = LHS, y = RHS;                                      \
-    if (x.isNumber() && y.isNumber() && !instr::hasLevel(ins)) { \
-      RA = Value::number(x.asNumber() OPER y.asNumber());        \
-      DISPATCH();                                                \
-    }                                                            \
-    arithId = NativeId::ID;                                      \
-    arithArgs[0] = x;                                            \
-    arithArgs[1] = y;                                            \
-    goto arith_slow;                                             \
+// paths stay tight. NUMS: both operands numbers; a K-form's constant is one already
+// (codegen makes K-forms of number constants only), so only the register is checked.
+#define ARITH(NAME, OPER, ID, LHS, RHS, NUMS)             \
+  op_##NAME : {                                           \
+    Value x = LHS, y = RHS;                               \
+    if ((NUMS) && !instr::hasLevel(ins)) {                \
+      RA = Value::number(x.asNumber() OPER y.asNumber()); \
+      DISPATCH();                                         \
+    }                                                     \
+    arithId = NativeId::ID;                               \
+    arithArgs[0] = x;                                     \
+    arithArgs[1] = y;                                     \
+    goto arith_slow;                                      \
   }
-  ARITH(ADD, +, Add, RB, RC)
-  ARITH(SUB, -, Sub, RB, RC)
-  ARITH(MUL, *, Mul, RB, RC)
-  ARITH(DIV, /, Div, RB, RC)
-  ARITH(ADDS, +, SensAdd, RB, RC)
-  ARITH(SUBS, -, SensSub, RB, RC)
-  ARITH(ADDK, +, Add, RB, KC)
-  ARITH(SUBK, -, Sub, RB, KC)
-  ARITH(MULK, *, Mul, RB, KC)
-  ARITH(DIVK, /, Div, RB, KC)
-  ARITH(RSUBK, -, Sub, KC, RB)
-  ARITH(RDIVK, /, Div, KC, RB)
+  ARITH(ADD, +, Add, RB, RC, x.isNumber() && y.isNumber())
+  ARITH(SUB, -, Sub, RB, RC, x.isNumber() && y.isNumber())
+  ARITH(MUL, *, Mul, RB, RC, x.isNumber() && y.isNumber())
+  ARITH(DIV, /, Div, RB, RC, x.isNumber() && y.isNumber())
+  ARITH(ADDS, +, SensAdd, RB, RC, x.isNumber() && y.isNumber())
+  ARITH(SUBS, -, SensSub, RB, RC, x.isNumber() && y.isNumber())
+  ARITH(ADDK, +, Add, RB, KC, x.isNumber())
+  ARITH(SUBK, -, Sub, RB, KC, x.isNumber())
+  ARITH(MULK, *, Mul, RB, KC, x.isNumber())
+  ARITH(DIVK, /, Div, RB, KC, x.isNumber())
+  ARITH(RSUBK, -, Sub, KC, RB, y.isNumber())
+  ARITH(RDIVK, /, Div, KC, RB, y.isNumber())
 #undef ARITH
 arith_slow : {
   if (instr::swapped(ins)) std::swap(arithArgs[0], arithArgs[1]);
@@ -1161,54 +1168,58 @@ arith_slow : {
   DISPATCH();
 }
 
-#define COMPARE(NAME, OPER, ID, RHS)                             \
-  op_##NAME : {                                                  \
-    Value x = RB, y = RHS;                                       \
-    if (x.isNumber() && y.isNumber() && !instr::hasLevel(ins)) { \
-      RA = Value::boolean(x.asNumber() OPER y.asNumber());       \
-      DISPATCH();                                                \
-    }                                                            \
-    SAVE_PC();                                                   \
-    Value args[2] = {x, y};                                      \
-    RA = liftedBinary(NativeId::ID, instr::level(ins), args);    \
-    DISPATCH();                                                  \
+#define COMPARE(NAME, OPER, ID, RHS, YNUM)                    \
+  op_##NAME : {                                               \
+    Value x = RB, y = RHS;                                    \
+    if (x.isNumber() && YNUM && !instr::hasLevel(ins)) {      \
+      RA = Value::boolean(x.asNumber() OPER y.asNumber());    \
+      DISPATCH();                                             \
+    }                                                         \
+    SAVE_PC();                                                \
+    Value args[2] = {x, y};                                   \
+    RA = liftedBinary(NativeId::ID, instr::level(ins), args); \
+    DISPATCH();                                               \
   }
-  COMPARE(LT, <, Lt, RC)
-  COMPARE(LE, <=, Le, RC)
-  COMPARE(GT, >, Gt, RC)
-  COMPARE(GE, >=, Ge, RC)
-  COMPARE(NUMEQ, ==, NumEq, RC)
-  COMPARE(LTK, <, Lt, KC)
-  COMPARE(LEK, <=, Le, KC)
-  COMPARE(GTK, >, Gt, KC)
-  COMPARE(GEK, >=, Ge, KC)
-  COMPARE(NUMEQK, ==, NumEq, KC)
+  COMPARE(LT, <, Lt, RC, y.isNumber())
+  COMPARE(LE, <=, Le, RC, y.isNumber())
+  COMPARE(GT, >, Gt, RC, y.isNumber())
+  COMPARE(GE, >=, Ge, RC, y.isNumber())
+  COMPARE(NUMEQ, ==, NumEq, RC, y.isNumber())
+  COMPARE(LTK, <, Lt, KC, true)
+  COMPARE(LEK, <=, Le, KC, true)
+  COMPARE(GTK, >, Gt, KC, true)
+  COMPARE(GEK, >=, Ge, KC, true)
+  COMPARE(NUMEQK, ==, NumEq, KC, true)
 #undef COMPARE
 
-#define CMPJUMP(NAME, OPER, ID, RHS)                                    \
-  op_##NAME : {                                                         \
-    Value x = RA, y = RHS;                                              \
-    bool holds;                                                         \
-    if (x.isNumber() && y.isNumber()) {                                 \
-      holds = x.asNumber() OPER y.asNumber();                           \
-    } else {                                                            \
-      SAVE_PC();                                                        \
-      Value args[2] = {x, y};                                           \
-      holds = callPrimitive(builtin(NativeId::ID), args, 2).isTruthy(); \
-    }                                                                   \
-    if (!holds) pc += instr::sC(ins);                                   \
-    DISPATCH();                                                         \
+// The compare-and-jumps jump where the comparison fails, or with h (instr::jumpsIfHolds:
+// a loop's test repeated at its end) where it holds. The path of two numbers dispatches
+// on its own (no join with the slow path).
+// A K-form's constant is a number (codegen makes K-forms of number constants only):
+// YNUM checks the right operand only in the register form.
+#define CMPJUMP(NAME, OPER, ID, RHS, YNUM)                                                    \
+  op_##NAME : {                                                                               \
+    Value x = RA, y = RHS;                                                                    \
+    if (x.isNumber() && YNUM) {                                                               \
+      if ((x.asNumber() OPER y.asNumber()) == instr::jumpsIfHolds(ins)) pc += instr::sC(ins); \
+      DISPATCH();                                                                             \
+    }                                                                                         \
+    SAVE_PC();                                                                                \
+    Value args[2] = {x, y};                                                                   \
+    bool holds = callPrimitive(builtin(NativeId::ID), args, 2).isTruthy();                    \
+    if (holds == instr::jumpsIfHolds(ins)) pc += instr::sC(ins);                              \
+    DISPATCH();                                                                               \
   }
-  CMPJUMP(JNLT, <, Lt, RB)
-  CMPJUMP(JNLE, <=, Le, RB)
-  CMPJUMP(JNGT, >, Gt, RB)
-  CMPJUMP(JNGE, >=, Ge, RB)
-  CMPJUMP(JNNUMEQ, ==, NumEq, RB)
-  CMPJUMP(JNLTK, <, Lt, KB)
-  CMPJUMP(JNLEK, <=, Le, KB)
-  CMPJUMP(JNGTK, >, Gt, KB)
-  CMPJUMP(JNGEK, >=, Ge, KB)
-  CMPJUMP(JNNUMEQK, ==, NumEq, KB)
+  CMPJUMP(JNLT, <, Lt, RB, y.isNumber())
+  CMPJUMP(JNLE, <=, Le, RB, y.isNumber())
+  CMPJUMP(JNGT, >, Gt, RB, y.isNumber())
+  CMPJUMP(JNGE, >=, Ge, RB, y.isNumber())
+  CMPJUMP(JNNUMEQ, ==, NumEq, RB, y.isNumber())
+  CMPJUMP(JNLTK, <, Lt, KB, true)
+  CMPJUMP(JNLEK, <=, Le, KB, true)
+  CMPJUMP(JNGTK, >, Gt, KB, true)
+  CMPJUMP(JNGEK, >=, Ge, KB, true)
+  CMPJUMP(JNNUMEQK, ==, NumEq, KB, true)
 #undef CMPJUMP
 
 op_CONS : {

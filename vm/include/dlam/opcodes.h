@@ -31,11 +31,15 @@
 //    +---+----------------+
 //    | s |     level      |   ADD .. NUMEQK, the arithmetic and the comparisons
 //    +---+----------------+
+//    | h | 0              |   JNLT .. JNNUMEQK, the compare-and-jumps
+//    +---+----------------+
 //    | untagged arguments |   CALL, TAILCALL: bit 56 + j flags argument j + 1
 //    +------------+---+---+
 //    | 0          |tk |hk |   RETURNN, RETURNR: hk, A is K[A]; tk, C is K[C]
 //    +------------+---+---+
 //
+// h (holds): a compare-and-jump that jumps where the comparison holds, not where it
+// fails (a loop's test repeated at its end: below).
 // s (swapped): a K-form instruction whose operands were swapped from the source order
 // ((* 2 x) → MULK x 2), so error messages still number the arguments as written; RSUBK
 // and RDIVK keep the constant on the left ((- 1 x) → RSUBK x 1), in the source order.
@@ -44,6 +48,17 @@
 // and passed as they are (CallFrame::raw). Every other opcode leaves the top byte 0.
 // 64-bit words (rather than Lua's 32) let a function use up to 65535 registers, which
 // reverse-transformed code of large functions needs.
+//
+// A compare-and-jump with h set (JLT .. JNUMEQK in listings) repeats a loop's test at
+// its end. A loop compiled in place whose body starts with a compare-and-jump (its
+// test) ends each self-call with the test again, followed by a JMP: jumping back into
+// the body where the test would lead, the one dispatch per iteration where a JMP back
+// to the test made two. A self-call in the branch the test falls through to repeats
+// it with h set (jump back past the test while the comparison holds), one in the
+// branch it jumps to repeats it as it is (jumping backwards); the JMP after it goes
+// where the test goes otherwise. The repeated test has the test's location (an error
+// comparing is the test's), and a poll after it jumped back points at the JMP after
+// it (the self-call's location).
 //
 // The enum, the names, the interpreter's dispatch table and the disassembler are
 // all generated from DLAM_OPCODES.
@@ -216,6 +231,12 @@ constexpr Instr kHeadK = Instr{1} << kTopShift;
 constexpr Instr kTailK = Instr{2} << kTopShift;
 constexpr bool headIsK(Instr i) { return (i & kHeadK) != 0; }
 constexpr bool tailIsK(Instr i) { return (i & kTailK) != 0; }
+
+// JNLT .. JNNUMEQK: the compare-and-jumps.
+constexpr bool isCompareJump(Op o) { return o >= Op::JNLT && o <= Op::JNNUMEQK; }
+// Compare-and-jumps: h, jump where the comparison holds (a loop's test repeated at its end).
+constexpr Instr kJumpIfHolds = Instr{1} << 63;
+constexpr bool jumpsIfHolds(Instr i) { return (i & kJumpIfHolds) != 0; }
 
 // ---- the words after RETURNN and RETURNR -------------------------------------------
 
