@@ -10,13 +10,6 @@
 
 namespace dlam {
 
-// A second load (after a failed one, or again) starts from fresh twins: its code must
-// see the primitives openPrimitives has just defined, not those of the first load.
-void VM::beginLibrary() {
-  libraryTwins_.clear();
-  loadingLibrary_ = true;
-}
-
 Symbol* VM::libraryTwin(Symbol* s) {
   auto it = libraryTwins_.find(s);
   if (it != libraryTwins_.end()) return it->second;
@@ -41,7 +34,7 @@ Symbol* VM::librarySymbol(std::string_view name) {
 // The library's globals that code outside the prelude calls by name: what the compiler
 // puts into programs (records.cpp's expansion, the reverse transform's helpers) and what
 // the VM and the natives call (ad.cpp, forward.cpp, primitives_vectors.cpp). Each gets its
-// twin when the library is sealed, the prelude naming it or not (a primitive it never
+// twin when the library begins to load, the prelude naming it or not (a primitive it never
 // names would otherwise have none), so librarySymbol finds the library's value whatever
 // a program defines under the name later.
 constexpr const char* kCalledByName[] = {
@@ -56,8 +49,17 @@ constexpr const char* kCalledByName[] = {
     "%nary-list",        "%nary-append",
 };
 
-void VM::sealLibrary() {
+// A second load (after a failed one, or again) starts from fresh twins: its code must
+// see the primitives openPrimitives has just defined, not those of the first load. The
+// names above get their twins first (here, not in sealLibrary, which must not allocate:
+// it runs when a failed load unwinds).
+void VM::beginLibrary() {
+  libraryTwins_.clear();
+  loadingLibrary_ = true;
   for (const char* name : kCalledByName) libraryTwin(intern(name));
+}
+
+void VM::sealLibrary() {
   loadingLibrary_ = false;
   for (auto& [pub, twin] : libraryTwins_)
     if (!twin->global.isUndefined()) setGlobal(pub, twin->global);
