@@ -149,7 +149,16 @@ class In {
 
 class Writer {
  public:
-  explicit Writer(VM& vm) : vm_(vm) {}
+  // The objects written are kept alive until the image is done: the next forms' objects
+  // must not take their addresses, which name them here (index_).
+  explicit Writer(VM& vm) : vm_(vm) {
+    vm_.rootProviders.push_back([this](std::vector<Obj*>& out) {
+      for (const auto& [o, i] : index_) out.push_back(const_cast<Obj*>(o));
+    });
+  }
+  ~Writer() { vm_.rootProviders.pop_back(); }
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
 
   // A top-level form, just compiled: its IR first (which numbers its lambdas), then its
   // proto tree.
