@@ -1,13 +1,15 @@
 // image.cpp — writing and loading the start-up image (dlam/image.h).
 //
-// An image is a header (magic, format version, imageKey) and four sections:
+// An image is a header (magic, format version, imageKey) and five sections:
 //   objects  every heap object the prelude's code refers to, each after those it refers
 //            to (strings, symbols, pairs, vectors, builtin natives, protos), so that
 //            decoding is one pass in order, each object a slot of one rooted table;
-//   forms    per top-level form, in order: its proto, and the ANF IR its protos keep for
-//            the reverse transform (vars, lambdas and blocks numbered, flat);
+//   forms    per top-level form, in order: its proto, and where its IR is;
 //   macros   the syntax-rules macros defined at top level (symbol, rules);
-//   marks    the count of macro expansions (VM::macroMarks), restored.
+//   marks    the count of macro expansions (VM::macroMarks), restored;
+//   IR       per form, the ANF IR its protos keep for the reverse transform (vars,
+//            lambdas and blocks numbered, flat): last, as it is read only when *j first
+//            transforms a proto of the form (ensureIr), its pages untouched until then.
 // A symbol is written by name, with whether it is the library's twin of the interned
 // symbol of that name (vm/src/library.cpp): loading in library mode makes it again.
 // Loading runs the forms' protos in order, so closures, attachments and globals are
@@ -129,10 +131,6 @@ class In {
   }
   bool atEnd() const { return p_ == end_; }
   const char* at() const { return p_; }
-  void skip(uint64_t n) {
-    need(n);
-    p_ += n;
-  }
   [[noreturn]] static void bad() {
     throw Error(ErrorKind::Runtime, "the start-up image is corrupt", "<prelude>", {});
   }
@@ -167,8 +165,9 @@ class Writer {
     module(static_cast<const Lambda*>(top->ir.get()), ir);
     uint32_t index = object(Value::object(top));
     forms_.uv(index);
+    forms_.uv(irs_.bytes.size());
     forms_.uv(ir.bytes.size());
-    forms_.bytes += ir.bytes;
+    irs_.bytes += ir.bytes;
     ++nforms_;
   }
 
@@ -196,6 +195,7 @@ class Writer {
     out.uv(nforms_);
     out.bytes += forms_.bytes;
     out.bytes += tail.bytes;
+    out.bytes += irs_.bytes;
     return std::move(out.bytes);
   }
 
@@ -462,6 +462,7 @@ class Writer {
   uint32_t nobjects_ = 0;
   Out forms_;
   uint32_t nforms_ = 0;
+  Out irs_;  // the forms' IR, last: a start that does not differentiate never reads it
 };
 
 // ---- loading ----------------------------------------------------------------
@@ -577,9 +578,8 @@ class Loader {
     std::vector<Proto*> tops;
     for (uint32_t f = 0; f < nforms; ++f) {
       tops.push_back(protoAt(in_.u32v()));
-      uint64_t size = in_.uv();
-      state->formIr.emplace_back(static_cast<size_t>(in_.at() - image.data()), size);
-      in_.skip(size);
+      uint64_t offset = in_.uv();
+      state->formIr.emplace_back(offset, in_.uv());
     }
     for (Proto* p : irProtos_)
       if (p->irForm > nforms) In::bad();
@@ -592,7 +592,12 @@ class Loader {
       vm_.setMacro(asSymbol(sym), rules);
     }
     vm_.setMacroMarks(in_.u32v());
-    if (!in_.atEnd()) In::bad();
+    // The IR section: the rest of the image.
+    auto irBase = static_cast<size_t>(in_.at() - image.data());
+    for (auto& [offset, size] : state->formIr) {
+      if (offset > image.size() - irBase || size > image.size() - irBase - offset) In::bad();
+      offset += irBase;
+    }
     state->objects.reserve(n);
     for (uint32_t i = 0; i < n; ++i) state->objects.push_back(table.get(i));
     vm_.imageState = std::move(state);
