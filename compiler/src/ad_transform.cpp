@@ -17,6 +17,7 @@
 #include "ad_rules.h"
 #include "ad_transformer.h"
 #include "codegen.h"
+#include "dlam/image.h"
 
 namespace dlam::ad {
 
@@ -254,6 +255,17 @@ void indexProtos(Proto* root, std::unordered_map<const Lambda*, Proto*>& out) {
 }  // namespace
 
 Proto* transformProto(VM& vm, Proto* primal) {
+  // A proto tree loaded from the start-up image gets its IR now (indexProtos, below,
+  // reads it and must not allocate).
+  if (vm.imageState) {
+    std::vector<Proto*> work{primal};
+    while (!work.empty()) {
+      Proto* p = work.back();
+      work.pop_back();
+      ensureIr(vm, p);
+      for (Proto* c : p->protos) work.push_back(c);
+    }
+  }
   auto* L = static_cast<const Lambda*>(primal->ir.get());
   if (!L)
     throw Error(ErrorKind::Runtime, "*j: this procedure has no intermediate code to transform");

@@ -58,6 +58,7 @@ class Toplevel {
 
   Value last() const { return last_.get(); }
   std::vector<Proto*> protos;
+  std::function<void(Proto*)> onCompiled;  // sees each form's proto before it runs
 
  private:
   // The syntax read and made so far counts in the heap (VM::countExternal) until the
@@ -173,6 +174,7 @@ class Toplevel {
       }
       throw;
     }
+    if (onCompiled) onCompiled(proto);
     if (!run_) {
       protos.push_back(proto);
       protoRoots_.push_back(std::make_unique<VM::Root>(vm_, Value::object(proto)));
@@ -211,6 +213,18 @@ Value evalSource(VM& vm, std::string_view source, const std::string& file,
                  const std::function<void(Value)>& onValue) {
   try {
     Toplevel t(vm, &onValue, true);
+    t.source(source, file);
+    return t.last();
+  } catch (const std::bad_alloc&) {
+    outOfMemory(file, {});
+  }
+}
+
+Value evalSourceRecording(VM& vm, std::string_view source, const std::string& file,
+                          const std::function<void(Proto*)>& onCompiled) {
+  try {
+    Toplevel t(vm, nullptr, true);
+    t.onCompiled = onCompiled;
     t.source(source, file);
     return t.last();
   } catch (const std::bad_alloc&) {

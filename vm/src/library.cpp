@@ -13,6 +13,10 @@ namespace dlam {
 Symbol* VM::libraryTwin(Symbol* s) {
   auto it = libraryTwins_.find(s);
   if (it != libraryTwins_.end()) return it->second;
+  // s is a twin already (a library macro's expansion names the library's globals by
+  // their twins: librarySymbol).
+  if (Symbol* pub = findSymbol(s->name); pub && pub != s)
+    if (auto t = libraryTwins_.find(pub); t != libraryTwins_.end() && t->second == s) return s;
   auto* twin = static_cast<Symbol*>(allocate(ObjType::Symbol, sizeof(Symbol)));
   new (&twin->name) std::string();  // owns nothing until tracked (each step may fail)
   twin->global = Value::undefined();

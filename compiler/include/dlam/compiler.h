@@ -18,6 +18,10 @@ namespace dlam {
 // the last form (void if none). Throws dlam::Error.
 Value evalSource(VM& vm, std::string_view source, const std::string& file,
                  const std::function<void(Value)>& onValue = {});
+// evalSource that also hands each top-level form's compiled proto to onCompiled before
+// running it (the start-up image's writer, compiler/src/image.cpp).
+Value evalSourceRecording(VM& vm, std::string_view source, const std::string& file,
+                          const std::function<void(Proto*)>& onCompiled);
 // Reads and evaluates a file (its directory becomes the base of relative includes).
 Value evalFile(VM& vm, const std::string& path, const std::function<void(Value)>& onValue = {});
 // Reads the first datum of `text` and converts it to a value as `quote` does (for

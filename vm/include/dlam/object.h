@@ -182,6 +182,11 @@ struct Proto : Obj {
   // body, not those of the lambdas nested in it, which their protos count). Set by the
   // compiler; counted with the rest in ownedBytes.
   uint64_t irBytes = 0;
+  // Loaded from the start-up image (compiler/src/image.cpp, VM::imageState) with `ir`
+  // still to decode, when the transform first needs it: the form (from 1; 0 for none)
+  // and the lambda in it.
+  uint32_t irForm = 0;
+  uint32_t irLambda = 0;
   uint64_t ownedBytes = 0;  // the C++ memory above, as counted by VM::noteProtoBytes
 };
 

@@ -316,6 +316,12 @@ class VM {
   // Numbers the expansions of macros, so the names each one introduces are its own.
   // (Never 0xffffffff, Sx::kLibraryMark: a VM would need 4·10⁹ expansions to reach it.)
   uint32_t nextMacroMark() { return ++macroMarks_ == 0xffffffffu ? ++macroMarks_ : macroMarks_; }
+  // The marks used so far, and their restoring (a start-up image carries the count its
+  // prelude load left, compiler/src/image.cpp).
+  uint32_t macroMarks() const { return macroMarks_; }
+  void setMacroMarks(uint32_t n) { macroMarks_ = n; }
+  // Every interned symbol, by name (the image writer looks for the prelude's macros).
+  const std::unordered_map<std::string, Symbol*>& symbolTable() const { return symbols_; }
   // Registers a native procedure as a global.
   Native* defineNative(const char* name, NativeFn fn, int minArgs, int maxArgs, uint16_t id = 0);
 
@@ -621,6 +627,24 @@ class VM {
     VM& vm_;
     size_t idx_;
   };
+  // n temporary roots at once, all nil at first (a decoder's table of the objects it
+  // made). Like Root, the innermost of the roots alive when it goes.
+  class Roots {
+   public:
+    Roots(VM& vm, size_t n) : vm_(vm), base_(vm.tempRoots_.size()), n_(n) {
+      vm_.tempRoots_.resize(base_ + n, Value::nil());
+    }
+    ~Roots() { vm_.tempRoots_.resize(base_); }
+    Roots(const Roots&) = delete;
+    Roots& operator=(const Roots&) = delete;
+    Value get(size_t i) const { return vm_.tempRoots_[base_ + i]; }
+    void set(size_t i, Value v) { vm_.tempRoots_[base_ + i] = v; }
+    size_t size() const { return n_; }
+
+   private:
+    VM& vm_;
+    size_t base_, n_;
+  };
   // A full collection (GcKind::Major) finds every dead object; a minor one only the
   // young ones (allocated since the last collection), tracing from the roots and the
   // remembered set through young objects only. Either way the survivors become old.
@@ -649,6 +673,9 @@ class VM {
   // ---- hooks set by higher layers --------------------------------------------
   // Compiles and returns the reverse-mode transform of a proto (compiler/ad).
   std::function<Proto*(VM&, Proto*)> transformProto;
+  // The start-up image the library was loaded from (compiler-owned, compiler/src/image.cpp):
+  // what the IR of its protos is decoded from when the transform first needs it.
+  std::shared_ptr<void> imageState;
   // Prints a proto's bytecode (vm/src/disasm.cpp).
   std::string disassemble(const Proto* p, bool recursive = true) const;
 
