@@ -41,11 +41,12 @@ namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
 
-const char kCurrentInput[] = "\x01current-input-port";
-const char kCurrentOutput[] = "\x01current-output-port";
-const char kCurrentError[] = "\x01current-error-port";
-const char kStandardOutput[] = "\x01standard-output-port";
-const char kEofObject[] = "\x01eof-object";
+// Hidden names: a \001 first (octal, at most three digits: "\x01current" is "\x1c" "urrent").
+const char kCurrentInput[] = "\001current-input-port";
+const char kCurrentOutput[] = "\001current-output-port";
+const char kCurrentError[] = "\001current-error-port";
+const char kStandardOutput[] = "\001standard-output-port";
+const char kEofObject[] = "\001eof-object";
 
 Port* hiddenPort(VM& vm, const char* name) { return asPort(vm.global(name)); }
 Value eofObject(VM& vm) { return vm.global(kEofObject); }
