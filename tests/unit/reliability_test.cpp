@@ -226,7 +226,8 @@ const Scenario kScenarios[] = {
      "    (cond ((ev? a) (string-append \"even \" (number->string a))) (else b)))))\n"
      "(list (h 1 2) (h 1 2 3) (apply h '(1 2 3 4)) 'sym \"str\" 1.5 (reverse '(1 2 3)))",
      "(\"even 2\" (3 3) \"even 4\" sym \"str\" 1.5 (3 2 1))"},
-    // The surfaces added since: string ports and read, records and dicts, format.
+    // The surfaces added since: string ports and read, records and dicts, format, arrays,
+    // forward mode, errors caught by guard.
     {"string ports and read",
      "(define p (open-input-string \"(a (b . c) #(1 2)) \\\"s\\\\n\\\" 42 x\"))\n"
      "(define o (open-output-string))\n"
@@ -256,6 +257,33 @@ const Scenario kScenarios[] = {
      "#\\c)\n"
      "      (symbol->string (string->symbol \"q r\")))",
      "(\"1 + \\\"two\\\" =  3.14\\n\" \"(1 x y z)\" \"abffcd\" \"STRAßE\" \"world\" 2 \"q r\")"},
+    {"arrays, broadcasting and their gradients",
+     "(define a (list->array '((1.0 2.0) (3.0 4.0))))\n"
+     "(define v (list->array '(0.5 -1.0)))\n"
+     "(list (array->list (+ a v)) (array->list (dot a v)) (sum (* a a)) (array->list (transpose "
+     "a))\n"
+     "      (array-shape (reshape a '(4))) (array->list ((gradient (lambda (x) (sum (* x x v)))) "
+     "a))\n"
+     "      (array->list (vector-map (lambda (x) (* x x)) v)) (logsumexp v)\n"
+     "      (array->list ((gradient (lambda (w) (logsumexp (dot a w)))) v)))",
+     nullptr},
+    {"forward mode and its mixtures with reverse mode",
+     "(define (f x) (* x x (sin x)))\n"
+     "(list ((derivative-forward f) 0.5) (jvp (lambda (l) (list (* (car l) (cadr l)))) '(2 3) "
+     "'(1 0))\n"
+     "      ((derivative (lambda (y) ((derivative-forward (lambda (x) (* x y y))) 1))) 2)\n"
+     "      (hvp (lambda (l) (* (car l) (car l) (cadr l))) '(1 2) '(1 0))\n"
+     "      ((gradient (lambda (x) ((derivative-forward f) x))) 0.5))",
+     nullptr},
+    {"errors raised and caught",
+     "(list (guard (e ((error-object? e) (list (error-object-message e) (error-object-irritants "
+     "e))))\n"
+     "       (error \"bad thing:\" 1 2))\n"
+     "      (guard (e ((symbol? e) e)) (raise 'boom))\n"
+     "      (with-exception-handler (lambda (e) 10) (lambda () (+ 1 (raise-continuable 'c))))\n"
+     "      (guard (e (#t (error-object-message e))) (car 5))\n"
+     "      ((gradient (lambda (x) (guard (e (#t x)) (* x (raise 'no))))) 3))",
+     "((\"bad thing:\" (1 2)) boom 11 \"car: expected pair as argument 1, got 5\" 1)"},
 };
 
 class AllocationFailureIn : public ::testing::TestWithParam<Scenario> {};
