@@ -260,6 +260,10 @@ WORKLOADS = [
     Workload("strings", "eval",
              "join 10^4 numbers into a string, split it, read the fields back: 30 rounds",
              _src("strings"), expect="23249523928"),
+    Workload("errors", "eval",
+             "3*10^5 entries validated, two thirds raising (raise, error) and caught by a "
+             "guard (Lua: error and pcall)",
+             _src("errors"), expect="15000050000"),
 ]
 # startup: dlam prints "1", Lua prints nothing -- check per peer instead.
 STARTUP_EXPECT = {"dlam": "1", "lua": "", "luajit": ""}

@@ -13,10 +13,10 @@ Value error(VM& vm, Value* a, int n) {
   Value irritants = vm.list(a + 1, static_cast<size_t>(n - 1));
   Value message = unwrapAttached(a[0]);
   if (!isString(message)) message = vm.makeString(vm.show(a[0], true));
-  vm.raiseValue(vm.makeErrorObject(message, irritants));
+  return vm.raiseToHandlers(vm.makeErrorObject(message, irritants));
 }
 
-Value raise(VM& vm, Value* a, int) { vm.raiseValue(a[0]); }
+Value raise(VM& vm, Value* a, int) { return vm.raiseToHandlers(a[0]); }
 Value raiseContinuable(VM& vm, Value* a, int) { return vm.raiseContinuable(a[0]); }
 
 // (%handler-returned obj): a handler of with-exception-handler returned from a raise.

@@ -156,6 +156,14 @@ void VM::raiseValue(Value obj) {
   throw e;
 }
 
+Value VM::raiseToHandlers(Value obj) {
+  long h = findHandler(frames_.size());
+  if (h < 0) raiseValue(obj);
+  Value args[3] = {stack_[frames_[static_cast<size_t>(h)].base], obj,
+                   Value::number(static_cast<double>(h))};
+  return tailCall(Value::object(askCall_), args, 3);
+}
+
 Value VM::raiseContinuable(Value obj) {
   long h = findHandler(frames_.size());
   if (h < 0) raiseValue(obj);
@@ -197,6 +205,13 @@ Value VM::nextHandlerNative(VM& vm, Value* a, int) {
   e.decided = true;
   if (!a[0].isFalse()) {
     vm.landing_ = a[0];
+    if (index >= vm.runEntry()) {
+      // The handler frame is in the run this native was called by: land there now,
+      // and let the interpreter go on where the landing left the frames.
+      vm.land(index);
+      vm.landed_ = true;
+      return Value::tailCall();
+    }
     e.handlerFrame = static_cast<int64_t>(index);
     throw e;
   }
@@ -213,8 +228,14 @@ Value VM::handlerAtNative(VM& vm, Value* a, int) {
   return vm.stack_[vm.frames_[static_cast<size_t>(a[0].asNumber())].base];
 }
 
-void VM::land(const Error& e) {
-  frames_.resize(static_cast<size_t>(e.handlerFrame) + 1);
+size_t VM::runEntry() const {
+  for (size_t i = frames_.size(); i-- > 0;)
+    if (frames_[i].boundary) return i;
+  return 0;
+}
+
+void VM::land(size_t index) {
+  frames_.resize(index + 1);
   CallFrame& f = frames_.back();
   Value* R = stack_.data() + f.base;
   R[0] = landing_;
@@ -246,7 +267,7 @@ Value VM::run(size_t entryDepth) {
       }
     }
     if (err.handlerFrame < 0 || static_cast<size_t>(err.handlerFrame) < entryDepth) throw err;
-    land(err);
+    land(static_cast<size_t>(err.handlerFrame));
     resume = true;
   }
 }

@@ -911,6 +911,18 @@ call_again:
     frame = &frames_.back();
     R = stack_.data() + base;
     if (result.isTailCall()) [[unlikely]] {
+      if (landed_) {
+        // %next-handler landed an error at a handler frame of this run (handlers.cpp):
+        // go on in the innermost frame where the landing left it.
+        landed_ = false;
+        frame = &frames_.back();
+        closure = frame->closure;
+        pc = frame->pc;
+        R = stack_.data() + frame->base;
+        K = closure->proto->constants.data();
+        stackTop_ = frame->base + closure->proto->nregs;
+        DISPATCH();
+      }
       // The native handed the work to a procedure: call it in the native's place.
       nargs = static_cast<uint32_t>(pendingCall_.size() - 1);
       ensureStack(base + a + 1 + nargs + 1);

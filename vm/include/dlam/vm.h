@@ -459,6 +459,10 @@ class VM {
   // errors raised in handlers.
   // (raise obj): to the handlers, or an uncaught error (located and traced).
   [[noreturn]] void raiseValue(Value obj);
+  // raiseValue for a native to return (raise, error): with a handler to ask, a tail call
+  // (VM::tailCall) of the frame that asks the handlers, made where the raise was, as
+  // raiseValue's throw would have it made, without a C++ exception; raiseValue else.
+  Value raiseToHandlers(Value obj);
   // (raise-continuable obj): a tail call (VM::tailCall) of the innermost handler's ch
   // on obj, in the dynamic context of the raise; raises as raise if it has none.
   Value raiseContinuable(Value obj);
@@ -706,7 +710,11 @@ class VM {
   // the handler frame (above entryDepth) of the one that takes it (handlers.cpp).
   Value run(size_t entryDepth);
   void askHandlers(Error& e);
-  void land(const Error& e);
+  // Drops the frames above the handler frame at `index` and makes it call landing_.
+  void land(size_t index);
+  // The index of the innermost frame entered from C++ (the first frame of the innermost
+  // run): an error decided for a handler frame from there up lands without a throw.
+  size_t runEntry() const;
   static Value nextHandlerNative(VM& vm, Value* args, int nargs);
   static Value handlerAtNative(VM& vm, Value* args, int nargs);
   // The innermost active handler frame below frame index `from`, or -1.
@@ -719,6 +727,9 @@ class VM {
   Value raisedValue_ = Value::undefined();  // the object of a raise being thrown
   Value commandLine_ = Value::nil();        // see defineCommandLine
   Value landing_ = Value::undefined();      // what a decided error calls where it lands
+  // Set by %next-handler when it has landed an error in the innermost run itself: the
+  // interpreter goes on in the innermost frame, where the landing left it.
+  bool landed_ = false;
   Value returnList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split);
   Value returnRepList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split);
   void arrangeArguments(const Proto* p, Value* R, uint32_t nargs, uint32_t parts);
