@@ -104,11 +104,13 @@ if [[ "$sanitize" == 0 ]]; then
 else
   section "build ($build: clang, libFuzzer, ASan + UBSan)"
 fi
+# Coverage everywhere but the collector (tests/fuzz/coverage_ignore.txt says why).
+cov_flags="-fsanitize=fuzzer-no-link -fsanitize-coverage-ignorelist=$root/tests/fuzz/coverage_ignore.txt"
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" \
-  -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link \
+  -DCMAKE_C_FLAGS="$cov_flags" -DCMAKE_CXX_FLAGS="$cov_flags" \
   -DDLAM_FUZZ=ON -DDLAM_SANITIZE="$([[ "$sanitize" == 0 ]] && echo OFF || echo ON)" \
   -DDLAM_GC_STRESS=OFF >/dev/null
 cmake --build "$build" -j"$jobs" --target $(printf 'dlam_fuzz_%s ' "${targets[@]}")

@@ -228,7 +228,7 @@ void VM::recover(GcKind kind) {
   tapeStart_ = UINT64_MAX;  // (a gradient the error ended)
   if (kind == GcKind::Major)
     collectGarbage();
-  else
+  else if (gcRequested_ || majorDue() || bytesAllocated_ >= gcThreshold_)
     collectDue();
 }
 

@@ -341,9 +341,10 @@ class VM {
   int callDepth() const { return callDepth_; }
   // Resets the stack after an error so the VM can be used again (and collects
   // the garbage the failed run left, so a heap-limit error does not persist).
-  // GcKind::Minor: the collection the policy picks instead of a full one (minor unless
-  // a full one is due, as it is past half the heap limit), for a host that recovers
-  // often (the fuzz targets: most of their inputs fail).
+  // GcKind::Minor, for a host that recovers often (the fuzz targets: most of their
+  // inputs fail): only the collection the policy asks for, if any (a full one past half
+  // the heap limit, so a heap-limit error does not persist either; none if the failed
+  // run allocated less than the next collection is due at).
   void recover(GcKind kind = GcKind::Major);
   // Between top-level forms (no dlam code running): collects if a collection is due.
   void safePoint() {
