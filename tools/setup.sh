@@ -6,14 +6,15 @@ set -euo pipefail
 
 packages=(
   cmake g++ make pkg-config          # the build
-  liblua5.4-dev                      # configuration files
-  libffi-dev                         # foreign functions
+  liblua5.4-dev                      # configuration files (liblua5.4.a: linked into dlam)
+  libffi-dev                         # foreign functions (libffi.a: linked into dlam)
   libopenblas-serial-dev             # dot (OpenBLAS's build without threads, and cblas.h)
   libopenblas0-pthread               # dot with blas_threads > 1 (OpenBLAS with threads)
   libmimalloc-dev                    # the GC heap
   libgtest-dev                       # unit and lang tests
   valgrind                           # the cli.valgrind test (tests/cli/valgrind.sh)
-  libedit-dev                        # the REPL's line editing
+  libedit-dev                        # the REPL's line editing (with libtinfo, libbsd, libmd:
+                                     # their archives are linked into dlam)
   lua5.4 luajit                      # benchmark peers
   python3                            # the benchmark runner and tools/adfuzz.py (a test)
   clang-format                       # tools/format.sh --check (CI)

@@ -1,10 +1,10 @@
 #!/bin/sh
 # valgrind.sh — `dlam` under valgrind's memcheck: a program that allocates, collects and
 # differentiates, then the VM's teardown, with no error reported (an invalid free, a read
-# of freed or uninitialised memory). The arena's pages come from mimalloc, whose
-# malloc/free valgrind replaces: a page taken from mimalloc by one function and given
-# back through another that valgrind replaced is reported as an invalid free of every
-# page at exit.
+# of freed or uninitialised memory). The arena's large blocks come from mimalloc, whose
+# malloc/free valgrind replaces: a block taken from mimalloc by one function and given
+# back through another that valgrind replaced is reported as an invalid free at exit.
+# (Its pages are mapped from the kernel, chunks unmapped at exit.)
 # Usage: valgrind.sh VALGRIND DLAM
 set -u
 valgrind=$1

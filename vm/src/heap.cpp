@@ -231,7 +231,7 @@ Value VM::makeString(std::string_view s) {
 }
 
 Symbol* VM::findSymbol(std::string_view name) const {
-  auto it = symbols_.find(std::string(name));
+  auto it = symbols_.find(name);
   return it == symbols_.end() ? nullptr : it->second;
 }
 
@@ -253,7 +253,7 @@ void VM::restoreBindings() {
 }
 
 Symbol* VM::intern(std::string_view name) {
-  auto it = symbols_.find(std::string(name));
+  auto it = symbols_.find(name);
   if (it != symbols_.end()) return it->second;
   auto* sym = static_cast<Symbol*>(allocate(ObjType::Symbol, sizeof(Symbol)));
   new (&sym->name) std::string();  // owns nothing until tracked (each step may fail)
@@ -261,7 +261,7 @@ Symbol* VM::intern(std::string_view name) {
   sym->macro = Value::undefined();
   track(sym);
   sym->name.assign(name);
-  symbols_.emplace(sym->name, sym);
+  symbols_.emplace(std::string_view(sym->name), sym);
   return sym;
 }
 

@@ -63,6 +63,12 @@ void VM::beginLibrary() {
   for (const char* name : kCalledByName) libraryTwin(intern(name));
 }
 
+void VM::reserveTables(size_t symbols, size_t twins, size_t finalizable) {
+  symbols_.reserve(symbols);
+  libraryTwins_.reserve(twins);
+  finalizable_.reserve(finalizable);
+}
+
 void VM::sealLibrary() {
   loadingLibrary_ = false;
   for (auto& [pub, twin] : libraryTwins_)

@@ -1,8 +1,12 @@
 // arena.h — the memory one VM's objects live in: pages of equal slots, and large blocks.
 //
 // The arena is bound to no thread (a mimalloc heap is bound to the thread that made
-// it): its pages and large blocks come from mimalloc's thread-safe mi_malloc and go
-// back with mi_free, so a VM may move from thread to thread. Objects of up to kMaxSmall
+// it), so a VM may move from thread to thread: its pages are cut, in address order,
+// from chunks it maps from the kernel itself (mapChunk; a chunk's pages are not touched
+// until carved), and its large blocks come from mimalloc's thread-safe mi_malloc and go
+// back with mi_free. (Pages from mi_malloc cost twice their size: mimalloc's 64 KiB
+// blocks are not aligned to 64 KiB, so each page took a block of 128 KiB, and mimalloc
+// wrote its free list into the blocks around it.) Objects of up to kMaxSmall
 // bytes are rounded up to a multiple of 8 (16 at least) and take a slot in a page of
 // that size class; each class threads a free list through its free slots, so
 // allocating is popping a list (no locks, no atomics). When it is empty, the class's
@@ -68,7 +72,8 @@ class Arena {
   static constexpr ObjType kFreeType = static_cast<ObjType>(0xff);
 
   Arena() = default;
-  // Gives every page and large block back to mimalloc (objects must be finalised first).
+  // Unmaps every chunk, gives every large block back to mimalloc (objects must be
+  // finalised first).
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -78,7 +83,7 @@ class Arena {
     return bytes <= kMaxSmall ? slotSize(classOf(bytes)) : roundUp(bytes) + kLargeHeader;
   }
 
-  // Memory for an object of `bytes` (> 0) bytes, 8-aligned; nullptr if mimalloc has none.
+  // Memory for an object of `bytes` (> 0) bytes, 8-aligned; nullptr if there is none.
   void* allocate(size_t bytes) {
     if (bytes <= kMaxSmall) [[likely]] {
       size_t c = classOf(bytes);
@@ -111,7 +116,8 @@ class Arena {
     uint64_t pagesEmptied = 0;  // pages with nothing marked, emptied (or given back) unwalked
   };
   // Frees every object whose mark byte is 0; the marks of the others stay. Pages left
-  // with no object go back to mimalloc, except one per size class, kept for reuse.
+  // with no object go back to the kernel but their headers (releasePage), except one
+  // per size class, kept for reuse.
   // A page with objects in which nothing was allocated since the last sweep is not
   // walked (it can have changed only through unmarkAll, which makes it walked again).
   Freed sweep();
@@ -155,7 +161,7 @@ class Arena {
   uint64_t pages() const { return pageCount_; }          // small-object pages held
   uint64_t largeObjects() const { return largeCount_; }  // large blocks held
   uint64_t largeBytes() const { return largeBytes_; }    // their footprints
-  // The memory held from mimalloc: every page and every large block.
+  // The memory held: every page in use and every large block.
   uint64_t heldBytes() const { return pageCount_ * kPageBytes + largeBytes_; }
 
  private:
@@ -169,11 +175,20 @@ class Arena {
     uint32_t sweptCarved;
     uint32_t marks;  // its objects marked with the epoch now (by mark()): 0 if all are dead
     bool settled;    // swept, and unmarkAll has not run since
+    bool kept;       // a spare page whose memory was kept (releasePage)
     char* firstFree;
     char* lastFree;
     Page* nextEmpty;  // on empties_
-    void* block;      // the block from mimalloc that holds the page (given back by releasePage)
   };
+  // A region mapped from the kernel that pages are cut from, in order (see mapChunk).
+  struct Chunk {
+    Chunk* next;
+    char* base;
+    size_t bytes;
+  };
+  static constexpr size_t kChunkPages = 16;       // the first chunk: 1 MiB
+  static constexpr size_t kMaxChunkPages = 1024;  // 64 MiB
+  static constexpr size_t kSparesKept = 16;       // spare pages whose memory is kept, at least
   struct Large {
     Large* next;
     uint64_t footprint;
@@ -192,7 +207,9 @@ class Arena {
   static void settle(Page* p, char* firstFree);
   Freed sweepLarge();
   void* allocateLarge(size_t bytes);
-  static void releasePage(Page* p);
+  Page* newPage();
+  bool mapChunk();
+  void releasePage(Page* p);
   static Page* pageOf(const Obj* o) {
     return reinterpret_cast<Page*>(reinterpret_cast<uintptr_t>(o) & ~uintptr_t(kPageBytes - 1));
   }
@@ -211,6 +228,12 @@ class Arena {
   Freed swept_;        // see swept()
   uint8_t epoch_ = 1;  // 1 to kMaxEpoch
   Large* large_ = nullptr;
+  Chunk* chunks_ = nullptr;  // every chunk mapped, newest first
+  size_t chunkCount_ = 0;
+  char* chunkNext_ = nullptr;  // the chunk being cut: its next page, and its end
+  char* chunkEnd_ = nullptr;
+  Page* spares_ = nullptr;  // pages given back by sweeps, to be used again first
+  size_t spareCount_ = 0;   // of them, those whose memory was kept (see releasePage)
   uint64_t pageCount_ = 0;
   uint64_t largeCount_ = 0;
   uint64_t largeBytes_ = 0;

@@ -290,6 +290,10 @@ class VM {
   // the library calls.
   void beginLibrary();
   void sealLibrary();
+  // Room in the symbol table, the library's twins and the objects to finalise for this
+  // many entries, made before the library loads so that none of them grows (and leaves
+  // its smaller arrays behind) while it does.
+  void reserveTables(size_t symbols, size_t twins, size_t finalizable);
   bool loadingLibrary() const { return loadingLibrary_; }
   Symbol* libraryTwin(Symbol* s);
   // The library's own global `name`: its twin (the public symbol if it has none), for
@@ -321,7 +325,7 @@ class VM {
   uint32_t macroMarks() const { return macroMarks_; }
   void setMacroMarks(uint32_t n) { macroMarks_ = n; }
   // Every interned symbol, by name (the image writer looks for the prelude's macros).
-  const std::unordered_map<std::string, Symbol*>& symbolTable() const { return symbols_; }
+  const std::unordered_map<std::string_view, Symbol*>& symbolTable() const { return symbols_; }
   // Registers a native procedure as a global.
   Native* defineNative(const char* name, NativeFn fn, int minArgs, int maxArgs, uint16_t id = 0);
 
@@ -774,7 +778,10 @@ class VM {
   void setGcThreshold();
   uint64_t majorAt_ = 0;        // a full collection is due when oldBytes_ reaches this
   uint64_t externalBytes_ = 0;  // counted in bytesAllocated_ too (countExternal)
-  std::unordered_map<std::string, Symbol*> symbols_;
+  // Keyed by a view of the symbol's own name: a symbol in the table is never collected
+  // (markRoots marks them all) and its name never changes. So neither a lookup nor an
+  // insertion copies the name.
+  std::unordered_map<std::string_view, Symbol*> symbols_;
   std::unordered_map<Symbol*, Symbol*> libraryTwins_;  // public symbol -> the library's
   struct SavedBinding {
     Symbol* symbol;
