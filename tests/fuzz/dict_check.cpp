@@ -21,8 +21,8 @@ namespace {
 
 // The entries of a libFuzzer dictionary: the text between the quotes of each line
 // `name="..."` or `"..."`, with \\ and \" unescaped (other escapes are kept as written).
-std::set<std::string> readDictionary(const char* path, bool& ok) {
-  std::set<std::string> words;
+std::set<std::string, std::less<>> readDictionary(const char* path, bool& ok) {
+  std::set<std::string, std::less<>> words;
   std::ifstream in(path);
   ok = static_cast<bool>(in);
   std::string line;
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   bool ok = false;
-  std::set<std::string> words = readDictionary(argv[1], ok);
+  std::set<std::string, std::less<>> words = readDictionary(argv[1], ok);
   if (!ok) {
     std::fprintf(stderr, "dict_check: cannot read %s\n", argv[1]);
     return 2;
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
     if (sym->global.isUndefined() && sym->macro.isUndefined()) continue;
     if (name.empty() || name[0] == '%' || static_cast<unsigned char>(name[0]) < 0x20) continue;
     if (words.count(name)) continue;
-    missing.push_back(name);
+    missing.emplace_back(name);
   }
   std::sort(missing.begin(), missing.end());
   for (const std::string& name : missing) {
