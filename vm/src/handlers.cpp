@@ -20,6 +20,13 @@
 // traced where it was raised, and ends the run as any error does. Only
 // ErrorKind::Runtime is caught: limit errors and exit end the run whatever handlers
 // there are. Finding a handler walks the frames down to it.
+//
+// A C++ throw costs about 20 000 instructions of unwinding, so the common case throws
+// nothing: raise and error, called by the interpreter, return a tail call of the asking
+// frame (raiseToHandlers), and %next-handler, when the handler frame it decides for is
+// in its own run (above the innermost frame entered from C++), lands there itself and
+// tells the interpreter to go on in the innermost frame (landed_). Runtime errors of
+// primitives, and landings below a native that called back into dlam, still throw.
 #include <cmath>
 
 #include "dlam/opcodes.h"
