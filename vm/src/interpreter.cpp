@@ -681,13 +681,17 @@ Value VM::execute(bool resume) {
     return nargs + 1;
   };
 
-  if (resume) {
-    // Go on in the innermost frame where it stands (a handler frame an error landed at).
+  // Goes on in the innermost frame where it stands (a handler frame an error landed at).
+  auto resumeTop = [&] {
     frame = &frames_.back();
     closure = frame->closure;
     pc = frame->pc;
     R = stack_.data() + frame->base;
     K = closure->proto->constants.data();
+  };
+
+  if (resume) {
+    resumeTop();
   } else {
     uint32_t nargs = stackTop_ - frames_.back().base;
     Closure* c = frames_.back().closure;
@@ -915,12 +919,8 @@ call_again:
         // %next-handler landed an error at a handler frame of this run (handlers.cpp):
         // go on in the innermost frame where the landing left it.
         landed_ = false;
-        frame = &frames_.back();
-        closure = frame->closure;
-        pc = frame->pc;
-        R = stack_.data() + frame->base;
-        K = closure->proto->constants.data();
-        stackTop_ = frame->base + closure->proto->nregs;
+        resumeTop();
+        stackTop_ = frame->base + closure->proto->nregs;  // as land() left it
         DISPATCH();
       }
       // The native handed the work to a procedure: call it in the native's place.
