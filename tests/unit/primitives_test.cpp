@@ -540,3 +540,22 @@ TEST_F(Primitives, DisasmAndGcStats) {
 }
 
 }  // namespace
+
+namespace {
+
+// The standard ports live in globals whose names start with \001, which no symbol a
+// program reads begins with by accident. (They were once written "\x01current-...",
+// which C++ reads as the hex escape \x1c followed by "urrent-...".)
+TEST(HiddenPortNames, StartWithTheControlCharacterOneAndTheWholeName) {
+  dlam::VM vm;
+  dlam::openStdlib(vm);
+  for (const char* name : {"current-input-port", "current-output-port", "current-error-port",
+                           "standard-output-port", "eof-object"}) {
+    std::string hidden = std::string(1, '\001') + name;
+    dlam::Symbol* s = vm.findSymbol(hidden);
+    ASSERT_NE(s, nullptr) << name;
+    EXPECT_FALSE(s->global.isUndefined()) << name;
+  }
+}
+
+}  // namespace
