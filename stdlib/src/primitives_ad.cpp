@@ -288,6 +288,12 @@ Value coPart(VM& vm, uint32_t tag, Value g, bool tangent) {
       continue;
     }
     Value x = it.v;
+    // A cobundle of a tag above this one is the sensitivity of a perturbation the
+    // bundle (of this tag: its parts carry lower tags only) does not have: it gets the
+    // primal part (VM::fwdProject). (Taken as a whole for the primal, it left the
+    // tangent nothing when a bundle was also observed at a later tag: the gradient of
+    // a jvp whose function takes a derivative of a function returning its argument.)
+    while (isFwd(x) && asFwd(x)->co() && asFwd(x)->tag() > tag) x = asFwd(x)->primal;
     if (isPair(x)) {
       todo.push_back({x, true});
       todo.push_back({asPair(x)->cdr, false});
