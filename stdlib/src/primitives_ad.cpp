@@ -243,7 +243,13 @@ Value coSplitP(VM& vm, Value* a, int) {
       work.push_back(asPair(x)->car);
     }
   }
-  return Value::boolean(found);
+  // A tag whose forward pass is over (above the one in use) is split too when ybar holds
+  // no cobundle of it: a sensitivity that reached the value from uses that saw no
+  // perturbation of the tag is the cobundle with that primal part and no tangent part,
+  // and what the arguments get is the primal part of pb's bundle. (Given to pb as it
+  // is, it came back a bundle, which went on as a sensitivity of values that never had
+  // the tag: a gradient of a jvp returned a bundle.)
+  return Value::boolean(found || tag > vm.fwdTagInUse());
 }
 
 // (%fwd-resume tag): tag in use again (VM::fwdSetTagInUse) if it is above the tag in
