@@ -227,7 +227,7 @@ Value attachedPrimal(VM& vm, Value* a, int) {
 Value coSplitP(VM& vm, Value* a, int) {
   if (!a[0].isChar()) return Value::boolean(false);
   uint32_t tag = a[0].asChar();
-  bool found = false;
+  bool found = false, other = false;
   std::vector<Value> work{a[1], a[2]};
   while (!work.empty()) {
     Value x = untagged(work.back());
@@ -236,6 +236,7 @@ Value coSplitP(VM& vm, Value* a, int) {
       uint32_t t = asFwd(x)->tag();
       if (t == tag && asFwd(x)->co()) found = true;
       if (t != tag && t > vm.fwdTagInUse()) return Value::boolean(false);
+      other = other || t != tag;
       work.push_back(asFwd(x)->primal);
       work.push_back(asFwd(x)->tangent);
     } else if (isPair(x)) {
@@ -243,13 +244,14 @@ Value coSplitP(VM& vm, Value* a, int) {
       work.push_back(asPair(x)->car);
     }
   }
-  // A tag whose forward pass is over (above the one in use) is split too when ybar holds
-  // no cobundle of it: a sensitivity that reached the value from uses that saw no
-  // perturbation of the tag is the cobundle with that primal part and no tangent part,
-  // and what the arguments get is the primal part of pb's bundle. (Given to pb as it
-  // is, it came back a bundle, which went on as a sensitivity of values that never had
-  // the tag: a gradient of a jvp returned a bundle.)
-  return Value::boolean(found || tag > vm.fwdTagInUse());
+  // A tag whose forward pass is over (above the one in use), the only tag about, is split
+  // too when ybar holds no cobundle of it: a sensitivity that reached the value from
+  // uses that saw no perturbation of the tag is the cobundle with that primal part and
+  // no tangent part, and what the arguments get is the primal part of pb's bundle.
+  // (Given to pb as it was, it came back a bundle, which went on as a sensitivity of
+  // values that never had the tag: a gradient of a jvp returned a bundle.) With a lower
+  // tag in use about too, the pullback's bundles are left as they were.
+  return Value::boolean(found || (!other && tag > vm.fwdTagInUse()));
 }
 
 // (%fwd-resume tag): tag in use again (VM::fwdSetTagInUse) if it is above the tag in
@@ -435,6 +437,16 @@ bool sameVectorShape(Value s, Value v) {
   return !sv || sameShape(static_cast<Vector*>(s.asObject()), static_cast<Vector*>(v.asObject()));
 }
 
+// The shape of a cobundle's parts: past bundles and cobundles, the part that is not the
+// symbolic zero.
+Value coShape(Value s) {
+  for (s = untagged(s); isFwd(s); s = untagged(s)) {
+    Fwd* f = asFwd(s);
+    s = f->primal.isZero() ? f->tangent : f->primal;
+  }
+  return s;
+}
+
 // (%materialize sens value): sens with every symbolic zero replaced by the zero of the
 // corresponding part of value (VM::zeroOf), and the sensitivity of a discrete value
 // (its own, or any other discrete value a custom derivative gave for it) made that
@@ -486,6 +498,9 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
     // The sensitivity of a bundle's perturbation that reached a value without one
     // (reverse over forward) is its primal part (VM::fwdProject).
     if (isFwd(s) && asFwd(s)->co()) s = vm.fwdProject(s, v);
+    // A cobundle left for a bundle of its tag (reverse over forward over forward) has
+    // the shape of its parts.
+    bool keptCo = isFwd(s) && asFwd(s)->co() && isFwd(v) && asFwd(v)->tag() == asFwd(s)->tag();
     // A sensitivity that still carries the axes its value was broadcast along
     // (ad_rules.cpp) is summed to the value's shape (an error if they do not broadcast).
     // (Of a bundle, forward over reverse: by its primal's shape; %sum-to takes the
@@ -518,7 +533,7 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
       work.push_back({s, vm.capturedValues(asClosure(v)), 0});
     } else if (isPair(s) || isAggregate(s) || isAggregate(v) ||
                (s.isNumber() && !v.isNumber() && !isObj(v, ObjType::Rev) && !isFwd(v)) ||
-               !sameVectorShape(fwdPrimal(untagged(s)), fwdPrimal(v))) {
+               !sameVectorShape(keptCo ? coShape(s) : fwdPrimal(untagged(s)), fwdPrimal(v))) {
       std::string ss = vm.show(s, true), sv = vm.show(v, true);
       if (ss.size() > 60) ss = ss.substr(0, 57) + "...";
       if (sv.size() > 60) sv = sv.substr(0, 57) + "...";

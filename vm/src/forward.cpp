@@ -201,7 +201,10 @@ Value VM::fwdApply(Native* n, Value* args, int nargs) {
         // passed through a recursive call: tests/lang/ad/forward/reverse_over_loops.dlam.)
         {
           Value P = arith(id, isCo(0) ? p[0] : args[0], isCo(1) ? p[1] : args[1]);
-          Value T = isCo(0) ? t[0] : arith(id, Value::number(0), t[1]);
+          // (A symbolic zero tangent part stays one: 0 - Z made it the number 0, which
+          // is not the shape of an array's.)
+          Value T =
+              isCo(0) || t[1].isZero() ? t[isCo(0) ? 0 : 1] : arith(id, Value::number(0), t[1]);
           return make(P, T);
         }
       case NativeId::Mul: {
