@@ -87,6 +87,9 @@ struct ReverseCall {
   void checkXbar() { addTo(st, bd.args[2], g); }
   // the identity, as a function: %rep-result, %bp-result, %zero-if-zero
   void identity() { addTo(st, *a, g); }
+  // (%observed bp w) under *j: code of that level calls the flagged copy as w (it
+  // observes the result, ad.cpp), so what reaches the copy is w's sensitivity
+  void observed() { addTo(st, *b, g); }
   // the identity, but for the axes of a broadcast that a sensitivity still carried
   // (ad_rules.cpp, arithmetic), which %materialize summed: g goes back over them
   void materialize() {
@@ -651,8 +654,7 @@ constexpr PrimitiveRules kRules[] = {
     {NativeId::Step, kPrimals, &R::noSensitivity, false, &T::none},
     {NativeId::ZeroIfZero, kPrimals, &R::identity, false, &T::identity},
     {NativeId::Materialize, kImages, &R::materialize, false, &T::structural},
-    // (%observed bp w) is bp to everything but a call (vm/src/ad.cpp): so is its sensitivity
-    {NativeId::Observed, kImages, &R::identity, false, &T::structural},
+    {NativeId::Observed, kImages, &R::observed, false, &T::structural},
     {NativeId::RepResult, kImages, &R::identity, false, &T::structural},
     {NativeId::BpResult, kImages, &R::identity, false, &T::structural},
     {NativeId::CheckXbar, kImages, &R::checkXbar, false, &T::structural},

@@ -571,14 +571,17 @@ uint16_t VM::callerAdLevel() {
   return 0;
 }
 
-// Only plain code (level 0) is sent through %j-boundary: called by code of a higher
-// level, %j-boundary's own backpropagator would not give the closure's sensitivity in
-// the convention its caller expects (docs/internals.md).
+// Plain code (level 0) and code of level 1 are sent through %j-boundary (at level 1 by
+// way of %j-boundary-at, which gives the boundary's backpropagator the caller's
+// convention); code of level 2 or more calls the function as it is and sees the
+// symbolic zero where nothing reached (docs/internals.md).
 bool VM::observedRep() {
   const Proto* p = frames_.back().closure->proto;
-  for (uint16_t i = 0, c = callerAdLevel(); i <= c; ++i)
+  uint16_t c = callerAdLevel();
+  if (c > 1) return false;
+  for (uint16_t i = 0; i <= c; ++i)
     if (!(p = p->primal)) return false;
-  return callerAdLevel() == 0;
+  return true;
 }
 
 Value VM::jBoundary(uint16_t level) {
@@ -588,14 +591,13 @@ Value VM::jBoundary(uint16_t level) {
   return b;
 }
 
-bool VM::adEntry() {
+int VM::adEntry() {
   if (!observedCall(frames_.size() - 2, frames_.back().closure->proto->adLevel) || !observedRep())
-    return false;
-  toJBoundary();
-  return true;
+    return 0;
+  return toJBoundary();
 }
 
-void VM::toJBoundary() {
+int VM::toJBoundary() {
   CallFrame* frame = &frames_.back();
   Closure* closure = frame->closure;
   Proto* p = closure->proto;
@@ -619,12 +621,26 @@ void VM::toJBoundary() {
     if (p->hasRest) args = stack_[base + p->nparams];
     for (uint32_t j = p->nparams; j-- > 0;) args = cons(stack_[base + j], args);
   }
-  Value b = jBoundary(callerAdLevel());
-  ensureStack(base + 3);
-  stack_[base - 1] = b;
-  stack_[base] = Value::object(closure);
-  stack_[base + 1] = args;
-  frames_.back().closure = asClosure(b);
+  uint16_t level = callerAdLevel();
+  Value b = jBoundary(level);
+  ensureStack(base + 4);
+  if (level == 0) {
+    stack_[base - 1] = b;
+    stack_[base] = Value::object(closure);
+    stack_[base + 1] = args;
+    frames_.back().closure = asClosure(b);
+    return 2;
+  }
+  // Called by code of level 1: through %j-boundary-at, which hands on a backpropagator
+  // of the caller's convention (prelude.dlam).
+  Value at = libraryValue("%j-boundary-at");
+  if (!isClosure(at)) runtimeError("*j: the library's %j-boundary-at is missing");
+  stack_[base - 1] = at;
+  stack_[base] = b;
+  stack_[base + 1] = Value::object(closure);
+  stack_[base + 2] = args;
+  frames_.back().closure = asClosure(at);
+  return 3;
 }
 
 Value VM::observedCopy(Value bp, Value w) {

@@ -1383,8 +1383,8 @@ op_ADENTRY:
   // it runs through %j-boundary at the caller's level (ad.cpp), which calls it again
   // from the AD machinery's own code and flags the backpropagator it returns.
   SAVE_PC();
-  if (adEntry()) [[unlikely]]
-    enter(2);
+  if (int n = adEntry()) [[unlikely]]
+    enter(n);
   DISPATCH();
 op_ARGJINV:
   // A parameter used only here: as it is if its caller passed it untagged.
