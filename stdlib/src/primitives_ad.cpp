@@ -263,30 +263,6 @@ Value coTags(VM& vm, Value* a, int) {
   return l;
 }
 
-// (%co-array? g vals): whether the sensitivity g (along lists, under reverse tags)
-// holds a cobundle, and it or the value and arguments vals of the custom rule it is
-// given to hold an array: what the rule's pullback is not given under a second
-// reverse pass (%rule-pullback, prelude.dlam).
-Value leafPart(Value x);
-Value coArrayP(VM&, Value* a, int) {
-  bool co = false, array = false;
-  for (int i = 0; i < 2; ++i) {
-    std::vector<Value> work{a[i]};
-    while (!work.empty()) {
-      Value x = untagged(work.back());
-      work.pop_back();
-      if (isFwd(x) && asFwd(x)->co()) co = true;
-      if (isObj(leafPart(x), ObjType::Vector)) array = true;
-      if (isPair(x)) {
-        work.push_back(asPair(x)->cdr);
-        work.push_back(asPair(x)->car);
-      }
-    }
-    if (i == 0 && !co) return Value::boolean(false);
-  }
-  return Value::boolean(array);
-}
-
 // (%fwd-resume tag): tag in use again (VM::fwdSetTagInUse) if it is above the tag in
 // use; returns the tag in use before, for %fwd-restore.
 Value fwdResume(VM& vm, Value* a, int) {
@@ -408,8 +384,23 @@ Value coBundle(VM& vm, uint32_t tag, Value g, Value y, bool tangent, bool wrap =
 Value coBundlePrimal(VM& vm, Value* a, int) {
   return coBundle(vm, tagArg(vm, "%cobundle-primal", a, 0), a[1], a[2], false);
 }
-Value coBundleTangent(VM& vm, Value* a, int) {
-  return coBundle(vm, tagArg(vm, "%cobundle-tangent", a, 0), a[1], a[2], true);
+// (With a fourth argument, the value whose tangent y is: where that is a number or an
+// array with no bundle of the tag (under reverse tags), the symbolic zero: its tangent
+// is the constant 0. A tangent taken inside a function that vector-map maps, of a
+// value the function did not perturb, gave the element a cobundle.)
+bool constantTangent(uint32_t tag, Value b) {
+  b = untagged(b);
+  return b.isNumber() || isObj(b, ObjType::Vector) || (isFwd(b) && asFwd(b)->tag() != tag);
+}
+Value coBundleTangent(VM& vm, Value* a, int n) {
+  uint32_t tag = tagArg(vm, "%cobundle-tangent", a, 0);
+  if (n > 3 && constantTangent(tag, a[3])) return Value::zero();
+  return coBundle(vm, tag, a[1], a[2], true);
+}
+// (%constant-tangent? tag x): whether x is a number or an array without a bundle of
+// the tag, whose tangent there is the constant 0.
+Value constantTangentP(VM& vm, Value* a, int) {
+  return Value::boolean(constantTangent(tagArg(vm, "%constant-tangent?", a, 0), a[1]));
 }
 // Reverse over reverse over forward: the sensitivity of a cobundle (P, T), which pairs
 // with it as u·P + v·T, is the bundle u + vε of its tag. It is a bundle, not a
@@ -561,10 +552,24 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
     Value v = unwrapAttached(it.v);
     // A sparse vector sensitivity (object.h) leaves as its dense form.
     if (isObj(s, ObjType::Vector)) s = Value::object(vm.dense(static_cast<Vector*>(s.asObject())));
-    while (isObj(v, ObjType::Rev)) v = static_cast<Rev*>(v.asObject())->primal;
+    int tags = 0;
+    for (; isObj(v, ObjType::Rev); ++tags) v = static_cast<Rev*>(v.asObject())->primal;
     // The sensitivity of a bundle's perturbation that reached a value without one
-    // (reverse over forward) is its primal part (VM::fwdProject).
-    if (isFwd(s) && (asFwd(s)->co() || asFwd(s)->tag() > vm.fwdTagInUse())) s = vm.fwdProject(s, v);
+    // (reverse over forward) is its primal part (VM::fwdProject); also under the tags
+    // of a further reverse pass, which both carry (reverse over reverse over forward:
+    // the image of the projection is the projection of the images).
+    {
+      Value c = s;
+      int k = 0;
+      for (; k < tags && isObj(c, ObjType::Rev); ++k) c = static_cast<Rev*>(c.asObject())->primal;
+      if (isFwd(c) && (asFwd(c)->co() || asFwd(c)->tag() > vm.fwdTagInUse())) {
+        Value p = vm.fwdProject(c, v);
+        if (p != c) {
+          for (int i = 0; i < k; ++i) p = Value::object(vm.makeRev(p));
+          s = p;
+        }
+      }
+    }
     // A sensitivity that still carries the axes its value was broadcast along
     // (ad_rules.cpp) is summed to the value's shape (an error if they do not broadcast).
     // (Of a bundle, forward over reverse: by its primal's shape; %sum-to takes the
@@ -623,6 +628,7 @@ Value observed(VM& vm, Value* a, int) { return vm.observedCopy(a[0], a[1]); }
 // back, and the rest is kept.
 Value materialize(VM& vm, Value* a, int) {
   Value s = a[0], v = a[1];
+  if (s.isNumber() && v.isNumber()) return s;  // an element's (%number-sens, prelude)
   if (!isPair(s) || !isPair(v)) return materializeTree(vm, s, v);
   std::vector<std::pair<size_t, Value>> changed;  // (index, new element)
   size_t n = 0;
@@ -821,13 +827,13 @@ void openAdPrimitives(Registrar& r) {
   vm.defineNative("%rep-tag", repTag, 2, 2);
   vm.defineNative("%attached-primal", attachedPrimal, 1, 1);
   vm.defineNative("%co-tags", coTags, 2, 2);
-  vm.defineNative("%co-array?", coArrayP, 2, 2);
   vm.defineNative("%fwd-resume", fwdResume, 1, 1);
   vm.defineNative("%fwd-restore", fwdRestore, 1, 1);
   vm.defineNative("%co-primal", coPrimal, 2, 2);
   vm.defineNative("%co-tangent", coTangent, 2, 2);
   vm.defineNative("%cobundle-primal", coBundlePrimal, 3, 3);
-  vm.defineNative("%cobundle-tangent", coBundleTangent, 3, 3);
+  vm.defineNative("%cobundle-tangent", coBundleTangent, 3, 4);
+  vm.defineNative("%constant-tangent?", constantTangentP, 2, 2);
   vm.defineNative("%dual-primal", dualPrimal, 2, 2);
   vm.defineNative("%dual-tangent", dualTangent, 2, 2);
   vm.defineNative("%dual-bundle-primal", dualBundlePrimal, 3, 3);
