@@ -220,15 +220,18 @@ Value attachedPrimal(VM& vm, Value* a, int) {
 // the pullback is run on part by part (%rule-pullback, prelude.dlam). A tag still in
 // use (forward over reverse, or over reverse over forward) is a perturbation of
 // everything here and is carried along, as is anything with no such bundle in it.
-// () where the sensitivity ybar holds no cobundle of those tags.
+// () where the sensitivity ybar holds no cobundle of those tags, unless one tag that
+// ended is the only one about (below).
 Value coTags(VM& vm, Value* a, int) {
   std::vector<uint32_t> tags;
+  bool inUse = false;  // a bundle or cobundle of a tag still in use
   std::vector<Value> work{a[0]};
   while (!work.empty()) {
     Value x = untagged(work.back());
     work.pop_back();
     if (isFwd(x)) {
       uint32_t t = asFwd(x)->tag();
+      if (t <= vm.fwdTagInUse()) inUse = true;
       if (!asFwd(x)->co() && t > vm.fwdTagInUse() &&
           std::find(tags.begin(), tags.end(), t) == tags.end())
         tags.push_back(t);
@@ -239,16 +242,17 @@ Value coTags(VM& vm, Value* a, int) {
       work.push_back(asPair(x)->car);
     }
   }
-  // Only where the sensitivity holds a cobundle of a tag (else it is given to the
-  // pullback as it is, as before).
+  // Where the sensitivity holds a cobundle of one of them (else it is given to the
+  // pullback as it is, as before) ...
   bool any = false;
   work.assign(1, a[1]);
   while (!work.empty() && !any) {
     Value x = untagged(work.back());
     work.pop_back();
     if (isFwd(x)) {
-      if (asFwd(x)->co() && std::find(tags.begin(), tags.end(), asFwd(x)->tag()) != tags.end())
-        any = true;
+      bool ours = std::find(tags.begin(), tags.end(), asFwd(x)->tag()) != tags.end();
+      if (asFwd(x)->co() && ours) any = true;
+      if (!ours) inUse = true;
       work.push_back(asFwd(x)->primal);
       work.push_back(asFwd(x)->tangent);
     } else if (isPair(x)) {
@@ -256,7 +260,13 @@ Value coTags(VM& vm, Value* a, int) {
       work.push_back(asPair(x)->car);
     }
   }
-  if (!any) return Value::nil();
+  // ... or, one tag that ended being the only one about, where it holds none: a
+  // sensitivity that reached the value from uses that saw no perturbation of the tag is
+  // the cobundle with that primal part and no tangent part, and what the arguments get
+  // is the primal part of pb's bundle. (Given to pb as it was, it came back a bundle,
+  // which went on as a sensitivity of values that never had the tag: a gradient of a
+  // jvp returned a bundle, or a wrong value.)
+  if (!any && !(tags.size() == 1 && !inUse)) return Value::nil();
   std::sort(tags.begin(), tags.end());
   Value l = Value::nil();
   for (uint32_t t : tags) l = vm.cons(tagValue(t), l);
