@@ -23,7 +23,20 @@ jobs="${DLAM_JOBS:-2}"
 werror="${DLAM_WERROR:-OFF}"
 failed=()
 
-section() { printf '\n==== %s ====\n' "$*"; }
+# Each section header also gives the wall time of the section before it, and the last one
+# the time of the whole run (seconds, from bash's SECONDS).
+section_name=""
+section_start=$SECONDS
+section() {
+  if [[ -n "$section_name" ]]; then
+    printf '\n---- %d s: %s\n' $((SECONDS - section_start)) "$section_name"
+  fi
+  section_name="$*"
+  section_start=$SECONDS
+  printf '\n==== %s ====\n' "$*"
+}
+# built: the time so far of a section that builds and then tests.
+built() { printf -- '---- built in %d s\n' $((SECONDS - section_start)); }
 
 if [[ "${DLAM_SKIP_SETUP:-0}" != 1 ]]; then
   bash tools/setup.sh
@@ -52,6 +65,7 @@ if [[ "${DLAM_SKIP_CLANG:-0}" != 1 ]]; then
   if CC=clang CXX=clang++ cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release \
        -DDLAM_GC_STRESS=OFF -DDLAM_SANITIZE=OFF -DDLAM_WERROR=ON -DDLAM_SWITCH_DISPATCH=ON &&
      cmake --build build-clang -j"$jobs"; then
+    built
     ctest --test-dir build-clang --output-on-failure -j"$jobs" || failed+=("clang")
   else
     failed+=("clang build")
@@ -65,6 +79,7 @@ if [[ "${DLAM_SKIP_STRESS:-0}" != 1 ]]; then
   if cmake -S . -B build-stress -DCMAKE_BUILD_TYPE=Release -DDLAM_GC_STRESS=ON -DDLAM_SANITIZE=OFF \
        -DDLAM_WERROR="$werror" &&
      cmake --build build-stress -j"$jobs" --target dlam dlam_lang_tests dlam_cpp_alloc_tests; then
+    built
     DLAM_LANG_SKIP_TAGS="heavy ${DLAM_LANG_SKIP_TAGS:-}" DLAM_LANG_TIMEOUT_SCALE=3 \
       ctest --test-dir build-stress -L lang --output-on-failure -j"$jobs" || failed+=("gc-stress")
     ctest --test-dir build-stress -R 'CppAllocationFailure' --output-on-failure -j"$jobs" ||
@@ -79,6 +94,7 @@ if [[ "${DLAM_SKIP_SANITIZE:-0}" != 1 ]]; then
   if cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLAM_SANITIZE=ON \
        -DDLAM_GC_STRESS=OFF -DDLAM_WERROR="$werror" &&
      cmake --build build-asan -j"$jobs"; then
+    built
     # exitcode=86: a sanitizer report must not look like dlam's own exit status 1.
     # The lang runner and the API tests run the instrumented dlam, so LeakSanitizer
     # checks every script, limit errors included.
@@ -99,6 +115,7 @@ if [[ "${DLAM_SKIP_TSAN:-0}" != 1 ]]; then
   if cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLAM_TSAN=ON \
        -DDLAM_WERROR="$werror" &&
      cmake --build build-tsan -j"$jobs" --target api_threads api_limits api_python_threads; then
+    built
     TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:exitcode=86}" \
       ctest --test-dir build-tsan -R 'api[.](threads|limits|python_threads)$' --output-on-failure ||
       failed+=("tsan")
@@ -108,7 +125,7 @@ if [[ "${DLAM_SKIP_TSAN:-0}" != 1 ]]; then
 fi
 
 if ((${#failed[@]})); then
-  section "FAILED: ${failed[*]}"
+  section "FAILED: ${failed[*]} (total ${SECONDS} s)"
   exit 1
 fi
-section "all passed"
+section "all passed (total ${SECONDS} s)"
