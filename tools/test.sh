@@ -6,7 +6,7 @@
 # UndefinedBehaviorSanitizer (with LeakSanitizer), and the threads tests (VMs on several
 # threads, interrupts, the Python package's threading replayed in C) under ThreadSanitizer.
 # First of all it checks that every C and C++ file is clang-formatted (tools/format.sh --check).
-# Exits non-zero if anything fails.
+# Each section prints its wall time and CPU time. Exits non-zero if anything fails.
 #
 # Environment:
 #   DLAM_SKIP_SETUP=1     do not run tools/setup.sh
@@ -23,20 +23,37 @@ jobs="${DLAM_JOBS:-2}"
 werror="${DLAM_WERROR:-OFF}"
 failed=()
 
-# Each section header also gives the wall time of the section before it, and the last one
-# the time of the whole run (seconds, from bash's SECONDS).
+# Each section header also gives the wall time of the section before it and the CPU time its
+# commands took (user + system, from /proc: on a shared machine the wall time depends on the
+# load, the CPU time much less), and the last one the time of the whole run.
+ticks="$(getconf CLK_TCK 2>/dev/null || echo 100)"
+cpu() { # CPU seconds of the commands this script ran and waited for
+  local f
+  if read -r -a f </proc/$$/stat 2>/dev/null; then
+    echo $(((f[15] + f[16]) / ticks))
+  else
+    echo 0
+  fi
+}
 section_name=""
 section_start=$SECONDS
+section_cpu=$(cpu)
 section() {
+  local now
+  now=$(cpu)
   if [[ -n "$section_name" ]]; then
-    printf '\n---- %d s: %s\n' $((SECONDS - section_start)) "$section_name"
+    printf '\n---- %d s, CPU %d s: %s\n' $((SECONDS - section_start)) $((now - section_cpu)) \
+      "$section_name"
   fi
   section_name="$*"
   section_start=$SECONDS
+  section_cpu=$now
   printf '\n==== %s ====\n' "$*"
 }
-# built: the time so far of a section that builds and then tests.
-built() { printf -- '---- built in %d s\n' $((SECONDS - section_start)); }
+# built: the times so far of a section that builds and then tests.
+built() {
+  printf -- '---- built in %d s, CPU %d s\n' $((SECONDS - section_start)) $(($(cpu) - section_cpu))
+}
 
 if [[ "${DLAM_SKIP_SETUP:-0}" != 1 ]]; then
   bash tools/setup.sh
@@ -125,7 +142,7 @@ if [[ "${DLAM_SKIP_TSAN:-0}" != 1 ]]; then
 fi
 
 if ((${#failed[@]})); then
-  section "FAILED: ${failed[*]} (total ${SECONDS} s)"
+  section "FAILED: ${failed[*]} (total ${SECONDS} s, CPU $(cpu) s)"
   exit 1
 fi
-section "all passed (total ${SECONDS} s)"
+section "all passed (total ${SECONDS} s, CPU $(cpu) s)"
