@@ -25,6 +25,15 @@
 #include <string>
 #include <vector>
 
+// GCC defines __SANITIZE_ADDRESS__ and __SANITIZE_THREAD__; clang has __has_feature.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DLAM_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define DLAM_TEST_SANITIZED 1
+#endif
+#endif
+
 namespace {
 
 struct Session {
@@ -230,7 +239,7 @@ int main(int argc, char** argv) {
   // Session 3: 200 MB of address space. Printing a tree of 2^40 leaves (the printer's
   // string), a list that doubles (the GC heap) and showing the tree as the REPL's answer
   // each run out of memory; the session goes on.
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if !defined(DLAM_TEST_SANITIZED)
   {
     Session s = start(dlam, {}, home, 200);
     step(s, "(define t (let loop ((i 0) (x 1)) (if (= i 40) x (loop (+ i 1) (cons x x)))))", R"()");
