@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(
   cmake g++ make pkg-config          # the build
+  ninja-build                        # tools/test.sh's builds (make where it is missing)
   liblua5.4-dev                      # configuration files (liblua5.4.a: linked into dlam)
   libffi-dev                         # foreign functions (libffi.a: linked into dlam)
   libopenblas-serial-dev             # dot (OpenBLAS's build without threads, and cblas.h)

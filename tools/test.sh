@@ -55,6 +55,18 @@ built() {
   printf -- '---- built in %d s, CPU %d s\n' $((SECONDS - section_start)) $(($(cpu) - section_cpu))
 }
 
+# configure DIR ARGS...: cmake's configure step, with Ninja where it is installed (it compiles
+# a target's sources while the libraries it links are still being built, where make waits);
+# a build directory configured before keeps its generator.
+configure() {
+  local dir="$1" gen=()
+  shift
+  if [[ ! -f "$dir/CMakeCache.txt" ]] && command -v ninja >/dev/null 2>&1; then
+    gen=(-G Ninja)
+  fi
+  cmake -S . -B "$dir" "${gen[@]}" "$@"
+}
+
 if [[ "${DLAM_SKIP_SETUP:-0}" != 1 ]]; then
   bash tools/setup.sh
 fi
@@ -63,7 +75,7 @@ section "formatting (tools/format.sh --check)"
 bash tools/format.sh --check || failed+=("format")
 
 section "release build (build/)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DDLAM_GC_STRESS=OFF -DDLAM_SANITIZE=OFF \
+configure build -DCMAKE_BUILD_TYPE=Release -DDLAM_GC_STRESS=OFF -DDLAM_SANITIZE=OFF \
   -DDLAM_WERROR="$werror"
 cmake --build build -j"$jobs"
 
@@ -79,7 +91,7 @@ DLAM_LIBRARY="$PWD/build/embed/libdlam.so" /usr/bin/python3 -m pytest -q -p no:c
 if [[ "${DLAM_SKIP_CLANG:-0}" != 1 ]]; then
   section "every test built with clang, warnings as errors, switch dispatch (build-clang/)"
   # The default target is what ctest runs (the libraries, dlam, the test programs).
-  if CC=clang CXX=clang++ cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release \
+  if CC=clang CXX=clang++ configure build-clang -DCMAKE_BUILD_TYPE=Release \
        -DDLAM_GC_STRESS=OFF -DDLAM_SANITIZE=OFF -DDLAM_WERROR=ON -DDLAM_SWITCH_DISPATCH=ON &&
      cmake --build build-clang -j"$jobs"; then
     built
@@ -93,7 +105,7 @@ if [[ "${DLAM_SKIP_STRESS:-0}" != 1 ]]; then
   section "lang suite and allocation-failure sweep under GC stress (build-stress/)"
   # Scripts tagged `heavy` allocate millions of objects: quadratic when every allocation collects.
   # The sweep fails the C++ allocations of collections too when every call collects.
-  if cmake -S . -B build-stress -DCMAKE_BUILD_TYPE=Release -DDLAM_GC_STRESS=ON -DDLAM_SANITIZE=OFF \
+  if configure build-stress -DCMAKE_BUILD_TYPE=Release -DDLAM_GC_STRESS=ON -DDLAM_SANITIZE=OFF \
        -DDLAM_WERROR="$werror" &&
      cmake --build build-stress -j"$jobs" --target dlam dlam_lang_tests dlam_cpp_alloc_tests; then
     built
@@ -108,7 +120,7 @@ fi
 
 if [[ "${DLAM_SKIP_SANITIZE:-0}" != 1 ]]; then
   section "every test under ASan + UBSan (build-asan/)"
-  if cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLAM_SANITIZE=ON \
+  if configure build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLAM_SANITIZE=ON \
        -DDLAM_GC_STRESS=OFF -DDLAM_WERROR="$werror" &&
      cmake --build build-asan -j"$jobs"; then
     built
@@ -129,7 +141,7 @@ if [[ "${DLAM_SKIP_TSAN:-0}" != 1 ]]; then
   # api.python_threads replays the Python package's threading (a GIL, host functions and
   # output taking it back, dlam.interrupt from another thread) in C: a Python interpreter
   # cannot load a TSan-instrumented module.
-  if cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLAM_TSAN=ON \
+  if configure build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLAM_TSAN=ON \
        -DDLAM_WERROR="$werror" &&
      cmake --build build-tsan -j"$jobs" --target api_threads api_limits api_python_threads; then
     built
