@@ -19,7 +19,7 @@ packages=(
   lua5.4 luajit                      # benchmark peers
   python3                            # the benchmark runner and tools/adfuzz.py (a test)
   clang-format                       # tools/format.sh --check (CI)
-  clang                              # tools/test.sh's clang build (build-clang/)
+  clang                              # tools/test.sh's ASan+UBSan build (build-asan/)
   python3-numpy python3-pytest       # the Python package (python/) and its tests
   python3-setuptools python3-pip     # installing it (pip install --no-build-isolation ./python)
   python3-dev                        # its C part (python/dlam/_core.c): Python's headers
