@@ -134,7 +134,9 @@ struct ReverseCall {
     addTo(st, bd.args[3], helper("%co-tangent", {tag, g}));
   }
   void primalAt() { addTo(st, *b, helper("%cobundle-primal", {P(*a), g, y()})); }
-  void tangentAt() { addTo(st, *b, helper("%cobundle-tangent", {P(*a), g, y()})); }
+  // (the argument too: where it has no bundle of the tag, its tangent is the constant 0
+  // and it gets no sensitivity from it)
+  void tangentAt() { addTo(st, *b, helper("%cobundle-tangent", {P(*a), g, y(), P(*b)})); }
 
   // ---- arithmetic (binary chains after Transformer::expand) ----
   // On arrays these broadcast (NumPy's rules), and the part of g an operand gets keeps

@@ -2,6 +2,7 @@
 // free-variables, and the %-helpers that transformed code and the prelude use
 // (symbolic-zero-aware car/cdr, sign and step for derivative rules, materialising
 // symbolic zeros into the shape of a value).
+#include <algorithm>
 #include <vector>
 
 #include "dlam/aggregate.h"
@@ -212,31 +213,28 @@ Value attachedPrimal(VM& vm, Value* a, int) {
   return static_cast<Attached*>(a[0].asObject())->primal;
 }
 
-// (%co-split? tag ybar vals): whether ybar, the sensitivity given a custom rule's
-// pullback whose value and arguments (the list vals) carry bundles of tag at most,
-// holds a cobundle of that tag (along lists, under reverse tags): reverse over forward,
-// where the pullback is run on its parts apart (%rule-pullback, prelude.dlam).
-// Anything else is given to the pullback as it is: forward over reverse, where a
-// bundle is a sensitivity with a perturbation, and the pullback's own calls of rules
-// inside, whose sensitivities are the bundles Jᵀu + ε (Jᵀu)' of that computation.
-// Nor when vals or ybar carry a second tag whose forward pass is over too (reverse over
-// forward over forward): the parts would then hold cobundles of it, which the
-// combination at tag does not take apart; the arithmetic on cobundles handles that
-// (or fails) as before. A lower tag still in use (forward over reverse over forward)
-// is a perturbation of everything here and is carried along.
-Value coSplitP(VM& vm, Value* a, int) {
-  if (!a[0].isChar()) return Value::boolean(false);
-  uint32_t tag = a[0].asChar();
-  bool found = false, other = false;
-  std::vector<Value> work{a[1], a[2]};
+// (%co-tags vals ybar): the tags of the bundles in vals (the value and the arguments of a
+// custom rule, along lists, under reverse tags, and inside bundles of bundles) whose
+// forward passes have ended, highest first: reverse over forward (over forward ...),
+// where the sensitivity the rule's pullback is given is a cobundle of those tags, which
+// the pullback is run on part by part (%rule-pullback, prelude.dlam). A tag still in
+// use (forward over reverse, or over reverse over forward) is a perturbation of
+// everything here and is carried along, as is anything with no such bundle in it.
+// () where the sensitivity ybar holds no cobundle of those tags, unless one tag that
+// ended is the only one about (below).
+Value coTags(VM& vm, Value* a, int) {
+  std::vector<uint32_t> tags;
+  bool inUse = false;  // a bundle or cobundle of a tag still in use
+  std::vector<Value> work{a[0]};
   while (!work.empty()) {
     Value x = untagged(work.back());
     work.pop_back();
     if (isFwd(x)) {
       uint32_t t = asFwd(x)->tag();
-      if (t == tag && asFwd(x)->co()) found = true;
-      if (t != tag && t > vm.fwdTagInUse()) return Value::boolean(false);
-      other = other || t != tag;
+      if (t <= vm.fwdTagInUse()) inUse = true;
+      if (!asFwd(x)->co() && t > vm.fwdTagInUse() &&
+          std::find(tags.begin(), tags.end(), t) == tags.end())
+        tags.push_back(t);
       work.push_back(asFwd(x)->primal);
       work.push_back(asFwd(x)->tangent);
     } else if (isPair(x)) {
@@ -244,14 +242,35 @@ Value coSplitP(VM& vm, Value* a, int) {
       work.push_back(asPair(x)->car);
     }
   }
-  // A tag whose forward pass is over (above the one in use), the only tag about, is split
-  // too when ybar holds no cobundle of it: a sensitivity that reached the value from
-  // uses that saw no perturbation of the tag is the cobundle with that primal part and
-  // no tangent part, and what the arguments get is the primal part of pb's bundle.
-  // (Given to pb as it was, it came back a bundle, which went on as a sensitivity of
-  // values that never had the tag: a gradient of a jvp returned a bundle.) With a lower
-  // tag in use about too, the pullback's bundles are left as they were.
-  return Value::boolean(found || (!other && tag > vm.fwdTagInUse()));
+  // Where the sensitivity holds a cobundle of one of them (else it is given to the
+  // pullback as it is, as before) ...
+  bool any = false;
+  work.assign(1, a[1]);
+  while (!work.empty() && !any) {
+    Value x = untagged(work.back());
+    work.pop_back();
+    if (isFwd(x)) {
+      bool ours = std::find(tags.begin(), tags.end(), asFwd(x)->tag()) != tags.end();
+      if (asFwd(x)->co() && ours) any = true;
+      if (!ours) inUse = true;
+      work.push_back(asFwd(x)->primal);
+      work.push_back(asFwd(x)->tangent);
+    } else if (isPair(x)) {
+      work.push_back(asPair(x)->cdr);
+      work.push_back(asPair(x)->car);
+    }
+  }
+  // ... or, one tag that ended being the only one about, where it holds none: a
+  // sensitivity that reached the value from uses that saw no perturbation of the tag is
+  // the cobundle with that primal part and no tangent part, and what the arguments get
+  // is the primal part of pb's bundle. (Given to pb as it was, it came back a bundle,
+  // which went on as a sensitivity of values that never had the tag: a gradient of a
+  // jvp returned a bundle, or a wrong value.)
+  if (!any && !(tags.size() == 1 && !inUse)) return Value::nil();
+  std::sort(tags.begin(), tags.end());
+  Value l = Value::nil();
+  for (uint32_t t : tags) l = vm.cons(tagValue(t), l);
+  return l;
 }
 
 // (%fwd-resume tag): tag in use again (VM::fwdSetTagInUse) if it is above the tag in
@@ -277,7 +296,9 @@ Value tangentAt(VM& vm, Value* a, int) {
 // The reverse rules of %bundle-at, %primal-at and %tangent-at (ad_rules.cpp).
 // (%co-primal tag g) and (%co-tangent tag g): the parts of the sensitivity g of a
 // bundle of that tag that its primal and its tangent receive (a pair: part by part).
-Value coPart(VM& vm, uint32_t tag, Value g, bool tangent) {
+// With co false, the parts of a bundle (not a cobundle) of the tag: what the
+// sensitivity of a cobundle is (%dual-primal, %dual-tangent, below).
+Value coPart(VM& vm, uint32_t tag, Value g, bool tangent, bool co = true) {
   std::vector<Value> out;
   struct Item {
     Value v;
@@ -306,7 +327,7 @@ Value coPart(VM& vm, uint32_t tag, Value g, bool tangent) {
       todo.push_back({x, true});
       todo.push_back({asPair(x)->cdr, false});
       todo.push_back({asPair(x)->car, false});
-    } else if (isFwd(x) && asFwd(x)->co() && asFwd(x)->tag() == tag) {
+    } else if (isFwd(x) && asFwd(x)->co() == co && asFwd(x)->tag() == tag) {
       out.push_back(tangent ? asFwd(x)->tangent : asFwd(x)->primal);
     } else {
       // A sensitivity that is not a cobundle of the tag: all of it is the primal's.
@@ -326,7 +347,10 @@ Value coTangent(VM& vm, Value* a, int) {
 // the shape of y (fwdProject), as the primal (tangent) part; where y is #t, as they are
 // (the sensitivity of values not at hand: a custom-vjp* function's captured values).
 // (With wrap false, g made the shape of y and nothing more: %fwd-project-tree.)
-Value coBundle(VM& vm, uint32_t tag, Value g, Value y, bool tangent, bool wrap = true) {
+// (With co false, bundles rather than cobundles: %dual-bundle-primal and
+// %dual-bundle-tangent, below.)
+Value coBundle(VM& vm, uint32_t tag, Value g, Value y, bool tangent, bool wrap = true,
+               bool co = true) {
   struct Item {
     Value g, y;
     bool expanded;
@@ -359,8 +383,8 @@ Value coBundle(VM& vm, uint32_t tag, Value g, Value y, bool tangent, bool wrap =
       if (!wrap)
         out.push_back(p);
       else
-        out.push_back(Value::object(tangent ? vm.makeFwd(tag, Value::zero(), p, true)
-                                            : vm.makeFwd(tag, p, Value::zero(), true)));
+        out.push_back(Value::object(tangent ? vm.makeFwd(tag, Value::zero(), p, co)
+                                            : vm.makeFwd(tag, p, Value::zero(), co)));
     } else {
       out.push_back(it.g);
     }
@@ -370,8 +394,45 @@ Value coBundle(VM& vm, uint32_t tag, Value g, Value y, bool tangent, bool wrap =
 Value coBundlePrimal(VM& vm, Value* a, int) {
   return coBundle(vm, tagArg(vm, "%cobundle-primal", a, 0), a[1], a[2], false);
 }
-Value coBundleTangent(VM& vm, Value* a, int) {
-  return coBundle(vm, tagArg(vm, "%cobundle-tangent", a, 0), a[1], a[2], true);
+// (With a fourth argument, the value whose tangent y is: where that is a number or an
+// array with no bundle of the tag (under reverse tags), the symbolic zero: its tangent
+// is the constant 0. A tangent taken inside a function that vector-map maps, of a
+// value the function did not perturb, gave the element a cobundle.)
+bool constantTangent(uint32_t tag, Value b) {
+  b = untagged(b);
+  return b.isNumber() || isObj(b, ObjType::Vector) || (isFwd(b) && asFwd(b)->tag() != tag);
+}
+Value coBundleTangent(VM& vm, Value* a, int n) {
+  uint32_t tag = tagArg(vm, "%cobundle-tangent", a, 0);
+  if (n > 3 && constantTangent(tag, a[3])) return Value::zero();
+  return coBundle(vm, tag, a[1], a[2], true);
+}
+// (%constant-tangent? tag x): whether x is a number or an array without a bundle of
+// the tag, whose tangent there is the constant 0.
+Value constantTangentP(VM& vm, Value* a, int) {
+  return Value::boolean(constantTangent(tagArg(vm, "%constant-tangent?", a, 0), a[1]));
+}
+// Reverse over reverse over forward: the sensitivity of a cobundle (P, T), which pairs
+// with it as u·P + v·T, is the bundle u + vε of its tag. It is a bundle, not a
+// cobundle, because the outer backward pass multiplies it the way the dual-number rule
+// does: the inner pass's c = g·b (g a cobundle, b a bundle) has, for the sensitivity
+// h of c, g's = h·b (the product of two bundles) and b's = g·h (the transposed product
+// of a cobundle and a bundle), which the arithmetic of forward.cpp computes as it is.
+// These four are the transposes of the four above (prelude.dlam, %co-transposed):
+// (%dual-primal tag h) and (%dual-tangent tag h) take such a bundle apart (anything
+// else is all the primal's), (%dual-bundle-primal tag h y) and (%dual-bundle-tangent
+// tag h y) make one, as %cobundle-primal and %cobundle-tangent make cobundles.
+Value dualPrimal(VM& vm, Value* a, int) {
+  return coPart(vm, tagArg(vm, "%dual-primal", a, 0), a[1], false, false);
+}
+Value dualTangent(VM& vm, Value* a, int) {
+  return coPart(vm, tagArg(vm, "%dual-tangent", a, 0), a[1], true, false);
+}
+Value dualBundlePrimal(VM& vm, Value* a, int) {
+  return coBundle(vm, tagArg(vm, "%dual-bundle-primal", a, 0), a[1], a[2], false, true, false);
+}
+Value dualBundleTangent(VM& vm, Value* a, int) {
+  return coBundle(vm, tagArg(vm, "%dual-bundle-tangent", a, 0), a[1], a[2], true, true, false);
 }
 // (%fwd-project-tree g v): g made the shape of v leaf by leaf along lists (a cobundle
 // of a tag the leaf of v does not have gives its primal part: VM::fwdProject); where v
@@ -437,14 +498,21 @@ bool sameVectorShape(Value s, Value v) {
   return !sv || sameShape(static_cast<Vector*>(s.asObject()), static_cast<Vector*>(v.asObject()));
 }
 
-// The shape of a cobundle's parts: past bundles and cobundles, the part that is not the
-// symbolic zero.
-Value coShape(Value s) {
-  for (s = untagged(s); isFwd(s); s = untagged(s)) {
-    Fwd* f = asFwd(s);
-    s = f->primal.isZero() ? f->tangent : f->primal;
+// What a value or a sensitivity is made of under its bundles and cobundles of any
+// depth (their primal parts, or the tangent part where the primal part is the symbolic
+// zero): what has its shape. A cobundle of cobundles (reverse over forward over
+// forward) has the shape of its innermost parts. fwdPrimal stops at a cobundle.
+Value fwdLeaf(Value x) {
+  while (isFwd(x)) {
+    const Fwd* f = asFwd(x);
+    x = f->primal.isZero() ? f->tangent : f->primal;
   }
-  return s;
+  return x;
+}
+// The same under reverse tags too, at every level.
+Value leafPart(Value x) {
+  for (x = untagged(x); isFwd(x); x = untagged(x)) x = fwdLeaf(x);
+  return x;
 }
 
 // (%materialize sens value): sens with every symbolic zero replaced by the zero of the
@@ -494,19 +562,32 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
     Value v = unwrapAttached(it.v);
     // A sparse vector sensitivity (object.h) leaves as its dense form.
     if (isObj(s, ObjType::Vector)) s = Value::object(vm.dense(static_cast<Vector*>(s.asObject())));
-    while (isObj(v, ObjType::Rev)) v = static_cast<Rev*>(v.asObject())->primal;
+    int tags = 0;
+    for (; isObj(v, ObjType::Rev); ++tags) v = static_cast<Rev*>(v.asObject())->primal;
     // The sensitivity of a bundle's perturbation that reached a value without one
-    // (reverse over forward) is its primal part (VM::fwdProject).
-    if (isFwd(s) && asFwd(s)->co()) s = vm.fwdProject(s, v);
-    // A cobundle left for a bundle of its tag (reverse over forward over forward) has
-    // the shape of its parts.
-    bool keptCo = isFwd(s) && asFwd(s)->co() && isFwd(v) && asFwd(v)->tag() == asFwd(s)->tag();
+    // (reverse over forward) is its primal part (VM::fwdProject); also under the tags
+    // of a further reverse pass, which both carry (reverse over reverse over forward:
+    // the image of the projection is the projection of the images).
+    {
+      Value c = s;
+      int k = 0;
+      for (; k < tags && isObj(c, ObjType::Rev); ++k) c = static_cast<Rev*>(c.asObject())->primal;
+      if (isFwd(c) && (asFwd(c)->co() || asFwd(c)->tag() > vm.fwdTagInUse())) {
+        Value p = vm.fwdProject(c, v);
+        if (p != c) {
+          for (int i = 0; i < k; ++i) p = Value::object(vm.makeRev(p));
+          s = p;
+        }
+      }
+    }
     // A sensitivity that still carries the axes its value was broadcast along
     // (ad_rules.cpp) is summed to the value's shape (an error if they do not broadcast).
     // (Of a bundle, forward over reverse: by its primal's shape; %sum-to takes the
     // bundle apart.)
-    Value vp = fwdPrimal(v), sp = fwdPrimal(untagged(s));
-    if ((vp.isNumber() || isObj(vp, ObjType::Vector)) && isObj(untagged(sp), ObjType::Vector) &&
+    // (Of a cobundle, reverse over forward, also under a second reverse pass's tags: by
+    // its innermost parts' shape, leafPart.)
+    Value vp = fwdPrimal(v), sp = leafPart(s);
+    if ((vp.isNumber() || isObj(vp, ObjType::Vector)) && isObj(sp, ObjType::Vector) &&
         !sameVectorShape(sp, vp)) {
       Value args[2] = {s, v};
       s = vm.callPrimitive(vm.builtin(NativeId::SumTo), args, 2);
@@ -533,7 +614,7 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
       work.push_back({s, vm.capturedValues(asClosure(v)), 0});
     } else if (isPair(s) || isAggregate(s) || isAggregate(v) ||
                (s.isNumber() && !v.isNumber() && !isObj(v, ObjType::Rev) && !isFwd(v)) ||
-               !sameVectorShape(keptCo ? coShape(s) : fwdPrimal(untagged(s)), fwdPrimal(v))) {
+               !sameVectorShape(leafPart(s), leafPart(v))) {
       std::string ss = vm.show(s, true), sv = vm.show(v, true);
       if (ss.size() > 60) ss = ss.substr(0, 57) + "...";
       if (sv.size() > 60) sv = sv.substr(0, 57) + "...";
@@ -557,6 +638,7 @@ Value observed(VM& vm, Value* a, int) { return vm.observedCopy(a[0], a[1]); }
 // back, and the rest is kept.
 Value materialize(VM& vm, Value* a, int) {
   Value s = a[0], v = a[1];
+  if (s.isNumber() && v.isNumber()) return s;  // an element's (%number-sens, prelude)
   if (!isPair(s) || !isPair(v)) return materializeTree(vm, s, v);
   std::vector<std::pair<size_t, Value>> changed;  // (index, new element)
   size_t n = 0;
@@ -655,9 +737,9 @@ bool conforms(Value s, Value v) {
       a = static_cast<Rev*>(a.asObject())->primal;
       b = static_cast<Rev*>(b.asObject())->primal;
     }
-    // A bundle (forward over reverse) has its primal's shape.
-    a = fwdPrimal(a);
-    b = fwdPrimal(b);
+    // A bundle (forward over reverse) or a cobundle has its parts' shape.
+    a = fwdLeaf(a);
+    b = fwdLeaf(b);
     // The symbolic zero fits any shape, as a sensitivity and as a value (a sensitivity
     // that became the value of a nested derivative).
     if (a.isZero() || b.isZero()) continue;
@@ -754,13 +836,18 @@ void openAdPrimitives(Registrar& r) {
   vm.defineNative("%top-tag", topTag, 1, 1);
   vm.defineNative("%rep-tag", repTag, 2, 2);
   vm.defineNative("%attached-primal", attachedPrimal, 1, 1);
-  vm.defineNative("%co-split?", coSplitP, 3, 3);
+  vm.defineNative("%co-tags", coTags, 2, 2);
   vm.defineNative("%fwd-resume", fwdResume, 1, 1);
   vm.defineNative("%fwd-restore", fwdRestore, 1, 1);
   vm.defineNative("%co-primal", coPrimal, 2, 2);
   vm.defineNative("%co-tangent", coTangent, 2, 2);
   vm.defineNative("%cobundle-primal", coBundlePrimal, 3, 3);
-  vm.defineNative("%cobundle-tangent", coBundleTangent, 3, 3);
+  vm.defineNative("%cobundle-tangent", coBundleTangent, 3, 4);
+  vm.defineNative("%constant-tangent?", constantTangentP, 2, 2);
+  vm.defineNative("%dual-primal", dualPrimal, 2, 2);
+  vm.defineNative("%dual-tangent", dualTangent, 2, 2);
+  vm.defineNative("%dual-bundle-primal", dualBundlePrimal, 3, 3);
+  vm.defineNative("%dual-bundle-tangent", dualBundleTangent, 3, 3);
   vm.defineNative("%fwd-project", fwdProjectNative, 2, 2);
   vm.defineNative("%fwd-project-tree", fwdProjectTree, 2, 2);
   r.define(NativeId::AttachJStar, attachJStar);

@@ -409,7 +409,14 @@ Value broadcastToShape(VM& vm, Value x, const Shape& s) {
 
 // The shape of a value as a sum-to/broadcast-to target: a number's is ().
 Shape targetShape(VM& vm, const char* who, Value* a, int i) {
-  Value v = untagged(fwdPrimal(untagged(unwrapAttached(a[i]))));
+  // Under bundles and cobundles of any tags, and reverse tags between them (reverse
+  // over reverse over forward): the innermost part, the primal or, where that is the
+  // symbolic zero, the tangent.
+  Value v = untagged(unwrapAttached(a[i]));
+  while (isObj(v, ObjType::Fwd)) {
+    const auto* f = static_cast<const Fwd*>(v.asObject());
+    v = untagged(f->primal.isZero() ? f->tangent : f->primal);
+  }
   if (v.isNumber() || v.isZero()) return {};
   if (isArray(v)) return shapeOf(vm.dense(asArray(v)));
   vm.typeError(who, i, "number or array", a[i]);

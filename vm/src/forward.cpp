@@ -18,7 +18,10 @@
 // cobundle and a bundle of its tag apply the transpose of multiplication by the bundle:
 // (P, T)·(p + tε) = (P p + T t, T p). A cobundle reaching a value that has no
 // perturbation of its tag keeps only its P part (fwdProject): that is all of it that
-// such a value receives.
+// such a value receives. Over two forward passes that have ended, a cobundle's parts
+// are cobundles of the lower tag, and a part without a tangent stands for one with
+// a zero tangent in a product with a bundle of that tag. Under a second reverse pass
+// the sensitivity of a cobundle is a bundle of its tag (primitives_ad.cpp).
 //
 // Structures: a bundle of a pair is the pair of the bundles of its parts, of a closure
 // the closure over its bundled environment (made by fwdBundle, walked with explicit
@@ -170,6 +173,20 @@ Value VM::fwdApply(Native* n, Value* args, int nargs) {
       if (P.isZero() && T.isZero()) return Value::zero();
       return Value::object(makeFwd(e, P, T, true));
     };
+    // A part x of the cobundle times (or over) a part b of a value. The parts of a
+    // cobundle are sensitivities of the bundle's parts: where b is a bundle of a lower
+    // tag whose forward pass has ended too (reverse over forward over forward), x is
+    // the sensitivity of a bundle of that tag, a cobundle, even where it holds no
+    // tangent part (a plain number or array, the part a plain sensitivity was added
+    // to): it is taken as the cobundle (x, 0), so that the product is one (x b would be
+    // a bundle, a perturbation that is not there). A bundle of a tag still in use
+    // (forward over reverse over forward) is a perturbation of x and multiplies as one.
+    auto coArith = [&](NativeId op, Value x, Value b) {
+      if (isFwd(b) && !asFwd(b)->co() && asFwd(b)->tag() > fwdTagInUse() && !x.isZero() &&
+          !(isFwd(x) && asFwd(x)->tag() == asFwd(b)->tag()))
+        x = Value::object(makeFwd(asFwd(b)->tag(), x, Value::zero(), true));
+      return arith(op, x, b);
+    };
     if (nargs == 1 && id == NativeId::Sub)
       return make(callPrimitive(n, p, 1), callPrimitive(n, t, 1));
     // abs of a sensitivity, part by part: what a convergence test on sensitivities
@@ -211,16 +228,16 @@ Value VM::fwdApply(Native* n, Value* args, int nargs) {
         int c = isCo(0) ? 0 : 1, o = 1 - c;
         if (isCo(o)) coMisuse(*this, n->name);
         if (isB(o))  // the transpose of multiplying by the bundle
-          return make(arith(NativeId::Add, arith(NativeId::Mul, p[c], p[o]),
-                            arith(NativeId::Mul, t[c], t[o])),
-                      arith(NativeId::Mul, t[c], p[o]));
-        return make(arith(NativeId::Mul, p[c], args[o]), arith(NativeId::Mul, t[c], args[o]));
+          return make(arith(NativeId::Add, coArith(NativeId::Mul, p[c], p[o]),
+                            coArith(NativeId::Mul, t[c], t[o])),
+                      coArith(NativeId::Mul, t[c], p[o]));
+        return make(coArith(NativeId::Mul, p[c], args[o]), coArith(NativeId::Mul, t[c], args[o]));
       }
       case NativeId::Div: {
         if (!isCo(0) || isCo(1)) coMisuse(*this, n->name);
         if (isB(1))
           return arith(NativeId::Mul, args[0], arith(NativeId::Div, Value::number(1), args[1]));
-        return make(arith(NativeId::Div, p[0], args[1]), arith(NativeId::Div, t[0], args[1]));
+        return make(coArith(NativeId::Div, p[0], args[1]), coArith(NativeId::Div, t[0], args[1]));
       }
       case NativeId::NumEq:
       case NativeId::Lt:
@@ -618,15 +635,18 @@ Value VM::fwdBundle(uint32_t tag, Value x, Value t) {
 
 Value VM::fwdProject(Value g, Value v) {
   // Each level: a cobundle of a tag v's top does not have keeps its primal part; of
-  // v's own tag, its parts are projected on v's parts (bounded by the nesting).
-  while (isFwd(g) && asFwd(g)->co()) {
+  // v's own tag, its parts are projected on v's parts (bounded by the nesting). So does
+  // a bundle of a tag whose forward pass has ended, the sensitivity of a cobundle
+  // (reverse over reverse over forward, primitives_ad.cpp): of v's tag where v is a
+  // cobundle. (A bundle of a tag in use is a perturbation, forward over reverse: kept.)
+  while (isFwd(g) && (asFwd(g)->co() || asFwd(g)->tag() > fwdTagInUse())) {
     while (isObj(v, ObjType::Rev)) v = static_cast<Rev*>(v.asObject())->primal;
     Fwd* c = asFwd(g);
-    if (tagOf(v) == c->tag() && !asFwd(v)->co()) {
+    if (tagOf(v) == c->tag() && asFwd(v)->co() != c->co()) {
       Value P = fwdProject(c->primal, asFwd(v)->primal);
       Value T = fwdProject(c->tangent, asFwd(v)->tangent);
       if (P == c->primal && T == c->tangent) return g;
-      return Value::object(makeFwd(c->tag(), P, T, true));
+      return Value::object(makeFwd(c->tag(), P, T, c->co()));
     }
     g = c->primal;
   }
