@@ -412,6 +412,12 @@ Value coBundleTangent(VM& vm, Value* a, int n) {
 Value constantTangentP(VM& vm, Value* a, int) {
   return Value::boolean(constantTangent(tagArg(vm, "%constant-tangent?", a, 0), a[1]));
 }
+// (%bundle-of? tag x): whether x (under reverse tags) is a bundle of the tag.
+Value bundleOfP(VM& vm, Value* a, int) {
+  uint32_t tag = tagArg(vm, "%bundle-of?", a, 0);
+  Value x = untagged(a[1]);
+  return Value::boolean(isFwd(x) && !asFwd(x)->co() && asFwd(x)->tag() == tag);
+}
 // Reverse over reverse over forward: the sensitivity of a cobundle (P, T), which pairs
 // with it as u·P + v·T, is the bundle u + vε of its tag. It is a bundle, not a
 // cobundle, because the outer backward pass multiplies it the way the dual-number rule
@@ -513,6 +519,15 @@ Value fwdLeaf(Value x) {
 Value leafPart(Value x) {
   for (x = untagged(x); isFwd(x); x = untagged(x)) x = fwdLeaf(x);
   return x;
+}
+
+// (%co-array-leaf h g): the array a part of the cobundle g (under reverse tags, through
+// cobundles of several tags) is made of, when h is a number (under reverse tags): what
+// %spread-like broadcasts h to (prelude.dlam); #f otherwise.
+Value coArrayLeaf(VM&, Value* a, int) {
+  if (!untagged(a[0]).isNumber() || !isFwd(untagged(a[1]))) return Value::boolean(false);
+  Value leaf = leafPart(a[1]);
+  return isObj(leaf, ObjType::Vector) ? leaf : Value::boolean(false);
 }
 
 // (%materialize sens value): sens with every symbolic zero replaced by the zero of the
@@ -654,8 +669,12 @@ Value materialize(VM& vm, Value* a, int) {
     // array; so does a bundled sensitivity of an array for a number, which carries the
     // axes the number was broadcast along and is summed there.)
     bool scalar = vc.isNumber() || (isFwd(vc) && fwdPrimal(vc).isNumber());
+    // (A reverse-tagged cobundle, reverse over reverse over forward, takes it too: it is
+    // projected there.)
     if (scalar &&
-        (sc.isNumber() || (isObj(sc, ObjType::Rev) && !isObj(untagged(sc), ObjType::Vector)) ||
+        (sc.isNumber() ||
+         (isObj(sc, ObjType::Rev) && !isObj(untagged(sc), ObjType::Vector) &&
+          !isFwd(untagged(sc))) ||
          (isFwd(sc) && !asFwd(sc)->co() && !isObj(untagged(fwdPrimal(sc)), ObjType::Vector))))
       continue;
     Value m;
@@ -844,6 +863,8 @@ void openAdPrimitives(Registrar& r) {
   vm.defineNative("%cobundle-primal", coBundlePrimal, 3, 3);
   vm.defineNative("%cobundle-tangent", coBundleTangent, 3, 4);
   vm.defineNative("%constant-tangent?", constantTangentP, 2, 2);
+  vm.defineNative("%co-array-leaf", coArrayLeaf, 2, 2);
+  vm.defineNative("%bundle-of?", bundleOfP, 2, 2);
   vm.defineNative("%dual-primal", dualPrimal, 2, 2);
   vm.defineNative("%dual-tangent", dualTangent, 2, 2);
   vm.defineNative("%dual-bundle-primal", dualBundlePrimal, 3, 3);

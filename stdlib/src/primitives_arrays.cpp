@@ -543,7 +543,13 @@ Value unreduce(VM& vm, Value* a, int) {
   // A sensitivity of forward over reverse (a cobundle), or of any other structure:
   // given back as it is.
   if (isFwd(g)) return a[0];
-  Value like = untagged(fwdPrimal(untagged(unwrapAttached(a[1]))));
+  // (like's shape through bundles and cobundles as targetShape reads it: a cobundle with
+  // the symbolic zero as its primal part has its tangent part's, reverse over reverse
+  // over forward; by its primal alone g went back without the axes, a third of a
+  // second derivative through (* w (+ x #(1 1 1))).)
+  Value like = untagged(unwrapAttached(a[1]));
+  while (isFwd(like))
+    like = untagged(asFwd(like)->primal.isZero() ? asFwd(like)->tangent : asFwd(like)->primal);
   if (!like.isNumber() && !isArray(like)) return a[0];  // (or the zero: of any shape)
   Shape sl = targetShape(vm, "%unreduce", a, 1);
   if (!isArray(g)) {
