@@ -418,6 +418,14 @@ Value bundleOfP(VM& vm, Value* a, int) {
   Value x = untagged(a[1]);
   return Value::boolean(isFwd(x) && !asFwd(x)->co() && asFwd(x)->tag() == tag);
 }
+// (%projected? s): whether the sensitivity s (under reverse tags) is a cobundle, or a
+// bundle of a tag whose forward pass has ended: what %materialize projects on a value
+// without that tag (VM::fwdProject). A number's sensitivity that is one (reverse over a
+// jvp taken inside vector-map's function) is no number to list->vector.
+Value projectedP(VM& vm, Value* a, int) {
+  Value s = untagged(a[0]);
+  return Value::boolean(isFwd(s) && (asFwd(s)->co() || asFwd(s)->tag() > vm.fwdTagInUse()));
+}
 // Reverse over reverse over forward: the sensitivity of a cobundle (P, T), which pairs
 // with it as u·P + v·T, is the bundle u + vε of its tag. It is a bundle, not a
 // cobundle, because the outer backward pass multiplies it the way the dual-number rule
@@ -865,6 +873,7 @@ void openAdPrimitives(Registrar& r) {
   vm.defineNative("%constant-tangent?", constantTangentP, 2, 2);
   vm.defineNative("%co-array-leaf", coArrayLeaf, 2, 2);
   vm.defineNative("%bundle-of?", bundleOfP, 2, 2);
+  vm.defineNative("%projected?", projectedP, 1, 1);
   vm.defineNative("%dual-primal", dualPrimal, 2, 2);
   vm.defineNative("%dual-tangent", dualTangent, 2, 2);
   vm.defineNative("%dual-bundle-primal", dualBundlePrimal, 3, 3);
