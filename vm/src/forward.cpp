@@ -239,6 +239,18 @@ Value VM::fwdApply(Native* n, Value* args, int nargs) {
           return arith(NativeId::Mul, args[0], arith(NativeId::Div, Value::number(1), args[1]));
         return make(coArith(NativeId::Div, p[0], args[1]), coArith(NativeId::Div, t[0], args[1]));
       }
+      case NativeId::VectorRef: {
+        // An element of a vector's sensitivity, part by part (linear in the vector; the
+        // index is no sensitivity): the transpose of vector-ref's reverse rule, a onehot,
+        // when reverse mode runs over forward over reverse.
+        if (!isCo(0) || isCo(1)) coMisuse(*this, n->name);
+        auto part = [&](Value x) {
+          if (x.isZero()) return Value::zero();
+          Value xi[2] = {x, args[1]};
+          return callPrimitive(n, xi, 2);
+        };
+        return make(part(p[0]), part(t[0]));
+      }
       case NativeId::NumEq:
       case NativeId::Lt:
       case NativeId::Gt:
