@@ -418,6 +418,11 @@ Value bundleOfP(VM& vm, Value* a, int) {
   Value x = untagged(a[1]);
   return Value::boolean(isFwd(x) && !asFwd(x)->co() && asFwd(x)->tag() == tag);
 }
+// (%rep-closure? f): whether f is a closure of reverse-transformed code made from a
+// function's (not a backpropagator's): called, it returns (cons value backpropagator).
+Value repClosureP(VM&, Value* a, int) {
+  return Value::boolean(isClosure(a[0]) && asClosure(a[0])->proto->primal != nullptr);
+}
 // (%projected? s): whether the sensitivity s (under reverse tags) is a cobundle, or a
 // bundle of a tag whose forward pass has ended: what %materialize projects on a value
 // without that tag (VM::fwdProject). A number's sensitivity that is one (reverse over a
@@ -874,6 +879,7 @@ void openAdPrimitives(Registrar& r) {
   vm.defineNative("%co-array-leaf", coArrayLeaf, 2, 2);
   vm.defineNative("%bundle-of?", bundleOfP, 2, 2);
   vm.defineNative("%projected?", projectedP, 1, 1);
+  vm.defineNative("%rep-closure?", repClosureP, 1, 1);
   vm.defineNative("%dual-primal", dualPrimal, 2, 2);
   vm.defineNative("%dual-tangent", dualTangent, 2, 2);
   vm.defineNative("%dual-bundle-primal", dualBundlePrimal, 3, 3);
