@@ -223,43 +223,41 @@ Value attachedPrimal(VM& vm, Value* a, int) {
 // () where the sensitivity ybar holds no cobundle of those tags, unless one tag that
 // ended is the only one about (below).
 Value coTags(VM& vm, Value* a, int) {
+  // Each bundle or cobundle in x, along lists and under reverse tags, its parts too,
+  // until visit returns false.
+  auto eachFwd = [](Value x, auto visit) {
+    std::vector<Value> work{x};
+    while (!work.empty()) {
+      Value v = untagged(work.back());
+      work.pop_back();
+      if (isFwd(v)) {
+        if (!visit(asFwd(v))) return;
+        work.push_back(asFwd(v)->primal);
+        work.push_back(asFwd(v)->tangent);
+      } else if (isPair(v)) {
+        work.push_back(asPair(v)->cdr);
+        work.push_back(asPair(v)->car);
+      }
+    }
+  };
   std::vector<uint32_t> tags;
   bool inUse = false;  // a bundle or cobundle of a tag still in use
-  std::vector<Value> work{a[0]};
-  while (!work.empty()) {
-    Value x = untagged(work.back());
-    work.pop_back();
-    if (isFwd(x)) {
-      uint32_t t = asFwd(x)->tag();
-      if (t <= vm.fwdTagInUse()) inUse = true;
-      if (!asFwd(x)->co() && t > vm.fwdTagInUse() &&
-          std::find(tags.begin(), tags.end(), t) == tags.end())
-        tags.push_back(t);
-      work.push_back(asFwd(x)->primal);
-      work.push_back(asFwd(x)->tangent);
-    } else if (isPair(x)) {
-      work.push_back(asPair(x)->cdr);
-      work.push_back(asPair(x)->car);
-    }
-  }
+  eachFwd(a[0], [&](Fwd* f) {
+    uint32_t t = f->tag();
+    if (t <= vm.fwdTagInUse()) inUse = true;
+    if (!f->co() && t > vm.fwdTagInUse() && std::find(tags.begin(), tags.end(), t) == tags.end())
+      tags.push_back(t);
+    return true;
+  });
   // Where the sensitivity holds a cobundle of one of them (else it is given to the
   // pullback as it is, as before) ...
   bool any = false;
-  work.assign(1, a[1]);
-  while (!work.empty() && !any) {
-    Value x = untagged(work.back());
-    work.pop_back();
-    if (isFwd(x)) {
-      bool ours = std::find(tags.begin(), tags.end(), asFwd(x)->tag()) != tags.end();
-      if (asFwd(x)->co() && ours) any = true;
-      if (!ours) inUse = true;
-      work.push_back(asFwd(x)->primal);
-      work.push_back(asFwd(x)->tangent);
-    } else if (isPair(x)) {
-      work.push_back(asPair(x)->cdr);
-      work.push_back(asPair(x)->car);
-    }
-  }
+  eachFwd(a[1], [&](Fwd* f) {
+    bool ours = std::find(tags.begin(), tags.end(), f->tag()) != tags.end();
+    if (f->co() && ours) any = true;
+    if (!ours) inUse = true;
+    return !any;
+  });
   // ... or, one tag that ended being the only one about, where it holds none: a
   // sensitivity that reached the value from uses that saw no perturbation of the tag is
   // the cobundle with that primal part and no tangent part, and what the arguments get
@@ -515,23 +513,6 @@ bool sameVectorShape(Value s, Value v) {
   bool sv = isObj(s, ObjType::Vector), vv = isObj(v, ObjType::Vector);
   if (sv != vv) return false;
   return !sv || sameShape(static_cast<Vector*>(s.asObject()), static_cast<Vector*>(v.asObject()));
-}
-
-// What a value or a sensitivity is made of under its bundles and cobundles of any
-// depth (their primal parts, or the tangent part where the primal part is the symbolic
-// zero): what has its shape. A cobundle of cobundles (reverse over forward over
-// forward) has the shape of its innermost parts. fwdPrimal stops at a cobundle.
-Value fwdLeaf(Value x) {
-  while (isFwd(x)) {
-    const Fwd* f = asFwd(x);
-    x = f->primal.isZero() ? f->tangent : f->primal;
-  }
-  return x;
-}
-// The same under reverse tags too, at every level.
-Value leafPart(Value x) {
-  for (x = untagged(x); isFwd(x); x = untagged(x)) x = fwdLeaf(x);
-  return x;
 }
 
 // (%co-array-leaf h g): the array a part of the cobundle g (under reverse tags, through

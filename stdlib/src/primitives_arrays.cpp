@@ -412,11 +412,7 @@ Shape targetShape(VM& vm, const char* who, Value* a, int i) {
   // Under bundles and cobundles of any tags, and reverse tags between them (reverse
   // over reverse over forward): the innermost part, the primal or, where that is the
   // symbolic zero, the tangent.
-  Value v = untagged(unwrapAttached(a[i]));
-  while (isObj(v, ObjType::Fwd)) {
-    const auto* f = static_cast<const Fwd*>(v.asObject());
-    v = untagged(f->primal.isZero() ? f->tangent : f->primal);
-  }
+  Value v = leafPart(unwrapAttached(a[i]));
   if (v.isNumber() || v.isZero()) return {};
   if (isArray(v)) return shapeOf(vm.dense(asArray(v)));
   vm.typeError(who, i, "number or array", a[i]);
@@ -547,9 +543,7 @@ Value unreduce(VM& vm, Value* a, int) {
   // the symbolic zero as its primal part has its tangent part's, reverse over reverse
   // over forward; by its primal alone g went back without the axes, a third of a
   // second derivative through (* w (+ x #(1 1 1))).)
-  Value like = untagged(unwrapAttached(a[1]));
-  while (isFwd(like))
-    like = untagged(asFwd(like)->primal.isZero() ? asFwd(like)->tangent : asFwd(like)->primal);
+  Value like = leafPart(unwrapAttached(a[1]));
   if (!like.isNumber() && !isArray(like)) return a[0];  // (or the zero: of any shape)
   Shape sl = targetShape(vm, "%unreduce", a, 1);
   if (!isArray(g)) {

@@ -146,11 +146,7 @@ Value numberP(VM&, Value* a, int) {
   // A reverse-tagged number is a number; a tagged array (a vector or matrix) is not. A
   // bundle or cobundle is what its primal part is, or its tangent part where the primal
   // is the symbolic zero (a cobundle of an array's sensitivity can have a zero primal).
-  Value v = unwrapAttached(a[0]);
-  while (isObj(v, ObjType::Rev) || isFwd(v))
-    v = !isFwd(v)                   ? static_cast<const Rev*>(v.asObject())->primal
-        : asFwd(v)->primal.isZero() ? asFwd(v)->tangent
-                                    : asFwd(v)->primal;
+  Value v = leafPart(unwrapAttached(a[0]));
   return Value::boolean(v.isNumber() || v.isZero());
 }
 Value booleanP(VM&, Value* a, int) { return Value::boolean(unwrapAttached(a[0]).isBool()); }

@@ -305,7 +305,10 @@ void openVectorPrimitives(Registrar& r) {
   r.define(NativeId::VectorLength, vectorLength);
   r.wrapped("%vector", "vector", vectorOf, 0, -1);
   r.wrapped("%make-vector", "make-vector", makeVector, 1, 2);
-  r.define(NativeId::VectorRef, vectorRef);
+  // Linear in the vector: a cobundle (a vector's sensitivity, reverse over forward over
+  // reverse, where the transpose of its reverse rule's onehot is a vector-ref) goes part
+  // by part.
+  r.define(NativeId::VectorRef, vectorRef)->fwdCoLinear = 0b01;
   r.wrapped("%vector-sum", "vector-sum", vectorSum, 1, 1);
   r.wrapped("%vector-dot", "vector-dot", vectorDot, 2, 2);
   r.wrapped("%vector-prod", "vector-prod", vectorProd, 1, 1);

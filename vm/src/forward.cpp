@@ -193,6 +193,7 @@ Value VM::fwdApply(Native* n, Value* args, int nargs) {
     // (fixed-point*'s adjoint iteration) measures.
     if (nargs == 1 && id == NativeId::Abs)
       return make(callPrimitive(n, p, 1), callPrimitive(n, t, 1));
+    if (n->fwdCoLinear) return fwdCoLinearParts(n, args, nargs, e);
     if (nargs == 1 || nargs > 2) coMisuse(*this, n->name);
     // The shape operations of array sensitivities (%sum-to, %broadcast-to, %unreduce):
     // linear in the first argument, part by part; the second only gives a shape.
@@ -238,18 +239,6 @@ Value VM::fwdApply(Native* n, Value* args, int nargs) {
         if (isB(1))
           return arith(NativeId::Mul, args[0], arith(NativeId::Div, Value::number(1), args[1]));
         return make(coArith(NativeId::Div, p[0], args[1]), coArith(NativeId::Div, t[0], args[1]));
-      }
-      case NativeId::VectorRef: {
-        // An element of a vector's sensitivity, part by part (linear in the vector; the
-        // index is no sensitivity): the transpose of vector-ref's reverse rule, a onehot,
-        // when reverse mode runs over forward over reverse.
-        if (!isCo(0) || isCo(1)) coMisuse(*this, n->name);
-        auto part = [&](Value x) {
-          if (x.isZero()) return Value::zero();
-          Value xi[2] = {x, args[1]};
-          return callPrimitive(n, xi, 2);
-        };
-        return make(part(p[0]), part(t[0]));
       }
       case NativeId::NumEq:
       case NativeId::Lt:
@@ -346,6 +335,27 @@ bool attachedTransposes(Value fn, const Value* args, int nargs) {
 // lists), the native applied to the primals (through callPrimitive: lower tags are
 // taken apart in turn), and the tangent its rule gives bundled with the result
 // (structurally: a list's elements each).
+// A native linear in the arguments its fwdCoLinear bits name, given a cobundle of tag e
+// among them: each part through the native; a linear argument that is no cobundle of e
+// gives its all to the primal part (as + does with one), the others their primal at e.
+Value VM::fwdCoLinearParts(Native* n, Value* args, int nargs, uint32_t e) {
+  Value pp[8], tp[8];
+  for (int i = 0; i < nargs; ++i) {
+    Value a = args[i];
+    if ((n->fwdCoLinear >> i) & 1u) {
+      bool c = isFwd(a) && asFwd(a)->tag() == e && asFwd(a)->co();
+      pp[i] = c ? asFwd(a)->primal : a;
+      tp[i] = c ? asFwd(a)->tangent : Value::zero();
+    } else {
+      bool c;
+      pp[i] = tp[i] = highestTag(a, n->fwdDeep, c) == e ? fwdPrimal(e, a) : a;
+    }
+  }
+  Value P = callPrimitive(n, pp, nargs);
+  Value T = callPrimitive(n, tp, nargs);
+  return Value::object(makeFwd(e, P, T, true));
+}
+
 Value VM::fwdRuleApply(Native* n, Value* args, int nargs) {
   uint32_t e = 0, tags[8];
   bool co = false;
@@ -360,22 +370,7 @@ Value VM::fwdRuleApply(Native* n, Value* args, int nargs) {
   if (e == 0) return n->fn(*this, args, nargs);
   if (co) {
     if (!n->fwdCoLinear) coMisuse(*this, n->name);
-    // A cobundle's parts each through the native; a sensitivity of something without
-    // this tag keeps the primal part (as + does with one).
-    Value pp[8], tp[8];
-    for (int i = 0; i < nargs; ++i) {
-      Value a = args[i];
-      if ((n->fwdCoLinear >> i) & 1u) {
-        bool c = tags[i] == e && isFwd(a) && asFwd(a)->co();
-        pp[i] = c ? asFwd(a)->primal : a;
-        tp[i] = c ? asFwd(a)->tangent : Value::zero();
-      } else {
-        pp[i] = tp[i] = tags[i] == e ? fwdPrimal(e, a) : a;
-      }
-    }
-    Value P = callPrimitive(n, pp, nargs);
-    Value T = callPrimitive(n, tp, nargs);
-    return Value::object(makeFwd(e, P, T, true));
+    return fwdCoLinearParts(n, args, nargs, e);
   }
   Value p[8], t[8];
   for (int i = 0; i < nargs; ++i) {

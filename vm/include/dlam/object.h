@@ -446,6 +446,22 @@ inline Value fwdPrimal(Value v) {
     v = static_cast<const Fwd*>(v.asObject())->primal;
   return v;
 }
+// What a value or a sensitivity is made of under its bundles and cobundles of any depth
+// (their primal parts, or the tangent part where the primal part is the symbolic zero):
+// what has its shape. A cobundle of cobundles (reverse over forward over forward) has
+// the shape of its innermost parts; fwdPrimal stops at a cobundle.
+inline Value fwdLeaf(Value x) {
+  while (isFwd(x)) {
+    const Fwd* f = asFwd(x);
+    x = f->primal.isZero() ? f->tangent : f->primal;
+  }
+  return x;
+}
+// The same under reverse tags too, at every level.
+inline Value leafPart(Value x) {
+  for (x = untagged(x); isFwd(x); x = untagged(x)) x = fwdLeaf(x);
+  return x;
+}
 inline Pair* asPair(Value v) { return static_cast<Pair*>(v.asObject()); }
 // isPair(a) && isPair(b), testing the tag bits of the two at once (loops along two spines).
 inline bool bothPairs(Value a, Value b) {

@@ -566,6 +566,9 @@ class VM {
   }
   // A native with a forward rule of its own (Native::fwdRule) applied to bundles.
   Value fwdRuleApply(Native* n, Value* args, int nargs);
+  // A native linear in some arguments (Native::fwdCoLinear) applied to a cobundle of tag
+  // e among them: part by part (forward.cpp).
+  Value fwdCoLinearParts(Native* n, Value* args, int nargs, uint32_t e);
   static bool anyFwd(const Value* args, int nargs) {
     for (int i = 0; i < nargs; ++i)
       if (isObj(args[i], ObjType::Fwd)) return true;
