@@ -119,12 +119,16 @@ struct ReverseCall {
   // plus adds two sensitivities of one value, of different shapes where one carries a
   // broadcast's axes (summed to the shape both have, vm/src/ad.cpp): each operand gets
   // g back over the axes it had beyond that shape, as with %sens+ (a number's, or one
-  // of the sum's own shape, is g as it is).
+  // of the sum's own shape, is g as it is; the symbolic zero's, g averaged over the
+  // axes it does not have: %sens-back).
   void plus() {
     if (a->kind != Atom::Local && b->kind != Atom::Local) return;
     Atom gy = ownShape(t.jAtom(st.out, localAtom(bd.dst)));
     for (const Atom* x : {a, b})
-      if (x->kind == Atom::Local) addTo(st, *x, op(NativeId::Unreduce, {gy, t.jAtom(st.out, *x)}));
+      if (x->kind == Atom::Local) {
+        Atom jx = t.jAtom(st.out, *x);
+        addTo(st, *x, back0({op(NativeId::Unreduce, {gy, jx}), jx, jx}));
+      }
   }
   // forward mode's constructor and accessors (vm/src/forward.cpp): a bundle's
   // sensitivity is a cobundle of its tag, whose parts go to the primal and tangent
@@ -310,10 +314,13 @@ struct ReverseCall {
   }
   // Two sensitivities of one value, summed to the shape they have in common (Sens::merge,
   // %sens+): each operand gets g put back over the axes it had beyond that shape
-  // (%unreduce; a number's, or one of the sum's own shape, is g as it is).
-  // The shape is read from the primals of the values the operand was computed from by
-  // elementwise arithmetic (shapeAtoms), which that arithmetic's own rules read anyway,
-  // rather than from the operand's, which nothing else may need kept.
+  // (%unreduce; a number's, or one of the sum's own shape, is g as it is). An operand
+  // that is the symbolic zero had no shape to be summed to, so the sum kept the other's
+  // axes: it gets g averaged over the axes beyond its own shape (%sens-back), once and
+  // not once per element of them. The shape is read from the primals of the values the
+  // operand was computed from by elementwise arithmetic (shapeAtoms), which that
+  // arithmetic's own rules read anyway, rather than from the operand's, which nothing
+  // else may need kept.
   void sensAdd() {
     if (a->kind != Atom::Local && b->kind != Atom::Local) return;
     Atom gy = ownShape(y());
@@ -323,18 +330,36 @@ struct ReverseCall {
       addTo(st, *b, id == NativeId::SensSub ? op(NativeId::Sub, {gb}) : gb);
     }
   }
+  // (%sens-back xs...), at level 0 whatever the call's: it reads its values through
+  // their reverse tags, so it needs no lifting
+  Atom back0(std::vector<Atom> xs) {
+    xs.insert(xs.begin(), t.prim(NativeId::SensBack));
+    return t.call(st.out, std::move(xs));
+  }
+  // gy given back to the operand x: over the axes of the values x was computed from
+  // (%unreduce), then through %sens-back, which needs to know whether x is the symbolic
+  // zero: where x is one of the values or their product (a product with the symbolic
+  // zero is the symbolic zero, and a sum with it is not), the values say; else x's
+  // primal is kept to say.
   Atom unreduced(const Atom& x, const Atom& gy) {
     std::vector<Atom> from;
-    shapeAtoms(x, from);
+    bool product = shapeAtoms(x, from);
     Atom r = gy;
-    for (const Atom& f : from) r = op(NativeId::Unreduce, {r, P(f)});
-    return r;
+    std::vector<Atom> back{Atom(), product ? constAtom(Value::boolean(true)) : P(x)};
+    for (const Atom& f : from) {
+      r = op(NativeId::Unreduce, {r, P(f)});
+      back.push_back(P(f));
+    }
+    back[0] = r;
+    return back0(std::move(back));
   }
   // Values whose shapes broadcast together to x's: x, or where x is the result of
   // elementwise arithmetic in the code being transformed (which broadcasts its operands
   // and keeps their shape), its operands', recursively (number constants have none).
-  // A few at most; past that, x itself.
-  void shapeAtoms(const Atom& x, std::vector<Atom>& out) {
+  // A few at most; past that, x itself. Whether x is x itself or their product (the
+  // arithmetic on the way only *, *j and *j-inverse).
+  bool shapeAtoms(const Atom& x, std::vector<Atom>& out) {
+    bool product = true;
     constexpr size_t kMax = 4;
     std::vector<Atom> work{x};
     std::vector<Atom> found;
@@ -352,6 +377,8 @@ struct ReverseCall {
       if (d && d->kind == Bind::Copy) {
         work.push_back(d->atom);
       } else if (elementwise && ++steps <= 16) {
+        product = product &&
+                  (did == NativeId::Mul || did == NativeId::StarJ || did == NativeId::StarJInverse);
         for (size_t i = 1; i < d->args.size(); ++i) work.push_back(d->args[i]);
       } else if (std::none_of(found.begin(), found.end(), [&](const Atom& f) {
                    return f.kind == v.kind && f.var == v.var && f.kind == Atom::Local;
@@ -360,10 +387,11 @@ struct ReverseCall {
       }
       if (found.size() > kMax || steps > 16) {
         out = {x};
-        return;
+        return true;
       }
     }
     out = std::move(found);
+    return product;
   }
   // The element's sensitivity y may carry the axes it was broadcast along, which
   // %vector-onehot summed: its own sensitivity goes back over them (%unreduce; a
@@ -523,8 +551,9 @@ struct TangentCall {
   // the same primitive applied to the tangent
   void linear() {
     if (t[0].isZero()) return;
-    Value args[2] = {t[0], p[1]};
-    out = vm.callPrimitive(vm.builtin(id), args, 2);
+    std::vector<Value> args(p, p + n);
+    args[0] = t[0];
+    out = vm.callPrimitive(vm.builtin(id), args.data(), n);
   }
   // min and max: the tangent of the argument selected (the first on ties), as the
   // reverse rule sends the sensitivity; on arrays, elementwise by the same step mask
@@ -666,6 +695,8 @@ constexpr PrimitiveRules kRules[] = {
     {NativeId::SensSub, kPrimals, &R::sensAdd, false, &T::sensAdd},
     {NativeId::AttachedImage, kImages, &R::attachedImage, false, &T::structural},
     {NativeId::Unreduce, kPrimals, &R::identity, false, &T::linear},
+    // tag-transparent (it reads its values through their reverse tags): on the images
+    {NativeId::SensBack, kImages, &R::identity, false, &T::linear},
     // its argument is a global or a constant, which takes no sensitivity
     {NativeId::StarJConstant, kImages, &R::noSensitivity, false, &T::structural},
     // custom-vjp*'s mark on its attached value (a program's rule, which forward mode

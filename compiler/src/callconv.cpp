@@ -24,6 +24,8 @@ bool hasOpcode(NativeId id, size_t n) {
       return n >= 2;
     case NativeId::Sub:
       return n >= 1;
+    case NativeId::SensBack:  // (SENSBK: the sensitivity, then at most five registers)
+      return n >= 3 && n <= instr::kMaxSensBackArgs;
     case NativeId::Lt:
     case NativeId::Le:
     case NativeId::Gt:

@@ -239,7 +239,7 @@ class FnCompiler {
       uint32_t a = atomReg(*x), b = atomReg(*y);
       emit(instr::make(op, dst, a, b));
     };
-    if (n > 2) {
+    if (n > 2 && id != NativeId::SensBack) {
       // (+ a b c ...) → ((a + b) + c) ...: a chain of binary opcodes through dst.
       Op rr = id == NativeId::Add   ? Op::ADD
               : id == NativeId::Mul ? Op::MUL
@@ -304,6 +304,22 @@ class FnCompiler {
         return binary(Op::UNRED);
       case NativeId::SumTo:
         return binary(Op::SUMTO);
+      case NativeId::SensBack: {
+        // (%sens-back g x like...): x #t (the likes' product) is the flag p, not a register
+        bool product = args[2].kind == Atom::Const && args[2].value.isBool();
+        std::vector<uint32_t> regs;
+        for (size_t j = product ? 3 : 2; j < args.size(); ++j) regs.push_back(atomReg(args[j]));
+        uint32_t g = atomReg(*x);
+        emit(instr::make(Op::SENSBK, dst, static_cast<uint32_t>(regs.size()), g) |
+             (product ? instr::kProduct : 0));
+        for (size_t j = 0; j < regs.size(); j += 4) {
+          Instr w = 0;
+          for (size_t m = 0; m < 4 && j + m < regs.size(); ++m)
+            w |= static_cast<Instr>(regs[j + m]) << (16 * m);
+          emit(w);
+        }
+        return;
+      }
       case NativeId::AttachStarJ:
         return binary(Op::ATTACH);
       case NativeId::RepResult:

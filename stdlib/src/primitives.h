@@ -42,7 +42,7 @@ class Registrar {
     if (p.kind == PrimKind::Arithmetic || p.kind == PrimKind::Comparison || id == NativeId::Sign ||
         id == NativeId::Step || id == NativeId::ZeroIfZero || id == NativeId::VectorRef ||
         id == NativeId::VectorLength || id == NativeId::SumTo || id == NativeId::BroadcastTo ||
-        id == NativeId::Unreduce)
+        id == NativeId::Unreduce || id == NativeId::SensBack)
       n->flags |= kDualRule;
     return n;
   }

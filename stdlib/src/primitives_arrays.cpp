@@ -566,6 +566,59 @@ Value unreduce(VM& vm, Value* a, int) {
   return broadcastToShape(vm, sumToShape(vm, v, common), sl);
 }
 
+// (%sens-back g x like...): g, the sensitivity given back to an operand x of %sens+ or
+// plus (%unreduce put it back over the axes of the values x was computed from, the
+// likes), as it is, unless x is the symbolic zero (x is #t where it is the likes'
+// product, which is zero where one of them is). A sum of sensitivities of one value
+// that carry a broadcast's axes, where one operand is the symbolic zero, keeps the
+// other's axes (a zero has no shape to sum them to), so g has them too; but x stands
+// for a sensitivity of the value's own shape, which the likes' shapes broadcast to
+// (the primals it would have been computed from; a number where there are none), and g
+// is the same along the axes beyond it (what takes the sum reads it summed over them).
+// So x gets g averaged down to that shape: g once, not once per element of those axes.
+// (The zero is not always a constant: %zero-if-zero makes a factor of a derivative rule
+// the symbolic zero where it is 0, and its own derivative goes on through it.)
+Value sensBack(VM& vm, Value* a, int n) {
+  // x: the operand's primal, or #t where x is the product of the likes; under reverse
+  // tags and the primal parts of bundles (forward mode over this gives the dual rule
+  // bundles of the tag it applies, vm/src/forward.cpp; these are of lower tags)
+  auto isZero = [](Value v) {
+    for (v = untagged(unwrapAttached(v)); isFwd(v) && !asFwd(v)->co(); v = untagged(v))
+      v = asFwd(v)->primal;
+    return v.isZero();
+  };
+  bool zero = isZero(a[1]);
+  if (a[1].isBool())
+    for (int i = 2; i < n && !zero; ++i) zero = isZero(a[i]);
+  if (!zero) return a[0];
+  Value g = unwrapAttached(a[0]);
+  if (isObj(g, ObjType::Rev))
+    return underTags(vm, g, [&](Value p) {
+      std::vector<Value> args(a, a + n);
+      args[0] = p;
+      return sensBack(vm, args.data(), n);
+    });
+  if (!isArray(g)) return a[0];  // a number, the symbolic zero, a list, a cobundle
+  Shape to;
+  for (int i = 2; i < n; ++i) {
+    Value like = leafPart(unwrapAttached(a[i]));
+    if (!like.isNumber() && !isArray(like)) continue;  // (the zero: of any shape)
+    Shape s = targetShape(vm, "%sens-back", a, i);
+    Shape joined(std::max(s.size(), to.size()));
+    for (size_t k = 1; k <= joined.size(); ++k) {
+      uint32_t u = k <= s.size() ? s[s.size() - k] : 1, w = k <= to.size() ? to[to.size() - k] : 1;
+      joined[joined.size() - k] = u == 1 ? w : u;
+    }
+    to = std::move(joined);
+  }
+  Vector* v = vm.dense(asArray(g));
+  Value r = sumToShape(vm, v, to);
+  uint64_t from = vectorLength(v), into = isArray(r) ? vectorLength(asArray(r)) : 1;
+  if (from == into) return r;
+  Value scale[2] = {r, Value::number(double(into) / double(from))};
+  return vm.callPrimitive(vm.builtin(NativeId::Mul), scale, 2);
+}
+
 // ---- making and reading ----------------------------------------------------------------
 
 // The shape predicates and queries see through bundles (forward mode) to their primals.
@@ -1337,6 +1390,7 @@ void openArrayPrimitives(Registrar& r) {
   r.define(NativeId::SumTo, sumTo);
   r.define(NativeId::BroadcastTo, broadcastTo);
   r.define(NativeId::Unreduce, unreduce);
+  r.define(NativeId::SensBack, sensBack);
   vm.defineNative("array?", arrayP, 1, 1);
   vm.defineNative("array-shape", arrayShapeOf, 1, 1);
   vm.defineNative("array-rank", arrayRank, 1, 1);

@@ -326,6 +326,31 @@ TEST_F(Codegen, VectorRefIsAnOpcodeInUserCodeAndInItsDerivative) {
   EXPECT_EQ(show("(dot3 (vector 1 0 1) (vector 1 0 1))"), "2");  // the VM goes on
 }
 
+TEST_F(Codegen, ASensitivityGivenBackToASumsOperandIsOneInstruction) {
+  // The reverse of %sens+ gives each operand its part through %sens-back (ad_rules.cpp),
+  // which is SENSBK: the sensitivity as it is unless the operand is the symbolic zero.
+  // The registers it reads are listed in the word after it (instr::listWords); an
+  // operand that is a product of them (p) needs no register of its own.
+  namespace instr = dlam::instr;
+  dlam::Instr sb = instr::make(dlam::Op::SENSBK, 1, 3, 2) | instr::kProduct;
+  EXPECT_TRUE(instr::isProduct(sb));
+  EXPECT_EQ(instr::listWords(sb), 1u);
+  EXPECT_EQ(instr::listWords(instr::make(dlam::Op::SENSBK, 1, 5, 2)), 2u);
+  dlam::evalSource(vm, "(define (f a b) (+ (* a 2) (expt a b)))", "<codegen>");
+  std::string twice = vm.disassemble(
+      dlam::asClosure(
+          dlam::evalSource(vm, "(cdr (car ((*j (*j f)) (*j (*j 2.)) (*j (*j 0.)))))", "<codegen>"))
+          ->proto,
+      true);
+  EXPECT_TRUE(hasInstr(twice, "SENSBK", ") product")) << twice;
+  EXPECT_EQ(twice.find("%sens-back"), std::string::npos) << twice;  // no call of the native
+  // d2/da db (2a + a^b) at b = 0 is 1/a, through the zero that d/da a^b is there
+  EXPECT_EQ(
+      show("((gradient (lambda (b) ((gradient (lambda (a) (+ (sum (* a #(2 1))) (expt a b)))) "
+           "2))) 0)"),
+      "0.5");
+}
+
 TEST(RegroupParts, PartsBecomeThePartsACalleeTakes) {
   // VM::regroupParts: m parts (m - 1 elements of a list and its rest) made n.
   VM vm;

@@ -7,7 +7,25 @@
 namespace dlam {
 
 namespace {
-enum class Fmt { A, AB, ABC, ABK, ABx, AP, sBx, AsBx, ABsC, AKsC, ABN, ABCu, ABU, ABn, ABL, ABR };
+enum class Fmt {
+  A,
+  AB,
+  ABC,
+  ABK,
+  ABx,
+  AP,
+  sBx,
+  AsBx,
+  ABsC,
+  AKsC,
+  ABN,
+  ABCu,
+  ABU,
+  ABn,
+  ABL,
+  ABR,
+  ABV
+};
 
 Fmt opFormat(Op op) {
   static const Fmt kFormats[] = {
@@ -115,6 +133,13 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
           operands = head() + " (";
           for (uint32_t j = 0; j < b; ++j) operands += (j ? " r" : "r") + std::to_string(listed(j));
           operands += " . " + tail() + ")";
+          extra = instr::listWords(ins);
+          break;
+        }
+        case Fmt::ABV: {  // "r3 r5 (r1 r2)", and "product" where x is the likes' product
+          operands = "r" + std::to_string(a) + " r" + std::to_string(c) + " (";
+          for (uint32_t j = 0; j < b; ++j) operands += (j ? " r" : "r") + std::to_string(listed(j));
+          operands += instr::isProduct(ins) ? ") product" : ")";
           extra = instr::listWords(ins);
           break;
         }

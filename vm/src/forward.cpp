@@ -194,6 +194,22 @@ Value VM::fwdApply(Native* n, Value* args, int nargs) {
     if (nargs == 1 && id == NativeId::Abs)
       return make(callPrimitive(n, p, 1), callPrimitive(n, t, 1));
     if (n->fwdCoLinear) return fwdCoLinearParts(n, args, nargs, e);
+    // %sens-back: linear in the first argument, part by part; the others give shapes
+    // (through the parts of bundles and cobundles) and whether the operand is zero.
+    // (A cobundle as the operand is a sensitivity with a part, not the zero: 1 stands
+    // for it; a cobundle as a like gives its parts' shape.)
+    if (id == NativeId::SensBack) {
+      std::vector<Value> pl(args, args + nargs);
+      for (int i = 1; i < nargs; ++i)
+        pl[i] = !isCo(i) ? (tagOf(args[i]) == e ? p[i] : args[i])
+                : i == 1 ? Value::number(1)
+                         : fwdLeaf(args[i]);
+      if (!isCo(0)) return callPrimitive(n, pl.data(), nargs);
+      std::vector<Value> tl = pl;
+      pl[0] = p[0];
+      tl[0] = t[0];
+      return make(callPrimitive(n, pl.data(), nargs), callPrimitive(n, tl.data(), nargs));
+    }
     if (nargs == 1 || nargs > 2) coMisuse(*this, n->name);
     // The shape operations of array sensitivities (%sum-to, %broadcast-to, %unreduce):
     // linear in the first argument, part by part; the second only gives a shape.

@@ -1302,6 +1302,35 @@ op_UNRED : {
   RA = callPrimitive(builtin(NativeId::Unreduce), args, 2);
   DISPATCH();
 }
+op_SENSBK : {
+  // A sensitivity given back to an operand x of %sens+ or plus (ad_rules.cpp): as it is
+  // unless x is the symbolic zero, as no number is (every operand in scalar code, under
+  // reverse tags or not). A bundle goes to the native (forward mode's dual rule).
+  const Instr* words = pc;
+  pc += instr::listWords(ins);
+  uint32_t n = instr::b(ins);
+  bool product = instr::isProduct(ins);
+  bool zero = false;
+  for (uint32_t j = 0; j < (product ? n : 1) && !zero; ++j) {
+    Value v = R[instr::listedReg(words, j)];
+    if (!v.isNumber()) {
+      v = untagged(unwrapAttached(v));
+      zero = !v.isNumber() && (v.isZero() || isFwd(v));
+    }
+  }
+  if (!zero) [[likely]] {
+    RA = RC;
+    DISPATCH();
+  }
+  SAVE_PC();
+  Value args[instr::kMaxSensBackArgs];
+  args[0] = RC;
+  uint32_t k = 1;
+  if (product) args[k++] = Value::boolean(true);
+  for (uint32_t j = 0; j < n; ++j) args[k++] = R[instr::listedReg(words, j)];
+  RA = callPrimitive(builtin(NativeId::SensBack), args, static_cast<int>(k));
+  DISPATCH();
+}
 op_SUMTO : {
   // A sensitivity summed to the shape of the value it is of (ad_rules.cpp, ownShape):
   // as it is when it is a number, as every one in scalar code is.

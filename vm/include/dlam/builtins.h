@@ -122,6 +122,7 @@ namespace dlam {
   X(SensSub, "%sens-", 2, 2, Arithmetic)              \
   X(AttachedImage, "%attached-image", 2, 2, Internal) \
   X(Unreduce, "%unreduce", 2, 2, Internal)            \
+  X(SensBack, "%sens-back", 2, -1, Internal)          \
   X(StarJConstant, "%*j-constant", 1, 1, Internal)    \
   X(UserRep, "%user-rep", 1, 1, Internal)
 

@@ -80,6 +80,7 @@ namespace dlam {
 //   ABL    A register, B count, C register, then B registers in ceil(B / 4) more words
 //          (16 bits each, lowest first), which the instruction owns
 //   ABR    as ABL, the first of the B registers apart (RETURNR's backpropagator)
+//   ABV    A register, B count, C register, then B registers as ABL's (SENSBK's values)
 #define DLAM_OPCODES(X)                                                                          \
   X(LOADK, ABx, "R[A] = K[Bx]")                                                                  \
   X(MOVE, AB, "R[A] = R[B]")                                                                     \
@@ -146,6 +147,9 @@ namespace dlam {
   X(PLUS, ABC, "R[A] = (plus R[B] R[C]): sensitivities added")                                   \
   X(UNRED, ABC, "R[A] = (%unreduce R[B] R[C]): R[B] itself when R[C] is a number")               \
   X(SUMTO, ABC, "R[A] = (%sum-to R[B] R[C]): R[B] itself when it is a number")                   \
+  X(SENSBK, ABV,                                                                                 \
+    "R[A] = (%sens-back R[C] x like...): R[C] itself unless x is the symbolic zero; the B "      \
+    "registers after it are x then the likes (p: the likes, x their product)")                   \
   X(SCAR, AB, "R[A] = (%scar R[B]): car of a sensitivity (zero stays zero)")                     \
   X(SCDR, AB, "R[A] = (%scdr R[B]): cdr of a sensitivity (zero stays zero)")                     \
   X(JINV, ABn, "R[A] = (*j-inverse R[B]), taken C + 1 times")                                    \
@@ -231,6 +235,12 @@ constexpr Instr kHeadK = Instr{1} << kTopShift;
 constexpr Instr kTailK = Instr{2} << kTopShift;
 constexpr bool headIsK(Instr i) { return (i & kHeadK) != 0; }
 constexpr bool tailIsK(Instr i) { return (i & kTailK) != 0; }
+// SENSBK: p, its operand x is the product of the likes (none of its listed registers).
+// It lists at most five registers (x and four likes): %sens-back's arguments, with the
+// sensitivity, are at most six.
+constexpr uint32_t kMaxSensBackArgs = 6;
+constexpr Instr kProduct = Instr{1} << kTopShift;
+constexpr bool isProduct(Instr i) { return (i & kProduct) != 0; }
 
 // JNLT .. JNNUMEQK: the compare-and-jumps.
 constexpr bool isCompareJump(Op o) { return o >= Op::JNLT && o <= Op::JNNUMEQK; }
@@ -238,15 +248,15 @@ constexpr bool isCompareJump(Op o) { return o >= Op::JNLT && o <= Op::JNNUMEQK; 
 constexpr Instr kJumpIfHolds = Instr{1} << 63;
 constexpr bool jumpsIfHolds(Instr i) { return (i & kJumpIfHolds) != 0; }
 
-// ---- the words after RETURNN and RETURNR -------------------------------------------
+// ---- the words after RETURNN, RETURNR and SENSBK ------------------------------------
 
-// How many words after a RETURNN or RETURNR list its B registers, four to a word (0 for
-// any other instruction): the code walks past them to the next instruction.
+// How many words after a RETURNN, RETURNR or SENSBK list its B registers, four to a word
+// (0 for any other instruction): the code walks past them to the next instruction.
 constexpr uint32_t listWords(Instr i) {
   Op o = op(i);
-  return o == Op::RETURNN || o == Op::RETURNR ? (b(i) + 3) / 4 : 0;
+  return o == Op::RETURNN || o == Op::RETURNR || o == Op::SENSBK ? (b(i) + 3) / 4 : 0;
 }
-// Register j of those listed in the words after a RETURNN or RETURNR (words: the first
+// Register j of those listed in the words after a RETURNN, RETURNR or SENSBK (words: the first
 // of them): 16 bits each, lowest first.
 constexpr uint32_t listedReg(const Instr* words, uint32_t j) {
   return static_cast<uint32_t>((words[j / 4] >> (16 * (j % 4))) & kField);
