@@ -235,10 +235,13 @@ Value VM::fwdApply(Native* n, Value* args, int nargs) {
         // passed through a recursive call: tests/lang/ad/forward/reverse_over_loops.dlam.)
         {
           Value P = arith(id, isCo(0) ? p[0] : args[0], isCo(1) ? p[1] : args[1]);
-          // (A symbolic zero tangent part stays one: 0 - Z made it the number 0, which
-          // is not the shape of an array's.)
-          Value T =
-              isCo(0) || t[1].isZero() ? t[isCo(0) ? 0 : 1] : arith(id, Value::number(0), t[1]);
+          // The tangent part is the cobundle's, negated where it is subtracted. (A
+          // symbolic zero stays one: 0 - Z made it the number 0, which is not the shape
+          // of an array's; and %sens- from the number 0 summed an array to a number,
+          // the sensitivity of a number, where it was an array's.)
+          bool minus = !isCo(0) && (id == NativeId::Sub || id == NativeId::SensSub);
+          Value T = t[isCo(0) ? 0 : 1];
+          if (minus && !T.isZero()) T = callPrimitive(builtin(NativeId::Sub), &T, 1);
           return make(P, T);
         }
       case NativeId::Mul: {
