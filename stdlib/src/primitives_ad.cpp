@@ -410,11 +410,22 @@ Value coBundleTangent(VM& vm, Value* a, int n) {
 Value constantTangentP(VM& vm, Value* a, int) {
   return Value::boolean(constantTangent(tagArg(vm, "%constant-tangent?", a, 0), a[1]));
 }
-// (%bundle-of? tag x): whether x (under reverse tags) is a bundle of the tag.
+// (%bundle-of? tag x): whether x (under reverse tags) is a bundle of the tag, or a list
+// that holds one (an argument of a custom rule, such as map*'s list: its part at the tag
+// is then its elements' tangents, %co-targets). Iterative.
 Value bundleOfP(VM& vm, Value* a, int) {
   uint32_t tag = tagArg(vm, "%bundle-of?", a, 0);
-  Value x = untagged(a[1]);
-  return Value::boolean(isFwd(x) && !asFwd(x)->co() && asFwd(x)->tag() == tag);
+  std::vector<Value> work{a[1]};
+  while (!work.empty()) {
+    Value x = untagged(work.back());
+    work.pop_back();
+    if (isFwd(x) && !asFwd(x)->co() && asFwd(x)->tag() == tag) return Value::boolean(true);
+    if (isPair(x)) {
+      work.push_back(asPair(x)->cdr);
+      work.push_back(asPair(x)->car);
+    }
+  }
+  return Value::boolean(false);
 }
 // (%rep-closure? f): whether f is a closure of reverse-transformed code made from a
 // function's (not a backpropagator's): called, it returns (cons value backpropagator).
