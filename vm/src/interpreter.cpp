@@ -37,6 +37,14 @@ const char* opName(Op op) {
 #else
 #define DLAM_COMPUTED_GOTO 0
 #endif
+// The helpers VM::execute defines as lambdas capture its pc, R, K, frame and closure by
+// reference: one left out of line would keep those in memory (every handler loading and
+// storing them), so they are always inlined.
+#if defined(__GNUC__)
+#define DLAM_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define DLAM_INLINE_LAMBDA
+#endif
 
 namespace {
 constexpr int64_t kPollInterval = 1 << 16;
@@ -601,7 +609,7 @@ Value VM::execute(bool resume) {
   // in stack_[base .. base+nargs).
   // Raised while the caller's frame is still the innermost, so the error points at
   // the call site.
-  auto checkArity = [&](Closure* c, uint32_t nargs) {
+  auto checkArity = [&](Closure* c, uint32_t nargs) DLAM_INLINE_LAMBDA {
     if (!takesCount(c->proto, nargs)) [[unlikely]]
       closureArityError(*this, c, nargs);
   };
@@ -609,7 +617,7 @@ Value VM::execute(bool resume) {
   // Enters the function of the newest frame: gathers rest arguments, grows the
   // stack. Expects frames_.back() set up with closure and base; args are in
   // stack_[base .. base+nargs) and their count already checked.
-  auto enter = [&](uint32_t nargs, uint32_t parts = 0) {
+  auto enter = [&](uint32_t nargs, uint32_t parts = 0) DLAM_INLINE_LAMBDA {
     frame = &frames_.back();
     closure = frame->closure;
     forceClosure(closure);
@@ -638,7 +646,7 @@ Value VM::execute(bool resume) {
     const Proto* p = asClosure(fn)->proto;
     return (p->rawParams & raw) == raw && p->callKey == key;
   };
-  auto tagArguments = [&](uint32_t a, uint32_t raw) {
+  auto tagArguments = [&](uint32_t a, uint32_t raw) DLAM_INLINE_LAMBDA {
     for (; raw; raw &= raw - 1) {
       uint32_t r = a + 1 + static_cast<uint32_t>(__builtin_ctz(raw));
       Value x = starJValue(R[r]);
@@ -647,7 +655,7 @@ Value VM::execute(bool resume) {
     }
   };
   // (apply f a ... lst) in R[a] .. R[a+nargs]: spread into f a ... x1 .. xn at R[a].
-  auto spreadApply = [&](uint32_t a, uint32_t nargs) -> uint32_t {
+  auto spreadApply = [&](uint32_t a, uint32_t nargs) DLAM_INLINE_LAMBDA -> uint32_t {
     if (nargs < 1) runtimeError("apply: expected at least 1 argument, got 0");
     Value lst = R[a + nargs];
     uint32_t count = 0;
@@ -668,7 +676,7 @@ Value VM::execute(bool resume) {
 
   // An attach-*j procedure called with bundles (attachedTransposes), in R[a] with its
   // arguments after it: (%attached-forward f x ...) at R[a] instead; the new count.
-  auto transposeAttached = [&](uint32_t a, uint32_t nargs) -> uint32_t {
+  auto transposeAttached = [&](uint32_t a, uint32_t nargs) DLAM_INLINE_LAMBDA -> uint32_t {
     uint32_t base = frame->base;
     ensureStack(base + a + nargs + 3);
     R = stack_.data() + base;
@@ -682,7 +690,7 @@ Value VM::execute(bool resume) {
   };
 
   // Goes on in the innermost frame where it stands (a handler frame an error landed at).
-  auto resumeTop = [&] {
+  auto resumeTop = [&]() DLAM_INLINE_LAMBDA {
     frame = &frames_.back();
     closure = frame->closure;
     pc = frame->pc;
