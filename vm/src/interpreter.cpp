@@ -86,8 +86,7 @@ void VM::checkArity(Value f, int nargs) {
   }
 }
 
-void VM::ensureStack(size_t needed) {
-  if (needed <= stack_.size()) return;
+void VM::growStack(size_t needed) {
   size_t n = stack_.size();
   while (n < needed) n *= 2;
   stack_.resize(n);  // (registers never written read as the number 0)

@@ -717,6 +717,7 @@ class VM {
   // execute(), passing the runtime errors raised in it to the handlers and going on at
   // the handler frame (above entryDepth) of the one that takes it (handlers.cpp).
   Value run(size_t entryDepth);
+  Value runCaught(size_t entryDepth, Error err);  // run's loop once an error was caught
   void askHandlers(Error& e);
   // Drops the frames above the handler frame at `index` and makes it call landing_.
   void land(size_t index);
@@ -809,7 +810,11 @@ class VM {
   int callDepth_ = 0;
   Native* builtins_[static_cast<size_t>(NativeId::Count)] = {};
   uint32_t fwdTag_ = 1;  // the last forward tag handed out (1: user-level bundles at top)
-  void ensureStack(size_t needed);
+  void ensureStack(size_t needed) {
+    if (needed > stack_.size()) [[unlikely]]
+      growStack(needed);
+  }
+  void growStack(size_t needed);
   void forceClosureSlow(Closure* c);
   void noteAttached(Attached* a);
   Value adMap(Value root, bool inverse);
