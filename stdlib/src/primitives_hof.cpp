@@ -58,6 +58,7 @@ Value map2(VM& vm, Value* a) {
 // (map f l): builds the result front to back (the cells are new, so setting the
 // cdr of the last one is invisible to the program).
 Value mapNative(VM& vm, Value* a, int n) {
+  if (n == 2 && nestedTooDeep(vm)) return handOver(vm, "%map-plain1", a, n);
   if (n > 3 || nestedTooDeep(vm)) return handOver(vm, "%map-plain", a, n);
   if (n == 3) return map2(vm, a);
   VM::Root f(vm, a[0]), l(vm, a[1]), head(vm, Value::nil());
@@ -82,7 +83,8 @@ Value mapNative(VM& vm, Value* a, int n) {
 
 // (fold-left f init l) = (f (... (f init x1) ...) xn)
 Value foldLeftNative(VM& vm, Value* a, int n) {
-  if (n != 3 || nestedTooDeep(vm)) return handOver(vm, "%fold-left-plain", a, n);
+  if (n == 3 && nestedTooDeep(vm)) return handOver(vm, "%fold-left-plain1", a, n);
+  if (n != 3) return handOver(vm, "%fold-left-plain", a, n);
   VM::Root f(vm, a[0]), acc(vm, a[1]), l(vm, a[2]);
   while (isPair(l.get())) {
     Value args[2] = {acc.get(), asPair(l.get())->car};

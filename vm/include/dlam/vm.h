@@ -284,6 +284,16 @@ class VM {
     writeBarrier(s, v);
   }
   Value global(std::string_view name) { return intern(name)->global; }
+  // The global of the symbol named by a string literal, its symbol remembered by the
+  // literal's address (natives that hand their call to a prelude procedure at every
+  // call: no hashing of the name each time). Interned symbols live as long as the VM.
+  Value globalOfLiteral(const char* literal) {
+    for (const auto& [lit, sym] : literalSymbols_)
+      if (lit == literal) return sym->global;
+    Symbol* s = intern(literal);
+    literalSymbols_.emplace_back(literal, s);
+    return s->global;
+  }
   // The standard library's own globals (library.cpp): while it loads, the compiler
   // binds the globals its code names to twins of the symbols (libraryTwin), and
   // sealLibrary publishes the twins' values, so user definitions cannot change what
@@ -786,7 +796,8 @@ class VM {
   // (markRoots marks them all) and its name never changes. So neither a lookup nor an
   // insertion copies the name.
   std::unordered_map<std::string_view, Symbol*> symbols_;
-  std::unordered_map<Symbol*, Symbol*> libraryTwins_;  // public symbol -> the library's
+  std::unordered_map<Symbol*, Symbol*> libraryTwins_;            // public symbol -> the library's
+  std::vector<std::pair<const char*, Symbol*>> literalSymbols_;  // globalOfLiteral's
   struct SavedBinding {
     Symbol* symbol;
     Value global, macro;
