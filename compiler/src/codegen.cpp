@@ -333,6 +333,13 @@ class FnCompiler {
         return emit1(Op::NULLP, dst, *x);
       case NativeId::PairP:
         return emit1(Op::PAIRP, dst, *x);
+      case NativeId::NumberP:
+      case NativeId::SymbolP:
+      case NativeId::StringP:
+      case NativeId::BooleanP:
+      case NativeId::ProcedureP:
+        emit(instr::make(Op::TYPEP, dst, atomReg(*x), static_cast<uint32_t>(id)));
+        return;
       default:
         fail("internal error: no opcode for this primitive");
     }

@@ -326,6 +326,37 @@ TEST_F(Codegen, VectorRefIsAnOpcodeInUserCodeAndInItsDerivative) {
   EXPECT_EQ(show("(dot3 (vector 1 0 1) (vector 1 0 1))"), "2");  // the VM goes on
 }
 
+TEST_F(Codegen, TypePredicatesAreOneInstruction) {
+  // number?, symbol?, string?, boolean? and procedure? compile to TYPEP (no call), which
+  // answers plain values inline and asks the primitive for the rest: attached values,
+  // reverse-tagged numbers and bundles.
+  dlam::evalSource(vm,
+                   "(define (kinds x) (list (number? x) (symbol? x) (string? x) (boolean? x) "
+                   "(procedure? x)))",
+                   "<codegen>");
+  const dlam::Proto* p = protoOf(vm, "kinds", listing);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(countOps(p, dlam::Op::TYPEP), 5u) << listing;
+  EXPECT_TRUE(hasInstr(listing, "TYPEP", "r0 number?")) << listing;
+  EXPECT_TRUE(hasInstr(listing, "TYPEP", "r0 procedure?")) << listing;
+  EXPECT_EQ(show("(kinds 1.5)"), "(#t #f #f #f #f)");
+  EXPECT_EQ(show("(kinds 'a)"), "(#f #t #f #f #f)");
+  EXPECT_EQ(show("(kinds \"s\")"), "(#f #f #t #f #f)");
+  EXPECT_EQ(show("(kinds #f)"), "(#f #f #f #t #f)");
+  EXPECT_EQ(show("(kinds '())"), "(#f #f #f #f #f)");
+  EXPECT_EQ(show("(kinds car)"), "(#f #f #f #f #t)");
+  EXPECT_EQ(show("(kinds kinds)"), "(#f #f #f #f #t)");
+  EXPECT_EQ(show("(kinds map)"), "(#f #f #f #f #t)");     // an attached procedure
+  EXPECT_EQ(show("(kinds (*j 2))"), "(#t #f #f #f #f)");  // a reverse-tagged number
+  EXPECT_EQ(show("(kinds (vector 1 2))"), "(#f #f #f #f #f)");
+  // A derivative through code that tests its argument's type, at first and second order.
+  dlam::evalSource(vm, "(define (f x) (if (number? x) (* x x x) 0))", "<codegen>");
+  EXPECT_EQ(show("((gradient f) 3)"), "27");
+  EXPECT_EQ(show("((gradient (gradient f)) 3)"), "18");
+  EXPECT_EQ(show("((derivative f) 2)"), "12");  // forward mode: number? of a bundle
+  EXPECT_EQ(show("((derivative (derivative f)) 2)"), "12");
+}
+
 TEST(RegroupParts, PartsBecomeThePartsACalleeTakes) {
   // VM::regroupParts: m parts (m - 1 elements of a list and its rest) made n.
   VM vm;

@@ -7,7 +7,25 @@
 namespace dlam {
 
 namespace {
-enum class Fmt { A, AB, ABC, ABK, ABx, AP, sBx, AsBx, ABsC, AKsC, ABN, ABCu, ABU, ABn, ABL, ABR };
+enum class Fmt {
+  A,
+  AB,
+  ABC,
+  ABK,
+  ABx,
+  AP,
+  sBx,
+  AsBx,
+  ABsC,
+  AKsC,
+  ABN,
+  ABCu,
+  ABU,
+  ABn,
+  ABL,
+  ABR,
+  ABP
+};
 
 Fmt opFormat(Op op) {
   static const Fmt kFormats[] = {
@@ -126,6 +144,12 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
           extra = instr::listWords(ins);
           break;
         }
+        case Fmt::ABP:  // "r1 r0 number?"
+          operands = "r" + std::to_string(a) + " r" + std::to_string(b) + " " +
+                     (c < static_cast<uint32_t>(NativeId::Count)
+                          ? std::string(self->builtin(static_cast<NativeId>(c))->name)
+                          : "?");
+          break;
         case Fmt::ABCu:
           operands = "r" + std::to_string(a) + " [" + std::to_string(b) + "] r" + std::to_string(c);
           break;

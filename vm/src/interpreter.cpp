@@ -1280,6 +1280,51 @@ op_NULLP:
 op_PAIRP:
   RA = Value::boolean(isPair(unwrapAttached(RB)));
   DISPATCH();
+op_TYPEP : {
+  // The common answers inline (a number, a symbol, a string, a boolean, a closure or a
+  // native, and anything that is no number for number?); an attached value, a tagged
+  // or bundled number and anything else ask the primitive.
+  Value x = RB;
+  switch (static_cast<NativeId>(instr::c(ins))) {
+    case NativeId::NumberP:
+      if (x.isNumber()) {
+        RA = Value::boolean(true);
+        DISPATCH();
+      }
+      if (!x.isObject()) {
+        RA = Value::boolean(x.isZero());
+        DISPATCH();
+      }
+      break;
+    case NativeId::SymbolP:
+    case NativeId::StringP:
+    case NativeId::ProcedureP:
+      if (!x.isObject()) {
+        RA = Value::boolean(false);
+        DISPATCH();
+      }
+      if (!isObj(x, ObjType::Attached)) {
+        ObjType t = x.asObject()->type;
+        NativeId id = static_cast<NativeId>(instr::c(ins));
+        RA = Value::boolean(id == NativeId::SymbolP   ? t == ObjType::Symbol
+                            : id == NativeId::StringP ? t == ObjType::String
+                                                      : isProcedure(x));
+        DISPATCH();
+      }
+      break;
+    case NativeId::BooleanP:
+      if (!x.isObject()) {
+        RA = Value::boolean(x.isBool());
+        DISPATCH();
+      }
+      break;
+    default:
+      break;
+  }
+  SAVE_PC();
+  RA = callPrimitive(builtin(static_cast<NativeId>(instr::c(ins))), &x, 1);
+  DISPATCH();
+}
 op_EQP : {
   Value x = RB, y = RC;
   if (x.isNumber() && y.isNumber()) {
@@ -1288,6 +1333,17 @@ op_EQP : {
   }
   if (x == y) {
     RA = Value::boolean(true);
+    DISPATCH();
+  }
+  // Two different values neither of which is tagged, bundled, attached or the symbolic
+  // zero (which are compared by what they stand for: eqValues) are not eq?.
+  auto plain = [](Value v) DLAM_INLINE_LAMBDA {
+    if (!v.isObject()) return !v.isZero();
+    ObjType t = v.asObject()->type;
+    return t != ObjType::Rev && t != ObjType::Attached && t != ObjType::Fwd;
+  };
+  if (plain(x) && plain(y)) {
+    RA = Value::boolean(false);
     DISPATCH();
   }
   SAVE_PC();
