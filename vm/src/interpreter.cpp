@@ -828,12 +828,36 @@ op_SETUPVAL : {
   DISPATCH();
 }
 
-op_CALL:
+op_CALL : {
+  // The common case first, on its own: a closure taking the arguments as given (its
+  // arity, no rest list, no argument untagged or split), its environment ready, room
+  // for its frame and registers, no collection due. Anything else takes `call` below.
+  Value fn = RA;
+  if (isClosure(fn) && (ins >> instr::kCShift) == 0 && !gcRequested_) {
+    Closure* c = asClosure(fn);
+    Proto* p = c->proto;
+    uint32_t base = frame->base + instr::a(ins) + 1;
+    uint32_t top = base + p->nregs;
+    if (p->callKey == instr::b(ins) && !(c->flags & (kLazyJ | kLazyJInv | kObservedBp)) &&
+        top < stack_.size() && frames_.size() < frameCap) [[likely]] {
+      SAVE_PC();
+      frames_.push_back(CallFrame{c, nullptr, base, false, 0, 0});
+      frame = &frames_.back();
+      closure = c;
+      if (top > stackHigh_) stackHigh_ = top;
+      stackTop_ = top;
+      pc = p->code.data();
+      R = stack_.data() + base;
+      K = p->constants.data();
+      DISPATCH();
+    }
+  }
   callA = instr::a(ins);
   callN = instr::b(ins);
   callKey = callN;
   callRaw = instr::rawArgs(ins);
   goto call;
+}
 op_CALLP:
   // The argument in B parts: as they are for a function that takes it in as many,
   // regrouped (enter) for one that takes it in others or whole, made the list for
@@ -1025,6 +1049,19 @@ op_TAILCALL : {
 
 op_RETURN : {
   Value result = RA;
+  if (!frame->split && !frame->boundary) [[likely]] {
+    // To a caller in this run that takes the result whole (leave_frame's common case).
+    R[-1] = result;
+    frames_.pop_back();
+    frame = &frames_.back();
+    closure = frame->closure;
+    pc = frame->pc;
+    R = stack_.data() + frame->base;
+    const Proto* p = closure->proto;
+    K = p->constants.data();
+    stackTop_ = frame->base + p->nregs;
+    DISPATCH();
+  }
   if (uint8_t split = frame->split) {
     if (!splitInto(result, split, R - 1)) [[unlikely]] {
       SAVE_PC();
