@@ -991,6 +991,32 @@ call_again:
 op_TAILCALL : {
   // Codegen always follows TAILCALL A B with RETURN A, so a callee that is not a
   // closure (a native) is simply called as by CALL and the RETURN does the rest.
+  {
+    // The common case first, as CALL's: a closure taking the arguments as given, its
+    // environment ready, room for its registers, no collection due. The frame stays.
+    Value fn = RA;
+    if (isClosure(fn) && instr::rawArgs(ins) == 0 && !gcRequested_) {
+      Closure* c = asClosure(fn);
+      Proto* p = c->proto;
+      uint32_t nargs = instr::b(ins);
+      uint32_t top = frame->base + p->nregs;
+      if (p->callKey == nargs && !(c->flags & (kLazyJ | kLazyJInv | kObservedBp)) &&
+          top < stack_.size()) [[likely]] {
+        SAVE_PC();
+        Value* dst = R - 1;
+        const Value* src = R + instr::a(ins);
+        for (uint32_t i = 0; i <= nargs; ++i) dst[i] = src[i];
+        frame->closure = c;
+        frame->raw = 0;
+        closure = c;
+        if (top > stackHigh_) stackHigh_ = top;
+        stackTop_ = top;
+        pc = p->code.data();
+        K = p->constants.data();
+        DISPATCH();
+      }
+    }
+  }
   uint32_t a = instr::a(ins);
   uint32_t nargs = instr::b(ins);
   uint32_t raw = instr::rawArgs(ins);
