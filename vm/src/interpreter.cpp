@@ -1184,10 +1184,10 @@ op_JMPIFNOT : {
 // gradient) go through liftedBinary, out of line (one block for all) so the plain
 // paths stay tight. NUMS: both operands numbers; a K-form's constant is one already
 // (codegen makes K-forms of number constants only), so only the register is checked.
-#define ARITH(NAME, OPER, ID, LHS, RHS, NUMS)             \
+#define ARITH(NAME, OPER, ID, LHS, RHS, NUMS, LEVELED)    \
   op_##NAME : {                                           \
     Value x = LHS, y = RHS;                               \
-    if ((NUMS) && !instr::hasLevel(ins)) {                \
+    if ((NUMS) && !(LEVELED && instr::hasLevel(ins))) {   \
       RA = Value::number(x.asNumber() OPER y.asNumber()); \
       DISPATCH();                                         \
     }                                                     \
@@ -1196,18 +1196,24 @@ op_JMPIFNOT : {
     arithArgs[1] = y;                                     \
     goto arith_slow;                                      \
   }
-  ARITH(ADD, +, Add, RB, RC, x.isNumber() && y.isNumber())
-  ARITH(SUB, -, Sub, RB, RC, x.isNumber() && y.isNumber())
-  ARITH(MUL, *, Mul, RB, RC, x.isNumber() && y.isNumber())
-  ARITH(DIV, /, Div, RB, RC, x.isNumber() && y.isNumber())
-  ARITH(ADDS, +, SensAdd, RB, RC, x.isNumber() && y.isNumber())
-  ARITH(SUBS, -, SensSub, RB, RC, x.isNumber() && y.isNumber())
-  ARITH(ADDK, +, Add, RB, KC, x.isNumber())
-  ARITH(SUBK, -, Sub, RB, KC, x.isNumber())
-  ARITH(MULK, *, Mul, RB, KC, x.isNumber())
-  ARITH(DIVK, /, Div, RB, KC, x.isNumber())
-  ARITH(RSUBK, -, Sub, KC, RB, y.isNumber())
-  ARITH(RDIVK, /, Div, KC, RB, y.isNumber())
+// Only the register forms carry a level (codegen makes no K-form in transformed
+// code: liftedBinaryOp), so the K-forms do not test it.
+#define ARITH_R(NAME, OPER, ID, LHS, RHS, NUMS) ARITH(NAME, OPER, ID, LHS, RHS, NUMS, true)
+#define ARITH_K(NAME, OPER, ID, LHS, RHS, NUMS) ARITH(NAME, OPER, ID, LHS, RHS, NUMS, false)
+  ARITH_R(ADD, +, Add, RB, RC, x.isNumber() && y.isNumber())
+  ARITH_R(SUB, -, Sub, RB, RC, x.isNumber() && y.isNumber())
+  ARITH_R(MUL, *, Mul, RB, RC, x.isNumber() && y.isNumber())
+  ARITH_R(DIV, /, Div, RB, RC, x.isNumber() && y.isNumber())
+  ARITH_R(ADDS, +, SensAdd, RB, RC, x.isNumber() && y.isNumber())
+  ARITH_R(SUBS, -, SensSub, RB, RC, x.isNumber() && y.isNumber())
+  ARITH_K(ADDK, +, Add, RB, KC, x.isNumber())
+  ARITH_K(SUBK, -, Sub, RB, KC, x.isNumber())
+  ARITH_K(MULK, *, Mul, RB, KC, x.isNumber())
+  ARITH_K(DIVK, /, Div, RB, KC, x.isNumber())
+  ARITH_K(RSUBK, -, Sub, KC, RB, y.isNumber())
+  ARITH_K(RDIVK, /, Div, KC, RB, y.isNumber())
+#undef ARITH_R
+#undef ARITH_K
 #undef ARITH
 arith_slow : {
   if (instr::swapped(ins)) std::swap(arithArgs[0], arithArgs[1]);
@@ -1250,28 +1256,28 @@ arith_slow : {
   DISPATCH();
 }
 
-#define COMPARE(NAME, OPER, ID, RHS, YNUM)                    \
-  op_##NAME : {                                               \
-    Value x = RB, y = RHS;                                    \
-    if (x.isNumber() && YNUM && !instr::hasLevel(ins)) {      \
-      RA = Value::boolean(x.asNumber() OPER y.asNumber());    \
-      DISPATCH();                                             \
-    }                                                         \
-    SAVE_PC();                                                \
-    Value args[2] = {x, y};                                   \
-    RA = liftedBinary(NativeId::ID, instr::level(ins), args); \
-    DISPATCH();                                               \
+#define COMPARE(NAME, OPER, ID, RHS, YNUM, LEVELED)                   \
+  op_##NAME : {                                                       \
+    Value x = RB, y = RHS;                                            \
+    if (x.isNumber() && YNUM && !(LEVELED && instr::hasLevel(ins))) { \
+      RA = Value::boolean(x.asNumber() OPER y.asNumber());            \
+      DISPATCH();                                                     \
+    }                                                                 \
+    SAVE_PC();                                                        \
+    Value args[2] = {x, y};                                           \
+    RA = liftedBinary(NativeId::ID, instr::level(ins), args);         \
+    DISPATCH();                                                       \
   }
-  COMPARE(LT, <, Lt, RC, y.isNumber())
-  COMPARE(LE, <=, Le, RC, y.isNumber())
-  COMPARE(GT, >, Gt, RC, y.isNumber())
-  COMPARE(GE, >=, Ge, RC, y.isNumber())
-  COMPARE(NUMEQ, ==, NumEq, RC, y.isNumber())
-  COMPARE(LTK, <, Lt, KC, true)
-  COMPARE(LEK, <=, Le, KC, true)
-  COMPARE(GTK, >, Gt, KC, true)
-  COMPARE(GEK, >=, Ge, KC, true)
-  COMPARE(NUMEQK, ==, NumEq, KC, true)
+  COMPARE(LT, <, Lt, RC, y.isNumber(), true)
+  COMPARE(LE, <=, Le, RC, y.isNumber(), true)
+  COMPARE(GT, >, Gt, RC, y.isNumber(), true)
+  COMPARE(GE, >=, Ge, RC, y.isNumber(), true)
+  COMPARE(NUMEQ, ==, NumEq, RC, y.isNumber(), true)
+  COMPARE(LTK, <, Lt, KC, true, false)
+  COMPARE(LEK, <=, Le, KC, true, false)
+  COMPARE(GTK, >, Gt, KC, true, false)
+  COMPARE(GEK, >=, Ge, KC, true, false)
+  COMPARE(NUMEQK, ==, NumEq, KC, true, false)
 #undef COMPARE
 
 // The compare-and-jumps jump where the comparison fails, or with h (instr::jumpsIfHolds:
