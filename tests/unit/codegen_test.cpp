@@ -357,6 +357,27 @@ TEST_F(Codegen, TypePredicatesAreOneInstruction) {
   EXPECT_EQ(show("((derivative (derivative f)) 2)"), "12");
 }
 
+TEST_F(Codegen, ANumberConstantLateInAnArithmeticChainIsAKForm) {
+  // (+ a b c 0.01) is a chain of binary instructions through one register; a number
+  // constant after the first two operands is the K-form's constant, with no LOADK.
+  dlam::evalSource(vm, "(define (r2 dx dy dz) (+ (* dx dx) (* dy dy) (* dz dz) 0.01))",
+                   "<codegen>");
+  const dlam::Proto* p = protoOf(vm, "r2", listing);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(countOps(p, dlam::Op::ADDK), 1u) << listing;
+  EXPECT_EQ(countOps(p, dlam::Op::LOADK), 0u) << listing;
+  EXPECT_TRUE(hasInstr(listing, "ADDK", "0.01")) << listing;
+  EXPECT_EQ(show("(r2 1 2 3)"), "14.01");
+  EXPECT_EQ(show("(- 10 1 2)"), "7");
+  EXPECT_EQ(show("(* 2 3 4)"), "24");
+  EXPECT_EQ(show("(/ 100 2 5)"), "10");
+  EXPECT_EQ(errorOf("(+ 1 2 'a)").message, "+: expected number as argument 2, got a");
+  // Gradients through it at first and second order: 2x, and 2.
+  EXPECT_EQ(show("((gradient (lambda (x) (r2 x 2 3))) 1.5)"), "3");
+  EXPECT_EQ(show("((gradient (gradient (lambda (x) (r2 x 2 3)))) 1.5)"), "2");
+  EXPECT_EQ(show("((gradient (lambda (x) (* 2 x x 3))) 1)"), "12");
+}
+
 TEST(RegroupParts, PartsBecomeThePartsACalleeTakes) {
   // VM::regroupParts: m parts (m - 1 elements of a list and its rest) made n.
   VM vm;
