@@ -261,6 +261,15 @@ Value VM::call(Value fn, const Value* args, int nargs) {
   stackTop_ = slot + 1 + nargs;
   if (stackHigh_ < stackTop_) stackHigh_ = stackTop_;
   try {
+    if (isClosure(fn)) [[likely]] {
+      // A closure (what natives such as map call back, element by element), before the
+      // tests for anything else.
+      if (frames_.size() >= frameCap()) stackOverflow(asClosure(fn)->proto);
+      frames_.push_back(CallFrame{asClosure(fn), nullptr, slot + 1, true});
+      Value result = run(entryDepth);
+      stackTop_ = savedTop;
+      return result;
+    }
     // Resolve attachments and apply before entering the loop.
     for (;;) {
       if (isObj(fn, ObjType::Attached)) {
