@@ -842,6 +842,14 @@ op_CALL : {
   // arity, no rest list, no argument untagged or split), its environment ready, room
   // for its frame and registers, no collection due. Anything else takes `call` below.
   Value fn = RA;
+  if (!isClosure(fn)) [[unlikely]] {
+    if (isObj(fn, ObjType::Attached) && instr::rawArgs(ins) == 0 &&
+        !(fn.asObject()->flags & (kUserRep | kForwardRep))) {
+      // An attached procedure that forward mode never transposes (the library's map
+      // and fold-left): its primal, as attachedCallee gives it, in its place.
+      fn = RA = static_cast<Attached*>(fn.asObject())->primal;
+    }
+  }
   if (isClosure(fn) && (ins >> instr::kCShift) == 0 && !gcRequested_) {
     Closure* c = asClosure(fn);
     Proto* p = c->proto;
@@ -1004,6 +1012,11 @@ op_TAILCALL : {
     // The common case first, as CALL's: a closure taking the arguments as given, its
     // environment ready, room for its registers, no collection due. The frame stays.
     Value fn = RA;
+    if (!isClosure(fn)) [[unlikely]] {
+      if (isObj(fn, ObjType::Attached) && instr::rawArgs(ins) == 0 &&
+          !(fn.asObject()->flags & (kUserRep | kForwardRep)))
+        fn = RA = static_cast<Attached*>(fn.asObject())->primal;  // as CALL's
+    }
     if (isClosure(fn) && instr::rawArgs(ins) == 0 && !gcRequested_) {
       Closure* c = asClosure(fn);
       Proto* p = c->proto;
