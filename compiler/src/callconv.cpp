@@ -54,6 +54,11 @@ bool hasOpcode(NativeId id, size_t n) {
     case NativeId::Not:
     case NativeId::NullP:
     case NativeId::PairP:
+    case NativeId::NumberP:
+    case NativeId::SymbolP:
+    case NativeId::StringP:
+    case NativeId::BooleanP:
+    case NativeId::ProcedureP:
     case NativeId::SCar:
     case NativeId::SCdr:
     case NativeId::StarJ:

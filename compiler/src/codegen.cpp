@@ -245,10 +245,19 @@ class FnCompiler {
               : id == NativeId::Mul ? Op::MUL
               : id == NativeId::Sub ? Op::SUB
                                     : Op::DIV;
+      // A number constant after the first two is the K-form's C: (+ a b 0.01).
+      Op rk = id == NativeId::Add   ? Op::ADDK
+              : id == NativeId::Mul ? Op::MULK
+              : id == NativeId::Sub ? Op::SUBK
+                                    : Op::DIVK;
       uint32_t a0 = atomReg(args[1]);
       uint32_t a1 = atomReg(args[2]);
       emit(instr::make(rr, dst, a0, a1));
       for (size_t i = 3; i <= n; ++i) {
+        if (auto k = kIndex(args[i])) {
+          emit(instr::make(rk, dst, dst, *k));
+          continue;
+        }
         uint32_t ai = atomReg(args[i]);
         emit(instr::make(rr, dst, dst, ai));
       }
@@ -349,6 +358,13 @@ class FnCompiler {
         return emit1(Op::NULLP, dst, *x);
       case NativeId::PairP:
         return emit1(Op::PAIRP, dst, *x);
+      case NativeId::NumberP:
+      case NativeId::SymbolP:
+      case NativeId::StringP:
+      case NativeId::BooleanP:
+      case NativeId::ProcedureP:
+        emit(instr::make(Op::TYPEP, dst, atomReg(*x), static_cast<uint32_t>(id)));
+        return;
       default:
         fail("internal error: no opcode for this primitive");
     }

@@ -70,11 +70,16 @@ Value applyProcedure(VM& vm, Value f, Value* args, int nargs);
 
 // Natives that call procedures (map, fold-left, vector-map...) nest in C++. Past this
 // depth they hand their call to a dlam definition (handOver: a tail call of the global
-// `name`), so deep user recursion through them never recurses in C++.
-constexpr int kMaxNativeNesting = 32;
+// `name`), so deep user recursion through them never recurses in C++. A level costs
+// about 1.7 KB of C++ stack in a Release build (the native, applyProcedure, VM::call,
+// run, execute), so 128 levels some 220 KB, well inside VM::call's own bound of 2000
+// levels. The dlam definitions are slower than the natives: bench/dlam/deriv.dlam,
+// whose size walks a tree some 40 deep by (map size (cdr e)), took 1.3 times the
+// instructions with a bound of 32.
+constexpr int kMaxNativeNesting = 128;
 inline bool nestedTooDeep(VM& vm) { return vm.callDepth() > kMaxNativeNesting; }
 inline Value handOver(VM& vm, const char* name, Value* a, int n) {
-  return vm.tailCall(vm.global(name), a, n);
+  return vm.tailCall(vm.globalOfLiteral(name), a, n);
 }
 
 // r = op(x) op(y), row-major (op: transposed with tx, ty), by OpenBLAS's dgemm, loaded

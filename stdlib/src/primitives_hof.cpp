@@ -23,11 +23,31 @@ bool callableDirectly(Value f) {
   return n->kind == 0 && n->fn && n->id != static_cast<uint16_t>(NativeId::Apply);
 }
 
+// f's native when f is a primitive called directly (callableDirectly) that takes k
+// arguments, else null: the loops below test f once and call such a primitive without
+// applyProcedure's tests per element.
+Native* directPrimitive(Value f, int k) {
+  return callableDirectly(f) && asNative(f)->takes(k) ? asNative(f) : nullptr;
+}
+
+// (f x ...) for each element: through direct (directPrimitive(f, nargs)) or else
+// applyProcedure, as applyProcedure would.
+inline Value applyEach(VM& vm, Native* direct, Value f, Value* args, int nargs) {
+  if (direct) {
+    vm.callingNative = direct;
+    Value r = vm.callPrimitive(direct, args, nargs);
+    if (!r.isTailCall()) return r;
+    return vm.call(f, args, nargs);
+  }
+  return applyProcedure(vm, f, args, nargs);
+}
+
 // (map f l1 l2): side by side up to the shorter list, as the dlam definition
 // (%mapn) goes: at each step the first list that has run out ends the map, and one
 // that is neither a pair nor empty is the error.
 Value map2(VM& vm, Value* a) {
   VM::Root f(vm, a[0]), l1(vm, a[1]), l2(vm, a[2]), head(vm, Value::nil());
+  Native* direct = directPrimitive(a[0], 2);
   Value tail = Value::nil();
   for (;;) {
     bool done = false;
@@ -40,7 +60,7 @@ Value map2(VM& vm, Value* a) {
     }
     if (done) break;
     Value xs[2] = {asPair(l1.get())->car, asPair(l2.get())->car};
-    Value y = applyProcedure(vm, f.get(), xs, 2);
+    Value y = applyEach(vm, direct, f.get(), xs, 2);
     Value cell = vm.cons(y, Value::nil());
     if (tail.isNil()) {
       head.set(cell);
@@ -58,13 +78,15 @@ Value map2(VM& vm, Value* a) {
 // (map f l): builds the result front to back (the cells are new, so setting the
 // cdr of the last one is invisible to the program).
 Value mapNative(VM& vm, Value* a, int n) {
+  if (n == 2 && nestedTooDeep(vm)) return handOver(vm, "%map-plain1", a, n);
   if (n > 3 || nestedTooDeep(vm)) return handOver(vm, "%map-plain", a, n);
   if (n == 3) return map2(vm, a);
   VM::Root f(vm, a[0]), l(vm, a[1]), head(vm, Value::nil());
+  Native* direct = directPrimitive(a[0], 1);
   Value tail = Value::nil();
   while (isPair(l.get())) {
     Value x = asPair(l.get())->car;
-    Value y = applyProcedure(vm, f.get(), &x, 1);
+    Value y = applyEach(vm, direct, f.get(), &x, 1);
     Value cell = vm.cons(y, Value::nil());
     if (tail.isNil()) {
       head.set(cell);
@@ -82,11 +104,13 @@ Value mapNative(VM& vm, Value* a, int n) {
 
 // (fold-left f init l) = (f (... (f init x1) ...) xn)
 Value foldLeftNative(VM& vm, Value* a, int n) {
-  if (n != 3 || nestedTooDeep(vm)) return handOver(vm, "%fold-left-plain", a, n);
+  if (n == 3 && nestedTooDeep(vm)) return handOver(vm, "%fold-left-plain1", a, n);
+  if (n != 3) return handOver(vm, "%fold-left-plain", a, n);
   VM::Root f(vm, a[0]), acc(vm, a[1]), l(vm, a[2]);
+  Native* direct = directPrimitive(a[0], 2);
   while (isPair(l.get())) {
     Value args[2] = {acc.get(), asPair(l.get())->car};
-    acc.set(applyProcedure(vm, f.get(), args, 2));
+    acc.set(applyEach(vm, direct, f.get(), args, 2));
     l.set(asPair(l.get())->cdr);
   }
   if (!l.get().isNil()) vm.runtimeError("fold-left: expected a list, got " + vm.show(a[2], true));

@@ -42,6 +42,8 @@ Value arrayArith(VM& vm, NativeId id, Value* a, int n) {
 }
 
 Value add(VM& vm, Value* a, int n) {
+  if (n == 2 && a[0].isNumber() && a[1].isNumber())  // (map + ...), (fold-left + ...)
+    return numberResult(a[0].asNumber() + a[1].asNumber());
   if (anyArray(a, n)) [[unlikely]]
     return arrayArith(vm, NativeId::Add, a, n);
   double s = 0;
@@ -50,6 +52,8 @@ Value add(VM& vm, Value* a, int n) {
 }
 
 Value sub(VM& vm, Value* a, int n) {
+  if (n == 2 && a[0].isNumber() && a[1].isNumber())  // (map - ...), (fold-left - ...)
+    return numberResult(a[0].asNumber() - a[1].asNumber());
   if (anyArray(a, n)) [[unlikely]]
     return arrayArith(vm, NativeId::Sub, a, n);
   double d = num(vm, "-", a, 0);
@@ -59,6 +63,8 @@ Value sub(VM& vm, Value* a, int n) {
 }
 
 Value mul(VM& vm, Value* a, int n) {
+  if (n == 2 && a[0].isNumber() && a[1].isNumber())  // (map * ...), (fold-left * ...)
+    return numberResult(a[0].asNumber() * a[1].asNumber());
   if (anyArray(a, n)) [[unlikely]]
     return arrayArith(vm, NativeId::Mul, a, n);
   double p = 1;
@@ -67,6 +73,8 @@ Value mul(VM& vm, Value* a, int n) {
 }
 
 Value div(VM& vm, Value* a, int n) {
+  if (n == 2 && a[0].isNumber() && a[1].isNumber())  // (map / ...), (fold-left / ...)
+    return numberResult(a[0].asNumber() / a[1].asNumber());
   if (anyArray(a, n)) [[unlikely]]
     return arrayArith(vm, NativeId::Div, a, n);
   double q = num(vm, "/", a, 0);

@@ -351,6 +351,58 @@ TEST_F(Codegen, ASensitivityGivenBackToASumsOperandIsOneInstruction) {
       "0.5");
 }
 
+TEST_F(Codegen, TypePredicatesAreOneInstruction) {
+  // number?, symbol?, string?, boolean? and procedure? compile to TYPEP (no call), which
+  // answers plain values inline and asks the primitive for the rest: attached values,
+  // reverse-tagged numbers and bundles.
+  dlam::evalSource(vm,
+                   "(define (kinds x) (list (number? x) (symbol? x) (string? x) (boolean? x) "
+                   "(procedure? x)))",
+                   "<codegen>");
+  const dlam::Proto* p = protoOf(vm, "kinds", listing);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(countOps(p, dlam::Op::TYPEP), 5u) << listing;
+  EXPECT_TRUE(hasInstr(listing, "TYPEP", "r0 number?")) << listing;
+  EXPECT_TRUE(hasInstr(listing, "TYPEP", "r0 procedure?")) << listing;
+  EXPECT_EQ(show("(kinds 1.5)"), "(#t #f #f #f #f)");
+  EXPECT_EQ(show("(kinds 'a)"), "(#f #t #f #f #f)");
+  EXPECT_EQ(show("(kinds \"s\")"), "(#f #f #t #f #f)");
+  EXPECT_EQ(show("(kinds #f)"), "(#f #f #f #t #f)");
+  EXPECT_EQ(show("(kinds '())"), "(#f #f #f #f #f)");
+  EXPECT_EQ(show("(kinds car)"), "(#f #f #f #f #t)");
+  EXPECT_EQ(show("(kinds kinds)"), "(#f #f #f #f #t)");
+  EXPECT_EQ(show("(kinds map)"), "(#f #f #f #f #t)");     // an attached procedure
+  EXPECT_EQ(show("(kinds (*j 2))"), "(#t #f #f #f #f)");  // a reverse-tagged number
+  EXPECT_EQ(show("(kinds (vector 1 2))"), "(#f #f #f #f #f)");
+  // A derivative through code that tests its argument's type, at first and second order.
+  dlam::evalSource(vm, "(define (f x) (if (number? x) (* x x x) 0))", "<codegen>");
+  EXPECT_EQ(show("((gradient f) 3)"), "27");
+  EXPECT_EQ(show("((gradient (gradient f)) 3)"), "18");
+  EXPECT_EQ(show("((derivative f) 2)"), "12");  // forward mode: number? of a bundle
+  EXPECT_EQ(show("((derivative (derivative f)) 2)"), "12");
+}
+
+TEST_F(Codegen, ANumberConstantLateInAnArithmeticChainIsAKForm) {
+  // (+ a b c 0.01) is a chain of binary instructions through one register; a number
+  // constant after the first two operands is the K-form's constant, with no LOADK.
+  dlam::evalSource(vm, "(define (r2 dx dy dz) (+ (* dx dx) (* dy dy) (* dz dz) 0.01))",
+                   "<codegen>");
+  const dlam::Proto* p = protoOf(vm, "r2", listing);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(countOps(p, dlam::Op::ADDK), 1u) << listing;
+  EXPECT_EQ(countOps(p, dlam::Op::LOADK), 0u) << listing;
+  EXPECT_TRUE(hasInstr(listing, "ADDK", "0.01")) << listing;
+  EXPECT_EQ(show("(r2 1 2 3)"), "14.01");
+  EXPECT_EQ(show("(- 10 1 2)"), "7");
+  EXPECT_EQ(show("(* 2 3 4)"), "24");
+  EXPECT_EQ(show("(/ 100 2 5)"), "10");
+  EXPECT_EQ(errorOf("(+ 1 2 'a)").message, "+: expected number as argument 2, got a");
+  // Gradients through it at first and second order: 2x, and 2.
+  EXPECT_EQ(show("((gradient (lambda (x) (r2 x 2 3))) 1.5)"), "3");
+  EXPECT_EQ(show("((gradient (gradient (lambda (x) (r2 x 2 3)))) 1.5)"), "2");
+  EXPECT_EQ(show("((gradient (lambda (x) (* 2 x x 3))) 1)"), "12");
+}
+
 TEST(RegroupParts, PartsBecomeThePartsACalleeTakes) {
   // VM::regroupParts: m parts (m - 1 elements of a list and its rest) made n.
   VM vm;

@@ -24,7 +24,8 @@ enum class Fmt {
   ABn,
   ABL,
   ABR,
-  ABV
+  ABV,
+  ABP
 };
 
 Fmt opFormat(Op op) {
@@ -151,6 +152,12 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
           extra = instr::listWords(ins);
           break;
         }
+        case Fmt::ABP:  // "r1 r0 number?"
+          operands = "r" + std::to_string(a) + " r" + std::to_string(b) + " " +
+                     (c < static_cast<uint32_t>(NativeId::Count)
+                          ? std::string(self->builtin(static_cast<NativeId>(c))->name)
+                          : "?");
+          break;
         case Fmt::ABCu:
           operands = "r" + std::to_string(a) + " [" + std::to_string(b) + "] r" + std::to_string(c);
           break;

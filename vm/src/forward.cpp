@@ -342,9 +342,8 @@ bool envCarriesBundle(Value f) {
 }
 }  // namespace
 
-bool attachedTransposes(Value fn, const Value* args, int nargs) {
+bool attachedTransposesSlow(Value fn, const Value* args, int nargs) {
   auto* a = static_cast<const Attached*>(fn.asObject());
-  if (!(a->flags & kUserRep)) return false;
   for (int i = 0; i < nargs; ++i)
     if (carriesBundle(args[i])) return true;
   return envCarriesBundle(a->primal) || envCarriesBundle(a->rep);

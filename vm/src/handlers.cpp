@@ -28,6 +28,7 @@
 // tells the interpreter to go on in the innermost frame (landed_). Runtime errors of
 // primitives, and landings below a native that called back into dlam, still throw.
 #include <cmath>
+#include <memory>
 
 #include "dlam/opcodes.h"
 #include "dlam/vm.h"
@@ -257,14 +258,30 @@ void VM::land(size_t index) {
 }
 
 Value VM::run(size_t entryDepth) {
+  // The usual run raises nothing: it enters execute() and leaves, with no Error made
+  // (an Error is large; building and destroying an empty one cost each call more than
+  // the call of a small procedure). What is caught is handled out of the catch.
+  std::unique_ptr<Error> caught;
+  try {
+    return execute(false);
+  } catch (Error& e) {
+    if (e.kind != ErrorKind::Runtime) throw;
+    caught = std::make_unique<Error>(std::move(e));
+  }
+  return runCaught(entryDepth, std::move(*caught));
+}
+
+// run's loop after a runtime error was raised: ask the handlers, land, run again.
+Value VM::runCaught(size_t entryDepth, Error err) {
   bool resume = false;
-  for (;;) {
-    Error err(ErrorKind::Runtime, std::string());
-    try {
-      return execute(resume);
-    } catch (Error& e) {
-      if (e.kind != ErrorKind::Runtime) throw;
-      err = std::move(e);
+  for (bool first = true;; first = false) {
+    if (!first) {
+      try {
+        return execute(resume);
+      } catch (Error& e) {
+        if (e.kind != ErrorKind::Runtime) throw;
+        err = std::move(e);
+      }
     }
     if (!err.decided) {
       askHandlers(err);  // (pushes the asking frame, or decides it uncaught)

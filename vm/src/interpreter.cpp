@@ -37,6 +37,14 @@ const char* opName(Op op) {
 #else
 #define DLAM_COMPUTED_GOTO 0
 #endif
+// The helpers VM::execute defines as lambdas capture its pc, R, K, frame and closure by
+// reference: one left out of line would keep those in memory (every handler loading and
+// storing them), so they are always inlined.
+#if defined(__GNUC__)
+#define DLAM_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define DLAM_INLINE_LAMBDA
+#endif
 
 namespace {
 constexpr int64_t kPollInterval = 1 << 16;
@@ -78,8 +86,7 @@ void VM::checkArity(Value f, int nargs) {
   }
 }
 
-void VM::ensureStack(size_t needed) {
-  if (needed <= stack_.size()) return;
+void VM::growStack(size_t needed) {
   size_t n = stack_.size();
   while (n < needed) n *= 2;
   stack_.resize(n);  // (registers never written read as the number 0)
@@ -254,6 +261,15 @@ Value VM::call(Value fn, const Value* args, int nargs) {
   stackTop_ = slot + 1 + nargs;
   if (stackHigh_ < stackTop_) stackHigh_ = stackTop_;
   try {
+    if (isClosure(fn)) [[likely]] {
+      // A closure (what natives such as map call back, element by element), before the
+      // tests for anything else.
+      if (frames_.size() >= frameCap()) stackOverflow(asClosure(fn)->proto);
+      frames_.push_back(CallFrame{asClosure(fn), nullptr, slot + 1, true});
+      Value result = run(entryDepth);
+      stackTop_ = savedTop;
+      return result;
+    }
     // Resolve attachments and apply before entering the loop.
     for (;;) {
       if (isObj(fn, ObjType::Attached)) {
@@ -601,7 +617,7 @@ Value VM::execute(bool resume) {
   // in stack_[base .. base+nargs).
   // Raised while the caller's frame is still the innermost, so the error points at
   // the call site.
-  auto checkArity = [&](Closure* c, uint32_t nargs) {
+  auto checkArity = [&](Closure* c, uint32_t nargs) DLAM_INLINE_LAMBDA {
     if (!takesCount(c->proto, nargs)) [[unlikely]]
       closureArityError(*this, c, nargs);
   };
@@ -609,7 +625,7 @@ Value VM::execute(bool resume) {
   // Enters the function of the newest frame: gathers rest arguments, grows the
   // stack. Expects frames_.back() set up with closure and base; args are in
   // stack_[base .. base+nargs) and their count already checked.
-  auto enter = [&](uint32_t nargs, uint32_t parts = 0) {
+  auto enter = [&](uint32_t nargs, uint32_t parts = 0) DLAM_INLINE_LAMBDA {
     frame = &frames_.back();
     closure = frame->closure;
     forceClosure(closure);
@@ -638,7 +654,7 @@ Value VM::execute(bool resume) {
     const Proto* p = asClosure(fn)->proto;
     return (p->rawParams & raw) == raw && p->callKey == key;
   };
-  auto tagArguments = [&](uint32_t a, uint32_t raw) {
+  auto tagArguments = [&](uint32_t a, uint32_t raw) DLAM_INLINE_LAMBDA {
     for (; raw; raw &= raw - 1) {
       uint32_t r = a + 1 + static_cast<uint32_t>(__builtin_ctz(raw));
       Value x = starJValue(R[r]);
@@ -647,7 +663,7 @@ Value VM::execute(bool resume) {
     }
   };
   // (apply f a ... lst) in R[a] .. R[a+nargs]: spread into f a ... x1 .. xn at R[a].
-  auto spreadApply = [&](uint32_t a, uint32_t nargs) -> uint32_t {
+  auto spreadApply = [&](uint32_t a, uint32_t nargs) DLAM_INLINE_LAMBDA -> uint32_t {
     if (nargs < 1) runtimeError("apply: expected at least 1 argument, got 0");
     Value lst = R[a + nargs];
     uint32_t count = 0;
@@ -668,7 +684,7 @@ Value VM::execute(bool resume) {
 
   // An attach-*j procedure called with bundles (attachedTransposes), in R[a] with its
   // arguments after it: (%attached-forward f x ...) at R[a] instead; the new count.
-  auto transposeAttached = [&](uint32_t a, uint32_t nargs) -> uint32_t {
+  auto transposeAttached = [&](uint32_t a, uint32_t nargs) DLAM_INLINE_LAMBDA -> uint32_t {
     uint32_t base = frame->base;
     ensureStack(base + a + nargs + 3);
     R = stack_.data() + base;
@@ -682,7 +698,7 @@ Value VM::execute(bool resume) {
   };
 
   // Goes on in the innermost frame where it stands (a handler frame an error landed at).
-  auto resumeTop = [&] {
+  auto resumeTop = [&]() DLAM_INLINE_LAMBDA {
     frame = &frames_.back();
     closure = frame->closure;
     pc = frame->pc;
@@ -821,12 +837,44 @@ op_SETUPVAL : {
   DISPATCH();
 }
 
-op_CALL:
+op_CALL : {
+  // The common case first, on its own: a closure taking the arguments as given (its
+  // arity, no rest list, no argument untagged or split), its environment ready, room
+  // for its frame and registers, no collection due. Anything else takes `call` below.
+  Value fn = RA;
+  if (!isClosure(fn)) [[unlikely]] {
+    if (isObj(fn, ObjType::Attached) && instr::rawArgs(ins) == 0 &&
+        !(fn.asObject()->flags & (kUserRep | kForwardRep))) {
+      // An attached procedure that forward mode never transposes (the library's map
+      // and fold-left): its primal, as attachedCallee gives it, in its place.
+      fn = RA = static_cast<Attached*>(fn.asObject())->primal;
+    }
+  }
+  if (isClosure(fn) && (ins >> instr::kCShift) == 0 && !gcRequested_) {
+    Closure* c = asClosure(fn);
+    Proto* p = c->proto;
+    uint32_t base = frame->base + instr::a(ins) + 1;
+    uint32_t top = base + p->nregs;
+    if (p->callKey == instr::b(ins) && !(c->flags & (kLazyJ | kLazyJInv | kObservedBp)) &&
+        top < stack_.size() && frames_.size() < frameCap) [[likely]] {
+      SAVE_PC();
+      frames_.push_back(CallFrame{c, nullptr, base, false, 0, 0});
+      frame = &frames_.back();
+      closure = c;
+      if (top > stackHigh_) stackHigh_ = top;
+      stackTop_ = top;
+      pc = p->code.data();
+      R = stack_.data() + base;
+      K = p->constants.data();
+      DISPATCH();
+    }
+  }
   callA = instr::a(ins);
   callN = instr::b(ins);
   callKey = callN;
   callRaw = instr::rawArgs(ins);
   goto call;
+}
 op_CALLP:
   // The argument in B parts: as they are for a function that takes it in as many,
   // regrouped (enter) for one that takes it in others or whole, made the list for
@@ -960,6 +1008,37 @@ call_again:
 op_TAILCALL : {
   // Codegen always follows TAILCALL A B with RETURN A, so a callee that is not a
   // closure (a native) is simply called as by CALL and the RETURN does the rest.
+  {
+    // The common case first, as CALL's: a closure taking the arguments as given, its
+    // environment ready, room for its registers, no collection due. The frame stays.
+    Value fn = RA;
+    if (!isClosure(fn)) [[unlikely]] {
+      if (isObj(fn, ObjType::Attached) && instr::rawArgs(ins) == 0 &&
+          !(fn.asObject()->flags & (kUserRep | kForwardRep)))
+        fn = RA = static_cast<Attached*>(fn.asObject())->primal;  // as CALL's
+    }
+    if (isClosure(fn) && instr::rawArgs(ins) == 0 && !gcRequested_) {
+      Closure* c = asClosure(fn);
+      Proto* p = c->proto;
+      uint32_t nargs = instr::b(ins);
+      uint32_t top = frame->base + p->nregs;
+      if (p->callKey == nargs && !(c->flags & (kLazyJ | kLazyJInv | kObservedBp)) &&
+          top < stack_.size()) [[likely]] {
+        SAVE_PC();
+        Value* dst = R - 1;
+        const Value* src = R + instr::a(ins);
+        for (uint32_t i = 0; i <= nargs; ++i) dst[i] = src[i];
+        frame->closure = c;
+        frame->raw = 0;
+        closure = c;
+        if (top > stackHigh_) stackHigh_ = top;
+        stackTop_ = top;
+        pc = p->code.data();
+        K = p->constants.data();
+        DISPATCH();
+      }
+    }
+  }
   uint32_t a = instr::a(ins);
   uint32_t nargs = instr::b(ins);
   uint32_t raw = instr::rawArgs(ins);
@@ -1018,6 +1097,19 @@ op_TAILCALL : {
 
 op_RETURN : {
   Value result = RA;
+  if (!frame->split && !frame->boundary) [[likely]] {
+    // To a caller in this run that takes the result whole (leave_frame's common case).
+    R[-1] = result;
+    frames_.pop_back();
+    frame = &frames_.back();
+    closure = frame->closure;
+    pc = frame->pc;
+    R = stack_.data() + frame->base;
+    const Proto* p = closure->proto;
+    K = p->constants.data();
+    stackTop_ = frame->base + p->nregs;
+    DISPATCH();
+  }
   if (uint8_t split = frame->split) {
     if (!splitInto(result, split, R - 1)) [[unlikely]] {
       SAVE_PC();
@@ -1114,10 +1206,10 @@ op_JMPIFNOT : {
 // gradient) go through liftedBinary, out of line (one block for all) so the plain
 // paths stay tight. NUMS: both operands numbers; a K-form's constant is one already
 // (codegen makes K-forms of number constants only), so only the register is checked.
-#define ARITH(NAME, OPER, ID, LHS, RHS, NUMS)             \
+#define ARITH(NAME, OPER, ID, LHS, RHS, NUMS, LEVELED)    \
   op_##NAME : {                                           \
     Value x = LHS, y = RHS;                               \
-    if ((NUMS) && !instr::hasLevel(ins)) {                \
+    if ((NUMS) && !(LEVELED && instr::hasLevel(ins))) {   \
       RA = Value::number(x.asNumber() OPER y.asNumber()); \
       DISPATCH();                                         \
     }                                                     \
@@ -1126,18 +1218,24 @@ op_JMPIFNOT : {
     arithArgs[1] = y;                                     \
     goto arith_slow;                                      \
   }
-  ARITH(ADD, +, Add, RB, RC, x.isNumber() && y.isNumber())
-  ARITH(SUB, -, Sub, RB, RC, x.isNumber() && y.isNumber())
-  ARITH(MUL, *, Mul, RB, RC, x.isNumber() && y.isNumber())
-  ARITH(DIV, /, Div, RB, RC, x.isNumber() && y.isNumber())
-  ARITH(ADDS, +, SensAdd, RB, RC, x.isNumber() && y.isNumber())
-  ARITH(SUBS, -, SensSub, RB, RC, x.isNumber() && y.isNumber())
-  ARITH(ADDK, +, Add, RB, KC, x.isNumber())
-  ARITH(SUBK, -, Sub, RB, KC, x.isNumber())
-  ARITH(MULK, *, Mul, RB, KC, x.isNumber())
-  ARITH(DIVK, /, Div, RB, KC, x.isNumber())
-  ARITH(RSUBK, -, Sub, KC, RB, y.isNumber())
-  ARITH(RDIVK, /, Div, KC, RB, y.isNumber())
+// Only the register forms carry a level (codegen makes no K-form in transformed
+// code: liftedBinaryOp), so the K-forms do not test it.
+#define ARITH_R(NAME, OPER, ID, LHS, RHS, NUMS) ARITH(NAME, OPER, ID, LHS, RHS, NUMS, true)
+#define ARITH_K(NAME, OPER, ID, LHS, RHS, NUMS) ARITH(NAME, OPER, ID, LHS, RHS, NUMS, false)
+  ARITH_R(ADD, +, Add, RB, RC, x.isNumber() && y.isNumber())
+  ARITH_R(SUB, -, Sub, RB, RC, x.isNumber() && y.isNumber())
+  ARITH_R(MUL, *, Mul, RB, RC, x.isNumber() && y.isNumber())
+  ARITH_R(DIV, /, Div, RB, RC, x.isNumber() && y.isNumber())
+  ARITH_R(ADDS, +, SensAdd, RB, RC, x.isNumber() && y.isNumber())
+  ARITH_R(SUBS, -, SensSub, RB, RC, x.isNumber() && y.isNumber())
+  ARITH_K(ADDK, +, Add, RB, KC, x.isNumber())
+  ARITH_K(SUBK, -, Sub, RB, KC, x.isNumber())
+  ARITH_K(MULK, *, Mul, RB, KC, x.isNumber())
+  ARITH_K(DIVK, /, Div, RB, KC, x.isNumber())
+  ARITH_K(RSUBK, -, Sub, KC, RB, y.isNumber())
+  ARITH_K(RDIVK, /, Div, KC, RB, y.isNumber())
+#undef ARITH_R
+#undef ARITH_K
 #undef ARITH
 arith_slow : {
   if (instr::swapped(ins)) std::swap(arithArgs[0], arithArgs[1]);
@@ -1180,28 +1278,28 @@ arith_slow : {
   DISPATCH();
 }
 
-#define COMPARE(NAME, OPER, ID, RHS, YNUM)                    \
-  op_##NAME : {                                               \
-    Value x = RB, y = RHS;                                    \
-    if (x.isNumber() && YNUM && !instr::hasLevel(ins)) {      \
-      RA = Value::boolean(x.asNumber() OPER y.asNumber());    \
-      DISPATCH();                                             \
-    }                                                         \
-    SAVE_PC();                                                \
-    Value args[2] = {x, y};                                   \
-    RA = liftedBinary(NativeId::ID, instr::level(ins), args); \
-    DISPATCH();                                               \
+#define COMPARE(NAME, OPER, ID, RHS, YNUM, LEVELED)                   \
+  op_##NAME : {                                                       \
+    Value x = RB, y = RHS;                                            \
+    if (x.isNumber() && YNUM && !(LEVELED && instr::hasLevel(ins))) { \
+      RA = Value::boolean(x.asNumber() OPER y.asNumber());            \
+      DISPATCH();                                                     \
+    }                                                                 \
+    SAVE_PC();                                                        \
+    Value args[2] = {x, y};                                           \
+    RA = liftedBinary(NativeId::ID, instr::level(ins), args);         \
+    DISPATCH();                                                       \
   }
-  COMPARE(LT, <, Lt, RC, y.isNumber())
-  COMPARE(LE, <=, Le, RC, y.isNumber())
-  COMPARE(GT, >, Gt, RC, y.isNumber())
-  COMPARE(GE, >=, Ge, RC, y.isNumber())
-  COMPARE(NUMEQ, ==, NumEq, RC, y.isNumber())
-  COMPARE(LTK, <, Lt, KC, true)
-  COMPARE(LEK, <=, Le, KC, true)
-  COMPARE(GTK, >, Gt, KC, true)
-  COMPARE(GEK, >=, Ge, KC, true)
-  COMPARE(NUMEQK, ==, NumEq, KC, true)
+  COMPARE(LT, <, Lt, RC, y.isNumber(), true)
+  COMPARE(LE, <=, Le, RC, y.isNumber(), true)
+  COMPARE(GT, >, Gt, RC, y.isNumber(), true)
+  COMPARE(GE, >=, Ge, RC, y.isNumber(), true)
+  COMPARE(NUMEQ, ==, NumEq, RC, y.isNumber(), true)
+  COMPARE(LTK, <, Lt, KC, true, false)
+  COMPARE(LEK, <=, Le, KC, true, false)
+  COMPARE(GTK, >, Gt, KC, true, false)
+  COMPARE(GEK, >=, Ge, KC, true, false)
+  COMPARE(NUMEQK, ==, NumEq, KC, true, false)
 #undef COMPARE
 
 // The compare-and-jumps jump where the comparison fails, or with h (instr::jumpsIfHolds:
@@ -1273,6 +1371,51 @@ op_NULLP:
 op_PAIRP:
   RA = Value::boolean(isPair(unwrapAttached(RB)));
   DISPATCH();
+op_TYPEP : {
+  // The common answers inline (a number, a symbol, a string, a boolean, a closure or a
+  // native, and anything that is no number for number?); an attached value, a tagged
+  // or bundled number and anything else ask the primitive.
+  Value x = RB;
+  switch (static_cast<NativeId>(instr::c(ins))) {
+    case NativeId::NumberP:
+      if (x.isNumber()) {
+        RA = Value::boolean(true);
+        DISPATCH();
+      }
+      if (!x.isObject()) {
+        RA = Value::boolean(x.isZero());
+        DISPATCH();
+      }
+      break;
+    case NativeId::SymbolP:
+    case NativeId::StringP:
+    case NativeId::ProcedureP:
+      if (!x.isObject()) {
+        RA = Value::boolean(false);
+        DISPATCH();
+      }
+      if (!isObj(x, ObjType::Attached)) {
+        ObjType t = x.asObject()->type;
+        NativeId id = static_cast<NativeId>(instr::c(ins));
+        RA = Value::boolean(id == NativeId::SymbolP   ? t == ObjType::Symbol
+                            : id == NativeId::StringP ? t == ObjType::String
+                                                      : isProcedure(x));
+        DISPATCH();
+      }
+      break;
+    case NativeId::BooleanP:
+      if (!x.isObject()) {
+        RA = Value::boolean(x.isBool());
+        DISPATCH();
+      }
+      break;
+    default:
+      break;
+  }
+  SAVE_PC();
+  RA = callPrimitive(builtin(static_cast<NativeId>(instr::c(ins))), &x, 1);
+  DISPATCH();
+}
 op_EQP : {
   Value x = RB, y = RC;
   if (x.isNumber() && y.isNumber()) {
@@ -1281,6 +1424,17 @@ op_EQP : {
   }
   if (x == y) {
     RA = Value::boolean(true);
+    DISPATCH();
+  }
+  // Two different values neither of which is tagged, bundled, attached or the symbolic
+  // zero (which are compared by what they stand for: eqValues) are not eq?.
+  auto plain = [](Value v) DLAM_INLINE_LAMBDA {
+    if (!v.isObject()) return !v.isZero();
+    ObjType t = v.asObject()->type;
+    return t != ObjType::Rev && t != ObjType::Attached && t != ObjType::Fwd;
+  };
+  if (plain(x) && plain(y)) {
+    RA = Value::boolean(false);
     DISPATCH();
   }
   SAVE_PC();

@@ -498,7 +498,13 @@ inline Value attachedCallee(Value fn, const Value* args, int nargs) {
 // arguments (or inside a list among them) or in the environment of fn's primal or rep.
 // Such a call goes to the prelude's %attached-forward, which transposes the rep
 // (vm/src/forward.cpp), so that one rule serves both modes.
-bool attachedTransposes(Value fn, const Value* args, int nargs);
+// (The flag is tested inline: the library's own attachments, map and fold-left among
+// them, never transpose.)
+bool attachedTransposesSlow(Value fn, const Value* args, int nargs);
+inline bool attachedTransposes(Value fn, const Value* args, int nargs) {
+  return (static_cast<const Attached*>(fn.asObject())->flags & kUserRep) &&
+         attachedTransposesSlow(fn, args, nargs);
+}
 // An attached value behaves like its primal everywhere but under *j.
 inline Value unwrapAttached(Value v) {
   while (isObj(v, ObjType::Attached)) [[unlikely]] v = static_cast<Attached*>(v.asObject())->primal;

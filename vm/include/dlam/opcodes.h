@@ -81,6 +81,7 @@ namespace dlam {
 //          (16 bits each, lowest first), which the instruction owns
 //   ABR    as ABL, the first of the B registers apart (RETURNR's backpropagator)
 //   ABV    A register, B count, C register, then B registers as ABL's (SENSBK's values)
+//   ABP    A, B registers, C a primitive (its NativeId)
 #define DLAM_OPCODES(X)                                                                          \
   X(LOADK, ABx, "R[A] = K[Bx]")                                                                  \
   X(MOVE, AB, "R[A] = R[B]")                                                                     \
@@ -142,6 +143,7 @@ namespace dlam {
   X(NOT, AB, "R[A] = (not R[B])")                                                                \
   X(NULLP, AB, "R[A] = (null? R[B])")                                                            \
   X(PAIRP, AB, "R[A] = (pair? R[B])")                                                            \
+  X(TYPEP, ABP, "R[A] = (P R[B]), P the type predicate C names (its NativeId): number? ...")     \
   X(EQP, ABC, "R[A] = (eq? R[B] R[C])")                                                          \
   X(ATTACH, ABC, "R[A] = (attach-*j R[B] R[C]): R[B] whose *j is R[C]")                          \
   X(PLUS, ABC, "R[A] = (plus R[B] R[C]): sensitivities added")                                   \

@@ -284,6 +284,16 @@ class VM {
     writeBarrier(s, v);
   }
   Value global(std::string_view name) { return intern(name)->global; }
+  // The global of the symbol named by a string literal, its symbol remembered by the
+  // literal's address (natives that hand their call to a prelude procedure at every
+  // call: no hashing of the name each time). Interned symbols live as long as the VM.
+  Value globalOfLiteral(const char* literal) {
+    for (const auto& [lit, sym] : literalSymbols_)
+      if (lit == literal) return sym->global;
+    Symbol* s = intern(literal);
+    literalSymbols_.emplace_back(literal, s);
+    return s->global;
+  }
   // The standard library's own globals (library.cpp): while it loads, the compiler
   // binds the globals its code names to twins of the symbols (libraryTwin), and
   // sealLibrary publishes the twins' values, so user definitions cannot change what
@@ -717,6 +727,7 @@ class VM {
   // execute(), passing the runtime errors raised in it to the handlers and going on at
   // the handler frame (above entryDepth) of the one that takes it (handlers.cpp).
   Value run(size_t entryDepth);
+  Value runCaught(size_t entryDepth, Error err);  // run's loop once an error was caught
   void askHandlers(Error& e);
   // Drops the frames above the handler frame at `index` and makes it call landing_.
   void land(size_t index);
@@ -785,7 +796,8 @@ class VM {
   // (markRoots marks them all) and its name never changes. So neither a lookup nor an
   // insertion copies the name.
   std::unordered_map<std::string_view, Symbol*> symbols_;
-  std::unordered_map<Symbol*, Symbol*> libraryTwins_;  // public symbol -> the library's
+  std::unordered_map<Symbol*, Symbol*> libraryTwins_;            // public symbol -> the library's
+  std::vector<std::pair<const char*, Symbol*>> literalSymbols_;  // globalOfLiteral's
   struct SavedBinding {
     Symbol* symbol;
     Value global, macro;
@@ -809,7 +821,11 @@ class VM {
   int callDepth_ = 0;
   Native* builtins_[static_cast<size_t>(NativeId::Count)] = {};
   uint32_t fwdTag_ = 1;  // the last forward tag handed out (1: user-level bundles at top)
-  void ensureStack(size_t needed);
+  void ensureStack(size_t needed) {
+    if (needed > stack_.size()) [[unlikely]]
+      growStack(needed);
+  }
+  void growStack(size_t needed);
   void forceClosureSlow(Closure* c);
   void noteAttached(Attached* a);
   Value adMap(Value root, bool inverse);
