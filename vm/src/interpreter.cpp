@@ -1101,13 +1101,8 @@ op_RETURN : {
     // To a caller in this run that takes the result whole (leave_frame's common case).
     R[-1] = result;
     frames_.pop_back();
-    frame = &frames_.back();
-    closure = frame->closure;
-    pc = frame->pc;
-    R = stack_.data() + frame->base;
-    const Proto* p = closure->proto;
-    K = p->constants.data();
-    stackTop_ = frame->base + p->nregs;
+    resumeTop();
+    stackTop_ = frame->base + closure->proto->nregs;
     DISPATCH();
   }
   if (uint8_t split = frame->split) {
@@ -1171,13 +1166,8 @@ leave_frame : {
   bool boundary = frame->boundary;
   frames_.pop_back();
   if (boundary) return result;
-  frame = &frames_.back();
-  closure = frame->closure;
-  pc = frame->pc;
-  R = stack_.data() + frame->base;
-  const Proto* p = closure->proto;
-  K = p->constants.data();
-  stackTop_ = frame->base + p->nregs;
+  resumeTop();
+  stackTop_ = frame->base + closure->proto->nregs;
   if (!badSplit.isUndefined()) [[unlikely]] {
     // A result the caller takes split that has not the shape: the error is the
     // caller's, at its call (the check of %rep-result or %bp-result gives it).
