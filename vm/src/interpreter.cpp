@@ -697,6 +697,18 @@ Value VM::execute(bool resume) {
     return nargs + 1;
   };
 
+  // Starts running closure c in the frame just pushed for it (its arguments in place,
+  // room on the stack up to top): the inline common case of a call.
+  auto startFrame = [&](Closure* c, uint32_t top) DLAM_INLINE_LAMBDA {
+    frame = &frames_.back();
+    closure = c;
+    if (top > stackHigh_) stackHigh_ = top;
+    stackTop_ = top;
+    pc = c->proto->code.data();
+    R = stack_.data() + frame->base;
+    K = c->proto->constants.data();
+  };
+
   // Goes on in the innermost frame where it stands (a handler frame an error landed at).
   auto resumeTop = [&]() DLAM_INLINE_LAMBDA {
     frame = &frames_.back();
@@ -859,13 +871,7 @@ op_CALL : {
         top < stack_.size() && frames_.size() < frameCap) [[likely]] {
       SAVE_PC();
       frames_.push_back(CallFrame{c, nullptr, base, false, 0, 0});
-      frame = &frames_.back();
-      closure = c;
-      if (top > stackHigh_) stackHigh_ = top;
-      stackTop_ = top;
-      pc = p->code.data();
-      R = stack_.data() + base;
-      K = p->constants.data();
+      startFrame(c, top);
       DISPATCH();
     }
   }
@@ -922,14 +928,7 @@ call_again:
     // stack.
     frames_.push_back(CallFrame{c, nullptr, base, false, static_cast<uint8_t>(instr::c(ins)),
                                 static_cast<uint8_t>(callRaw)});
-    frame = &frames_.back();
-    closure = c;
-    uint32_t top = base + p->nregs;
-    if (top > stackHigh_) stackHigh_ = top;
-    stackTop_ = top;
-    pc = p->code.data();
-    R = stack_.data() + base;
-    K = p->constants.data();
+    startFrame(c, base + p->nregs);
     DISPATCH();
   }
   if (callKey & kCallParts) [[unlikely]] {
