@@ -321,12 +321,7 @@ class FnCompiler {
         uint32_t g = atomReg(*x);
         emit(instr::make(Op::SENSBK, dst, static_cast<uint32_t>(regs.size()), g) |
              (product ? instr::kProduct : 0));
-        for (size_t j = 0; j < regs.size(); j += 4) {
-          Instr w = 0;
-          for (size_t m = 0; m < 4 && j + m < regs.size(); ++m)
-            w |= static_cast<Instr>(regs[j + m]) << (16 * m);
-          emit(w);
-        }
+        emitListWords(regs);
         return;
       }
       case NativeId::AttachStarJ:
@@ -740,6 +735,12 @@ class FnCompiler {
     emit(instr::make(rep ? Op::RETURNR : Op::RETURNN, head, static_cast<uint32_t>(regs.size()),
                      tail) |
          marks);
+    emitListWords(regs);
+  }
+
+  // The words after a RETURNN, RETURNR or SENSBK that list its registers, four to a
+  // word, the first lowest (instr::listedReg reads them).
+  void emitListWords(const std::vector<uint32_t>& regs) {
     for (size_t j = 0; j < regs.size(); j += 4) {
       Instr w = 0;
       for (size_t m = 0; m < 4 && j + m < regs.size(); ++m)

@@ -599,17 +599,11 @@ Value sensBack(VM& vm, Value* a, int n) {
       return sensBack(vm, args.data(), n);
     });
   if (!isArray(g)) return a[0];  // a number, the symbolic zero, a list, a cobundle
-  Shape to;
+  Shape to;                      // (the likes broadcast together where x was computed from them)
   for (int i = 2; i < n; ++i) {
     Value like = leafPart(unwrapAttached(a[i]));
     if (!like.isNumber() && !isArray(like)) continue;  // (the zero: of any shape)
-    Shape s = targetShape(vm, "%sens-back", a, i);
-    Shape joined(std::max(s.size(), to.size()));
-    for (size_t k = 1; k <= joined.size(); ++k) {
-      uint32_t u = k <= s.size() ? s[s.size() - k] : 1, w = k <= to.size() ? to[to.size() - k] : 1;
-      joined[joined.size() - k] = u == 1 ? w : u;
-    }
-    to = std::move(joined);
+    to = broadcastShape(vm, "%sens-back", to, targetShape(vm, "%sens-back", a, i));
   }
   Vector* v = vm.dense(asArray(g));
   Value r = sumToShape(vm, v, to);

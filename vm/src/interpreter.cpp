@@ -1453,15 +1453,15 @@ op_SENSBK : {
   pc += instr::listWords(ins);
   uint32_t n = instr::b(ins);
   bool product = instr::isProduct(ins);
-  bool zero = false;
-  for (uint32_t j = 0; j < (product ? n : 1) && !zero; ++j) {
+  bool slow = false;  // x may be the zero (or is a bundle): the native decides
+  for (uint32_t j = 0; j < (product ? n : 1) && !slow; ++j) {
     Value v = R[instr::listedReg(words, j)];
     if (!v.isNumber()) {
       v = untagged(unwrapAttached(v));
-      zero = !v.isNumber() && (v.isZero() || isFwd(v));
+      slow = !v.isNumber() && (v.isZero() || isFwd(v));
     }
   }
-  if (!zero) [[likely]] {
+  if (!slow) [[likely]] {
     RA = RC;
     DISPATCH();
   }
@@ -1470,8 +1470,8 @@ op_SENSBK : {
   args[0] = RC;
   uint32_t k = 1;
   if (product) args[k++] = Value::boolean(true);
-  for (uint32_t j = 0; j < n; ++j) args[k++] = R[instr::listedReg(words, j)];
-  RA = callPrimitive(builtin(NativeId::SensBack), args, static_cast<int>(k));
+  readListed(words, R, 0, n, args + k);
+  RA = callPrimitive(builtin(NativeId::SensBack), args, static_cast<int>(k + n));
   DISPATCH();
 }
 op_SUMTO : {
