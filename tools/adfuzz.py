@@ -902,6 +902,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--jobs", type=int, default=1, help="batches run at once")
     ap.add_argument("--out", default="/tmp/adfuzz")
+    ap.add_argument("--keep-known", action="store_true",
+                    help="also write out (and list) batches whose only errors are known bugs")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     counts = {"ok": 0, "skip": 0, "BAD": 0, "ERR": 0}
@@ -911,25 +913,26 @@ def main():
         results = pool.map(lambda b: batch(a, b), range(a.batches))
         for b, (text, rc, out, err) in enumerate(results):
             lines = out.splitlines()
-            bads = []
+            bads, knowns = [], []
             for ln in lines:
                 for key in counts:
                     if ln.startswith("(" + key + " "):
                         k = known(ln, text) if key == "ERR" else None
                         if k:
                             known_counts[k] = known_counts.get(k, 0) + 1
+                            knowns.append(f"[{k}] {ln}")
                         else:
                             counts[key] += 1
                             if key in ("BAD", "ERR"):
                                 bads.append(ln)
             done = sum(1 for ln in lines if ln.startswith(("(ok", "(skip", "(BAD", "(ERR")))
-            if rc != 0 or bads or err.strip():
-                failed += 1
+            if rc != 0 or bads or err.strip() or (a.keep_known and knowns):
+                failed += 1 if (rc != 0 or bads or err.strip()) else 0
                 path = os.path.join(a.out, f"seed{a.seed}_batch{b}.dlam")
                 with open(path, "w") as f:
                     f.write(text)
                 print(f"batch {b}: rc={rc} checks={done} bad={len(bads)} -> {path}")
-                for ln in bads[:5]:
+                for ln in (bads + (knowns if a.keep_known else []))[:5]:
                     print("  ", ln[:400])
                 if err.strip():
                     print("   stderr:", err.strip().splitlines()[-3:])

@@ -501,10 +501,12 @@ Value sumTo(VM& vm, Value* a, int) {
 Value broadcastTo(VM& vm, Value* a, int) {
   Value x = unwrapAttached(a[0]);
   if (x.isZero()) return x;
-  if (isObj(x, ObjType::Rev))  // (as %sum-to: a tagged sensitivity, differentiated again)
+  // (as %sum-to: a tagged sensitivity, differentiated again; under its tags it may be a
+  // bundle or cobundle, repeated part by part: through the primitive's call, forward.cpp)
+  if (isObj(x, ObjType::Rev))
     return underTags(vm, x, [&](Value p) {
       Value args[2] = {p, a[1]};
-      return broadcastTo(vm, args, 2);
+      return vm.callPrimitive(vm.builtin(NativeId::BroadcastTo), args, 2);
     });
   if (isPair(x))  // (as %sum-to: the sensitivity of a list, element by element)
     return alongPairs(vm, x, unwrapAttached(a[1]), [&](Value g, Value like) {
@@ -531,10 +533,10 @@ Value unreduce(VM& vm, Value* a, int) {
       Value args[2] = {x, like};
       return isPair(x) ? x : unreduce(vm, args, 2);
     });
-  if (isObj(g, ObjType::Rev))
+  if (isObj(g, ObjType::Rev))  // (a bundle or cobundle under the tags: %broadcast-to)
     return underTags(vm, g, [&](Value x) {
       Value args[2] = {x, a[1]};
-      return unreduce(vm, args, 2);
+      return vm.callPrimitive(vm.builtin(NativeId::Unreduce), args, 2);
     });
   // A sensitivity of forward over reverse (a cobundle), or of any other structure:
   // given back as it is.
@@ -595,8 +597,8 @@ Value sensBack(VM& vm, Value* a, int n) {
   if (isObj(g, ObjType::Rev))
     return underTags(vm, g, [&](Value p) {
       std::vector<Value> args(a, a + n);
-      args[0] = p;
-      return sensBack(vm, args.data(), n);
+      args[0] = p;  // (as %broadcast-to)
+      return vm.callPrimitive(vm.builtin(NativeId::SensBack), args.data(), n);
     });
   if (!isArray(g)) return a[0];  // a number, the symbolic zero, a list, a cobundle
   Shape to;                      // (the likes broadcast together where x was computed from them)
