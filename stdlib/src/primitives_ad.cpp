@@ -595,7 +595,10 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
       if (isFwd(c) && (asFwd(c)->co() || asFwd(c)->tag() > vm.fwdTagInUse())) {
         Value p = vm.fwdProject(c, v);
         if (p != c) {
-          for (int i = 0; i < k; ++i) p = Value::object(vm.makeRev(p));
+          // (The symbolic zero stays itself, the zero of the value below: wrapped in
+          // the tags, it was taken for a number, no sensitivity of an array.)
+          if (!p.isZero())
+            for (int i = 0; i < k; ++i) p = Value::object(vm.makeRev(p));
           s = p;
         }
       }

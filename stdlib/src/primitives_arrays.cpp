@@ -433,6 +433,14 @@ Value underTags(VM& vm, Value x, F f) {
   return r;
 }
 
+// The primitive id applied again to a part (a leaf of a list's sensitivity, or what is
+// under reverse tags): through the primitive's call, so that a bundle or cobundle there
+// goes to forward mode's rule (vm/src/forward.cpp: part by part), as it would have had
+// the primitive been called on it.
+Value again(VM& vm, NativeId id, Value* args, int n) {
+  return vm.callPrimitive(vm.builtin(id), args, n);
+}
+
 // f applied to the leaves of g and like walked together along their pairs (the
 // sensitivity of a list and the list): g rebuilt from f's results, its pairs kept
 // where nothing in them changed; f(g, like) itself unless both are pairs. Iterative.
@@ -481,15 +489,16 @@ Value sumTo(VM& vm, Value* a, int) {
   if (isPair(x))  // the sensitivity of a list, element by element
     return alongPairs(vm, x, unwrapAttached(a[1]), [&](Value g, Value like) {
       Value args[2] = {g, like};
-      bool sums = isArray(untagged(unwrapAttached(g))) && !unwrapAttached(like).isZero();
-      return sums ? sumTo(vm, args, 2) : g;
+      Value leaf = untagged(unwrapAttached(g));
+      bool sums = (isArray(leaf) || isFwd(leaf)) && !unwrapAttached(like).isZero();
+      return sums ? again(vm, NativeId::SumTo, args, 2) : g;
     });
   // A tagged bundle (the sensitivity of a scalar broadcast against an array, forward over
   // reverse over reverse): summed under its tags, part by part (the bundle's rule).
   if (isObj(x, ObjType::Rev) && isFwd(untagged(x)))
     return underTags(vm, x, [&](Value p) {
       Value args[2] = {p, a[1]};
-      return vm.callPrimitive(vm.builtin(NativeId::SumTo), args, 2);
+      return again(vm, NativeId::SumTo, args, 2);
     });
   if (!isArray(untagged(x))) return a[0];
   return underTags(vm, x, [&](Value p) {
@@ -501,18 +510,17 @@ Value sumTo(VM& vm, Value* a, int) {
 Value broadcastTo(VM& vm, Value* a, int) {
   Value x = unwrapAttached(a[0]);
   if (x.isZero()) return x;
-  // (as %sum-to: a tagged sensitivity, differentiated again; under its tags it may be a
-  // bundle or cobundle, repeated part by part: through the primitive's call, forward.cpp)
+  // (as %sum-to: a tagged sensitivity, differentiated again, under its tags: again)
   if (isObj(x, ObjType::Rev))
     return underTags(vm, x, [&](Value p) {
       Value args[2] = {p, a[1]};
-      return vm.callPrimitive(vm.builtin(NativeId::BroadcastTo), args, 2);
+      return again(vm, NativeId::BroadcastTo, args, 2);
     });
   if (isPair(x))  // (as %sum-to: the sensitivity of a list, element by element)
     return alongPairs(vm, x, unwrapAttached(a[1]), [&](Value g, Value like) {
       Value args[2] = {g, like};
       bool leaf = !isPair(g) && !unwrapAttached(like).isZero();
-      return leaf ? broadcastTo(vm, args, 2) : g;
+      return leaf ? again(vm, NativeId::BroadcastTo, args, 2) : g;
     });
   if (!x.isNumber() && !isArray(x)) vm.typeError("%broadcast-to", 0, "number or array", a[0]);
   if (isArray(x)) x = Value::object(vm.dense(asArray(x)));
@@ -531,12 +539,12 @@ Value unreduce(VM& vm, Value* a, int) {
   if (isPair(g))  // the sensitivity of a list (%materialize's, plus's): element by element
     return alongPairs(vm, g, unwrapAttached(a[1]), [&](Value x, Value like) {
       Value args[2] = {x, like};
-      return isPair(x) ? x : unreduce(vm, args, 2);
+      return isPair(x) ? x : again(vm, NativeId::Unreduce, args, 2);
     });
-  if (isObj(g, ObjType::Rev))  // (a bundle or cobundle under the tags: %broadcast-to)
+  if (isObj(g, ObjType::Rev))
     return underTags(vm, g, [&](Value x) {
       Value args[2] = {x, a[1]};
-      return vm.callPrimitive(vm.builtin(NativeId::Unreduce), args, 2);
+      return again(vm, NativeId::Unreduce, args, 2);
     });
   // A sensitivity of forward over reverse (a cobundle), or of any other structure:
   // given back as it is.
@@ -597,8 +605,8 @@ Value sensBack(VM& vm, Value* a, int n) {
   if (isObj(g, ObjType::Rev))
     return underTags(vm, g, [&](Value p) {
       std::vector<Value> args(a, a + n);
-      args[0] = p;  // (as %broadcast-to)
-      return vm.callPrimitive(vm.builtin(NativeId::SensBack), args.data(), n);
+      args[0] = p;
+      return again(vm, NativeId::SensBack, args.data(), n);
     });
   if (!isArray(g)) return a[0];  // a number, the symbolic zero, a list, a cobundle
   Shape to;                      // (the likes broadcast together where x was computed from them)
