@@ -288,6 +288,22 @@ Value build(VM& vm, Value* a, int n) {
                      [](uint32_t i, Value* xs) { xs[0] = Value::number(i); });
 }
 
+// Forward mode through %vector-dot, where the library's vector-dot (a custom rule, whose
+// forward mode is its own) hands it bundles or cobundles: the product rule; linear in
+// each vector, so a cobundle (the tangent of a vector under reverse over forward over
+// forward, which the transposed rule of vector-sum dots with its pullback) goes part by
+// part (VM::fwdCoLinearParts).
+Value dotRule(VM& vm, Native* self, const Value* p, const Value* t, int, Value) {
+  Value r = Value::zero();
+  for (int i = 0; i < 2; ++i) {
+    if (t[i].isZero()) continue;
+    Value a[2] = {i == 0 ? t[0] : p[0], i == 0 ? p[1] : t[1]};
+    Value d = vm.callPrimitive(self, a, 2);
+    r = r.isZero() ? d : vm.arith(NativeId::Add, r, d);
+  }
+  return r.isZero() ? Value::undefined() : r;
+}
+
 // Forward mode through %vector-onehot (forward over reverse: vector-ref's sensitivity
 // computed on bundles): linear in y and rest jointly; v gives only the shape.
 Value onehotRule(VM& vm, Native* self, const Value* p, const Value* t, int n, Value) {
@@ -310,7 +326,11 @@ void openVectorPrimitives(Registrar& r) {
   // by part.
   r.define(NativeId::VectorRef, vectorRef)->fwdCoLinear = 0b01;
   r.wrapped("%vector-sum", "vector-sum", vectorSum, 1, 1);
-  r.wrapped("%vector-dot", "vector-dot", vectorDot, 2, 2);
+  Native* dot = r.wrapped("%vector-dot", "vector-dot", vectorDot, 2, 2);
+  dot->fwdRule = dotRule;
+  dot->fwdCoLinear = 0b11;
+  dot->fwdCoEach = true;
+  dot->flags |= kDualRule;
   r.wrapped("%vector-prod", "vector-prod", vectorProd, 1, 1);
   vm.defineNative("%vector-scale", vectorScale, 2, 2);
   Native* onehot = r.define(NativeId::VectorOnehot, vectorOnehot);

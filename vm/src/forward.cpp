@@ -355,17 +355,17 @@ bool attachedTransposesSlow(Value fn, const Value* args, int nargs) {
 // (structurally: a list's elements each).
 // A native linear in the arguments its fwdCoLinear bits name, given a cobundle of tag e
 // among them: each part through the native; a linear argument that is no cobundle of e
-// gives its all to the primal part (as + does with one), the others their primal at e.
+// gives its all to the primal part (as + does with one), unless the native is linear in
+// each apart (fwdCoEach), the others their primal at e.
 Value VM::fwdCoLinearParts(Native* n, Value* args, int nargs, uint32_t e) {
   Value pp[8], tp[8];
   for (int i = 0; i < nargs; ++i) {
     Value a = args[i];
-    if ((n->fwdCoLinear >> i) & 1u) {
-      bool c = isFwd(a) && asFwd(a)->tag() == e && asFwd(a)->co();
+    bool c = isFwd(a) && asFwd(a)->tag() == e && asFwd(a)->co();
+    if (((n->fwdCoLinear >> i) & 1u) && (c || !n->fwdCoEach)) {
       pp[i] = c ? asFwd(a)->primal : a;
       tp[i] = c ? asFwd(a)->tangent : Value::zero();
     } else {
-      bool c;
       pp[i] = tp[i] = highestTag(a, n->fwdDeep, c) == e ? fwdPrimal(e, a) : a;
     }
   }

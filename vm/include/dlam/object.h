@@ -228,7 +228,11 @@ struct Native : Obj {
   // Reverse over forward: the arguments (a bit mask) in which the native is linear, so
   // that given cobundles there it applies to their primal and tangent parts apart
   // (the other arguments, shapes and indices, seen through bundles); 0: an error.
+  // Linear in them jointly (a linear argument that is no cobundle gives its all to the
+  // primal part), or with fwdCoEach in each apart (multilinear, as a dot product: one
+  // that is no cobundle is a coefficient of both parts).
   uint8_t fwdCoLinear = 0;
+  bool fwdCoEach = false;
 };
 
 enum class NativeKind : uint16_t {
