@@ -183,7 +183,7 @@ Value VM::fwdApply(Native* n, Value* args, int nargs) {
     // (forward over reverse over forward) is a perturbation of x and multiplies as one.
     auto coArith = [&](NativeId op, Value x, Value b) {
       if (isFwd(b) && !asFwd(b)->co() && asFwd(b)->tag() > fwdTagInUse() && !x.isZero() &&
-          !(isFwd(x) && asFwd(x)->tag() == asFwd(b)->tag()))
+          !(isFwd(x) && asFwd(x)->tag() >= asFwd(b)->tag()))
         x = Value::object(makeFwd(asFwd(b)->tag(), x, Value::zero(), true));
       return arith(op, x, b);
     };
