@@ -288,12 +288,12 @@ Value build(VM& vm, Value* a, int n) {
                      [](uint32_t i, Value* xs) { xs[0] = Value::number(i); });
 }
 
-// Forward mode through %vector-dot, where the library's vector-dot (a custom rule, whose
-// forward mode is its own) hands it bundles or cobundles: the product rule; linear in
-// each vector, so a cobundle (the tangent of a vector under reverse over forward over
-// forward, which the transposed rule of vector-sum dots with its pullback) goes part by
-// part (VM::fwdCoLinearParts).
-Value dotRule(VM& vm, Native* self, const Value* p, const Value* t, int, Value) {
+// Forward mode through %vector-dot and %vector-scale, where the library's vector-dot
+// and %vector-scale* (custom rules, whose forward mode is their own) hand them bundles
+// or cobundles: the product rule; linear in each argument apart, so a cobundle (the
+// tangent of a vector under reverse over forward over forward, which the transposed
+// rule of vector-sum dots with its pullback) goes part by part (VM::fwdCoLinearParts).
+Value productRule(VM& vm, Native* self, const Value* p, const Value* t, int, Value) {
   Value r = Value::zero();
   for (int i = 0; i < 2; ++i) {
     if (t[i].isZero()) continue;
@@ -327,17 +327,27 @@ void openVectorPrimitives(Registrar& r) {
   r.define(NativeId::VectorRef, vectorRef)->fwdCoLinear = 0b01;
   r.wrapped("%vector-sum", "vector-sum", vectorSum, 1, 1);
   Native* dot = r.wrapped("%vector-dot", "vector-dot", vectorDot, 2, 2);
-  dot->fwdRule = dotRule;
-  dot->fwdCoLinear = 0b11;
-  dot->fwdCoEach = true;
-  dot->flags |= kDualRule;
   r.wrapped("%vector-prod", "vector-prod", vectorProd, 1, 1);
-  vm.defineNative("%vector-scale", vectorScale, 2, 2);
+  Native* scale = vm.defineNative("%vector-scale", vectorScale, 2, 2);
+  for (Native* n : {dot, scale}) {
+    n->fwdRule = productRule;
+    n->fwdCoLinear = 0b11;
+    n->fwdCoEach = true;
+    n->flags |= kDualRule;
+  }
   Native* onehot = r.define(NativeId::VectorOnehot, vectorOnehot);
   onehot->fwdRule = onehotRule;
   onehot->fwdCoLinear = 0b1100;
   onehot->flags |= kDualRule;
-  r.wrapped("%vector->list", "vector->list", vectorToList, 1, 1);
+  // (Linear: a bundle's tangent is that of its tangent; a cobundle's parts become a list
+  // of cobundles, fwdCoLinearParts.)
+  Native* toList = r.wrapped("%vector->list", "vector->list", vectorToList, 1, 1);
+  toList->fwdRule = [](VM& vm, Native* self, const Value*, const Value* t, int, Value) {
+    Value a = t[0];
+    return a.isZero() ? Value::undefined() : vm.callPrimitive(self, &a, 1);
+  };
+  toList->fwdCoLinear = 0b1;
+  toList->flags |= kDualRule;
   r.wrapped("%list->vector", "list->vector", listToVector, 1, 1);
   vm.defineNative("%vector-map", vectorMap, 2, 2);
   vm.defineNative("%vector-map2", vectorMap2, 3, 3);

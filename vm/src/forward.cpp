@@ -369,9 +369,28 @@ Value VM::fwdCoLinearParts(Native* n, Value* args, int nargs, uint32_t e) {
       pp[i] = tp[i] = highestTag(a, n->fwdDeep, c) == e ? fwdPrimal(e, a) : a;
     }
   }
-  Value P = callPrimitive(n, pp, nargs);
-  Value T = callPrimitive(n, tp, nargs);
-  return Value::object(makeFwd(e, P, T, true));
+  // (Linear in each apart, the part of a product with a zero factor is zero.)
+  auto part = [&](Value* xs) {
+    if (n->fwdCoEach)
+      for (int i = 0; i < nargs; ++i)
+        if (((n->fwdCoLinear >> i) & 1u) && xs[i].isZero()) return Value::zero();
+    return callPrimitive(n, xs, nargs);
+  };
+  Value P = part(pp), T = part(tp);
+  if (P.isZero() && T.isZero()) return Value::zero();
+  if (!isPair(P) && !isPair(T)) return Value::object(makeFwd(e, P, T, true));
+  // Parts that are lists (vector->list of a cobundle): a list of cobundles, element by
+  // element, as a list's sensitivity is (a zero part gives zeros).
+  std::vector<Value> items;
+  for (Value p = P, t = T; isPair(p) || isPair(t);) {
+    Value pi = isPair(p) ? asPair(p)->car : Value::zero();
+    Value ti = isPair(t) ? asPair(t)->car : Value::zero();
+    items.push_back(pi.isZero() && ti.isZero() ? Value::zero()
+                                               : Value::object(makeFwd(e, pi, ti, true)));
+    p = isPair(p) ? asPair(p)->cdr : p;
+    t = isPair(t) ? asPair(t)->cdr : t;
+  }
+  return list(items.data(), items.size());
 }
 
 Value VM::fwdRuleApply(Native* n, Value* args, int nargs) {
