@@ -220,8 +220,8 @@ Value attachedPrimal(VM& vm, Value* a, int) {
 // the pullback is run on part by part (%rule-pullback, prelude.dlam). A tag still in
 // use (forward over reverse, or over reverse over forward) is a perturbation of
 // everything here and is carried along, as is anything with no such bundle in it.
-// () where the sensitivity ybar holds no cobundle of those tags, unless one tag that
-// ended is the only one about (below).
+// () where the sensitivity ybar holds no cobundle of those tags, unless tags that ended
+// are the only ones about (below).
 Value coTags(VM& vm, Value* a, int) {
   // Each bundle or cobundle in x, along lists and under reverse tags, its parts too,
   // until visit returns false.
@@ -258,13 +258,14 @@ Value coTags(VM& vm, Value* a, int) {
     if (!ours) inUse = true;
     return !any;
   });
-  // ... or, one tag that ended being the only one about, where it holds none: a
-  // sensitivity that reached the value from uses that saw no perturbation of the tag is
-  // the cobundle with that primal part and no tangent part, and what the arguments get
-  // is the primal part of pb's bundle. (Given to pb as it was, it came back a bundle,
-  // which went on as a sensitivity of values that never had the tag: a gradient of a
-  // jvp returned a bundle, or a wrong value.)
-  if (!any && !(tags.size() == 1 && !inUse)) return Value::nil();
+  // ... or, tags that ended being the only ones about, where it holds none: a
+  // sensitivity that reached the value from uses that saw no perturbation of the tags
+  // is the cobundle with that primal part and no tangent part, and what the arguments
+  // get is the primal part of pb's bundle. (Given to pb as it was, it came back a
+  // bundle, which went on as a sensitivity of values that never had the tag: a gradient
+  // of a jvp returned a bundle, or a wrong value; with two such tags, reverse twice over
+  // forward twice through a vector, the second derivative was 0.)
+  if (!any && !(!tags.empty() && !inUse)) return Value::nil();
   std::sort(tags.begin(), tags.end());
   Value l = Value::nil();
   for (uint32_t t : tags) l = vm.cons(tagValue(t), l);
