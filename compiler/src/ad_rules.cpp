@@ -400,7 +400,11 @@ struct ReverseCall {
     if (argc >= 3 && bd.args[3].kind == Atom::Local)
       addTo(st, bd.args[3],
             op(NativeId::Unreduce, {op(NativeId::VectorRef, {g, P(*b)}), P(bd.args[3])}));
-    if (argc == 4) addTo(st, bd.args[4], g);  // the sensitivity the node went in front of
+    // The sensitivity the node went in front of: the onehot adds it as plus does, so it
+    // gets g back over the axes it had beyond the result's shape, as plus's operands do
+    // (a matrix's, from a vector broadcast against it: given g as it was, its rule
+    // summed a vector where a matrix was summed, half of it, or failed on the shape).
+    if (argc == 4) addTo(st, bd.args[4], op(NativeId::Unreduce, {ownShape(y()), P(bd.args[4])}));
   }
 };
 
