@@ -679,12 +679,12 @@ Value materialize(VM& vm, Value* a, int) {
     // axes the number was broadcast along and is summed there.)
     bool scalar = vc.isNumber() || (isFwd(vc) && fwdPrimal(vc).isNumber());
     // (A reverse-tagged cobundle, reverse over reverse over forward, takes it too: it is
-    // projected there.)
-    if (scalar &&
-        (sc.isNumber() ||
-         (isObj(sc, ObjType::Rev) && !isObj(untagged(sc), ObjType::Vector) &&
-          !isFwd(untagged(sc))) ||
-         (isFwd(sc) && !asFwd(sc)->co() && !isObj(untagged(fwdPrimal(sc)), ObjType::Vector))))
+    // projected there; so does a bundle of a tag whose forward pass has ended.)
+    if (scalar && (sc.isNumber() ||
+                   (isObj(sc, ObjType::Rev) && !isObj(untagged(sc), ObjType::Vector) &&
+                    !isFwd(untagged(sc))) ||
+                   (isFwd(sc) && !asFwd(sc)->co() && asFwd(sc)->tag() <= vm.fwdTagInUse() &&
+                    !isObj(untagged(fwdPrimal(sc)), ObjType::Vector))))
       continue;
     Value m;
     if (scalar && sc.isZero()) {
