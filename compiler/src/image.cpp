@@ -36,7 +36,7 @@ using namespace anf;
 namespace {
 
 constexpr char kMagic[8] = {'d', 'l', 'a', 'm', 'i', 'm', 'g', '\n'};
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;
 constexpr size_t kHeaderBytes = sizeof kMagic + 4 + 8;
 
 // The tables the bytecode and the IR name by number.
@@ -320,44 +320,48 @@ class Writer {
     }
   }
 
+  // A proto: what calls and closures need before it runs, then its body, after its
+  // length, which loading skips (Proto::lazyBody) and decodes when it is first run.
   void proto(const Proto* p) {
     if (p->transformed || p->primal || p->adLevel) unsupported("a transformed proto");
     Out& w = objects_;
     w.u8(TProto);
-    w.uv(p->code.size());
-    for (Instr i : p->code) w.u64(i);
-    w.uv(p->constants.size());
-    for (Value k : p->constants) value(w, k);
-    w.uv(p->protos.size());
-    for (Proto* c : p->protos) w.uv(index_.at(c));
-    w.uv(p->captures.size());
-    for (const auto& regs : p->captures) {
-      w.uv(regs.size());
-      for (uint16_t r : regs) w.uv(r);
-    }
-    w.uv(p->locs.size());
-    for (SrcLoc l : p->locs) w.loc(l);
-    w.uv(p->freeVars.size());
-    for (const std::string& v : p->freeVars) w.str(v);
     w.str(p->name);
     w.str(p->file);
     w.loc(p->loc);
     w.uv(p->nparams);
     w.u8(p->hasRest);
     w.u8(p->paramSplit);
-    w.uv(p->callKey);
     w.u8(p->rawParams);
     w.uv(p->nregs);
     w.u8(p->adInternal);
     w.u64(p->primalUpvals);
     if (!p->ir) {
       w.uv(0);
-      return;
+    } else {
+      auto it = lambdas_.find(static_cast<const Lambda*>(p->ir.get()));
+      if (it == lambdas_.end()) unsupported("a proto whose IR is not its form's");
+      w.uv(it->second.first + 1);
+      w.uv(it->second.second);
     }
-    auto it = lambdas_.find(static_cast<const Lambda*>(p->ir.get()));
-    if (it == lambdas_.end()) unsupported("a proto whose IR is not its form's");
-    w.uv(it->second.first + 1);
-    w.uv(it->second.second);
+    Out b;
+    b.uv(p->callKey);
+    b.uv(p->code.size());
+    for (Instr i : p->code) b.u64(i);
+    b.uv(p->constants.size());
+    for (Value k : p->constants) value(b, k);
+    b.uv(p->protos.size());
+    for (Proto* c : p->protos) b.uv(index_.at(c));
+    b.uv(p->captures.size());
+    for (const auto& regs : p->captures) {
+      b.uv(regs.size());
+      for (uint16_t r : regs) b.uv(r);
+    }
+    b.uv(p->locs.size());
+    for (SrcLoc l : p->locs) b.loc(l);
+    b.uv(p->freeVars.size());
+    for (const std::string& v : p->freeVars) b.str(v);
+    w.str(b.bytes);
   }
 
   // The IR reachable from a form's top lambda, numbered then written.
@@ -468,13 +472,12 @@ class Writer {
 // ---- loading ----------------------------------------------------------------
 
 // What the IR of an image's protos is decoded from (VM::imageState): the image, where
-// each form's IR starts, the objects of its table (the IR names them; they live as long
-// as the code that the IR was compiled into keeps them), the forms decoded so far.
+// each form's IR starts, the forms decoded so far. The objects of the image's table,
+// which the IR and the bodies of protos not yet run name, are VM::imageObjects.
 struct ImageState {
   std::string_view bytes;
   std::vector<std::pair<size_t, size_t>> formIr;  // offset and size in bytes
-  std::vector<Value> objects;
-  std::vector<std::shared_ptr<Module>> modules;  // null: not decoded yet
+  std::vector<std::shared_ptr<Module>> modules;   // null: not decoded yet
   std::vector<std::vector<Lambda*>> lambdas;
 };
 
@@ -563,9 +566,60 @@ std::vector<Lambda*> decodeModule(In& in_, const std::vector<Value>& objects, Mo
   return lams;
 }
 
+// The body of a proto loaded from the image (Proto::lazyBody), decoded when it is first
+// run or transformed: all of it or nothing, so that a failure (out of memory) leaves it
+// to be decoded again.
+void loadProtoBody(VM& vm, Proto* p) {
+  auto* state = static_cast<ImageState*>(vm.imageState.get());
+  if (!state || p->lazyBody > state->bytes.size()) In::bad();
+  In in(state->bytes.substr(p->lazyBody - 1));
+  const std::vector<Value>& objects = vm.imageObjects;
+  auto object = [&]() -> Value {
+    uint64_t i = in.uv();
+    if (i >= objects.size()) In::bad();
+    return objects[i];
+  };
+  try {
+    auto callKey = in.u32v();
+    std::vector<Instr> code(in.uv());
+    for (Instr& i : code) i = in.u64();
+    std::vector<Value> constants(in.uv());
+    for (Value& k : constants) k = in.u8() ? object() : Value::fromBits(in.u64());
+    std::vector<Proto*> protos(in.uv());
+    for (Proto*& c : protos) {
+      Value v = object();
+      if (!isObj(v, ObjType::Proto)) In::bad();
+      c = static_cast<Proto*>(v.asObject());
+    }
+    std::vector<std::vector<uint16_t>> captures(in.uv());
+    for (auto& regs : captures) {
+      regs.resize(in.uv());
+      for (uint16_t& r : regs) r = static_cast<uint16_t>(in.uv());
+    }
+    std::vector<SrcLoc> locs(in.uv());
+    for (SrcLoc& l : locs) l = in.loc();
+    std::vector<std::string> freeVars(in.uv());
+    for (std::string& v : freeVars) v = in.str();
+    p->code = std::move(code);
+    p->constants = std::move(constants);
+    p->protos = std::move(protos);
+    p->captures = std::move(captures);
+    p->locs = std::move(locs);
+    p->freeVars = std::move(freeVars);
+    p->callKey = callKey;
+    p->lazyBody = 0;
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorKind::Limit, "out of memory", "<prelude>", {});
+  }
+  // (No write barrier: the image's objects were all made with it, in one pass with no
+  // collection, so they are as old as it is.)
+  vm.noteProtoBytes(p);
+}
+
 class Loader {
  public:
-  Loader(VM& vm, std::string_view body) : vm_(vm), in_(body) {}
+  Loader(VM& vm, std::string_view image)
+      : base_(image.data()), vm_(vm), in_(image.substr(kHeaderBytes)) {}
 
   void load(std::string_view image, const std::string& file) {
     uint32_t n = in_.u32v();
@@ -575,9 +629,10 @@ class Loader {
     auto state = std::make_shared<ImageState>();
     state->bytes = image;
     uint32_t nforms = in_.u32v();
-    std::vector<Proto*> tops;
+    std::vector<uint32_t> tops;  // their indices in the table
     for (uint32_t f = 0; f < nforms; ++f) {
-      tops.push_back(protoAt(in_.u32v()));
+      tops.push_back(in_.u32v());
+      protoAt(tops.back());
       uint64_t offset = in_.uv();
       state->formIr.emplace_back(offset, in_.uv());
     }
@@ -600,13 +655,22 @@ class Loader {
       if (offset > image.size() - irBase || size > image.size() - irBase - offset) In::bad();
       offset += irBase;
     }
-    state->objects.reserve(n);
-    for (uint32_t i = 0; i < n; ++i) state->objects.push_back(table.get(i));
+    // (A second load into the same VM serves the protos of the first too: it is the
+    // same image, so the same code.)
+    std::vector<Value> objects;
+    objects.reserve(n);
+    for (uint32_t i = 0; i < n; ++i) objects.push_back(table.get(i));
+    vm_.imageObjects = std::move(objects);
     vm_.imageState = std::move(state);
-    for (Proto* top : tops) {
+    vm_.loadProtoBody = loadProtoBody;
+    for (uint32_t top : tops) {
       vm_.safePoint();
       vm_.currentFile = file;
-      vm_.runToplevel(top);
+      // A form's proto is run once, and named by no other proto's body: it goes with
+      // the first collection after it ran.
+      Value form = vm_.imageObjects[top];
+      vm_.imageObjects[top] = Value::nil();
+      vm_.runToplevel(static_cast<Proto*>(form.asObject()));
     }
   }
 
@@ -667,31 +731,16 @@ class Loader {
   }
 
   // Made young and filled before anything else is allocated: no write barrier needed.
+  // Its body stays in the image until it is first run (loadProtoBody).
   Proto* proto(uint32_t self) {
     Proto* p = vm_.makeProto();
     table_->set(self, Value::object(p));
-    p->code.resize(in_.uv());
-    for (Instr& i : p->code) i = in_.u64();
-    p->constants.resize(in_.uv());
-    for (Value& k : p->constants) k = value();
-    p->protos.resize(in_.uv());
-    for (Proto*& c : p->protos) c = protoAt(in_.u32v());
-    p->captures.resize(in_.uv());
-    for (auto& regs : p->captures) {
-      regs.resize(in_.uv());
-      for (uint16_t& r : regs) r = static_cast<uint16_t>(in_.uv());
-    }
-    p->locs.resize(in_.uv());
-    for (SrcLoc& l : p->locs) l = in_.loc();
-    p->freeVars.resize(in_.uv());
-    for (std::string& v : p->freeVars) v = in_.str();
     p->name = in_.str();
     p->file = in_.str();
     p->loc = in_.loc();
     p->nparams = static_cast<uint16_t>(in_.uv());
     p->hasRest = in_.u8();
     p->paramSplit = in_.u8();
-    p->callKey = in_.u32v();
     p->rawParams = in_.u8();
     p->nregs = static_cast<uint16_t>(in_.uv());
     p->adInternal = in_.u8();
@@ -700,10 +749,16 @@ class Loader {
       p->irLambda = in_.u32v();
       irProtos_.push_back(p);
     }
+    std::string_view body = in_.str();
+    auto at = static_cast<uint64_t>(body.data() - base_);
+    if (at >= UINT32_MAX) In::bad();
+    p->lazyBody = static_cast<uint32_t>(at + 1);
+    p->callKey = kLazyCallKey;
     vm_.noteProtoBytes(p);
     return p;
   }
 
+  const char* base_;  // the image's first byte (Proto::lazyBody counts from there)
   VM& vm_;
   In in_;
   VM::Roots* table_ = nullptr;
@@ -750,7 +805,7 @@ bool loadImage(VM& vm, std::string_view image, std::string_view prelude, const s
   std::memcpy(&key, image.data() + sizeof kMagic + 4, 8);
   if (version != kFormatVersion || key != imageKey(prelude)) return false;
   try {
-    Loader(vm, image.substr(kHeaderBytes)).load(image, file);
+    Loader(vm, image).load(image, file);
   } catch (const std::bad_alloc&) {
     throw Error(ErrorKind::Limit, "out of memory", file, {});
   }
@@ -758,6 +813,7 @@ bool loadImage(VM& vm, std::string_view image, std::string_view prelude, const s
 }
 
 void ensureIr(VM& vm, Proto* p) {
+  vm.ensureBody(p);  // (the transform walks its child protos)
   if (p->ir || !p->irForm) return;
   auto* state = static_cast<ImageState*>(vm.imageState.get());
   if (!state || p->irForm > state->modules.size()) In::bad();
@@ -766,7 +822,7 @@ void ensureIr(VM& vm, Proto* p) {
     auto [offset, size] = state->formIr[form];
     auto mod = std::make_shared<Module>();
     In in(state->bytes.substr(offset, size));
-    state->lambdas[form] = decodeModule(in, state->objects, mod.get());
+    state->lambdas[form] = decodeModule(in, vm.imageObjects, mod.get());
     if (!in.atEnd()) In::bad();
     state->modules[form] = std::move(mod);
   }

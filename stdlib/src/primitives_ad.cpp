@@ -512,6 +512,7 @@ Value freeVariables(VM& vm, Value* a, int) {
   Value f = unwrapAttached(a[0]);
   if (isNative(f)) return Value::nil();
   if (!isClosure(f)) vm.typeError("free-variables", 0, "procedure", a[0]);
+  vm.ensureBody(asClosure(f)->proto);
   const auto& names = asClosure(f)->proto->freeVars;
   std::vector<Value> syms;
   for (const auto& n : names) syms.push_back(vm.symbol(n));

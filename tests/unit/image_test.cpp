@@ -1,7 +1,8 @@
 // image_test.cpp — the start-up image (compiler/src/image.cpp): the embedded one is
 // used, a stale one (another prelude text, another format) is refused and the prelude
 // compiled from source instead, and a VM loaded from the image behaves as one loaded
-// from source: library gradients of every order, guard, errors, disassembly.
+// from source: library gradients of every order, guard, errors, disassembly; a library
+// function's code is decoded from the image only when it first runs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -103,6 +104,47 @@ TEST(Image, LibraryGradientsOfEveryOrderFromTheImage) {
     EXPECT_NEAR(central("f"), d1, 1e-6);
     EXPECT_NEAR(central("f1"), d2, 1e-6);
   }
+}
+
+// Loading the image decodes the code of the forms it runs, not of the functions they
+// define: those are decoded when first called (Proto::lazyBody), also after collections
+// that freed everything the loaded forms made and no longer need, and then run as code
+// loaded from source does.
+TEST(Image, LibraryCodeIsDecodedWhenFirstRun) {
+  dlam::VM vm;
+  ASSERT_TRUE(dlam::openStdlibFrom(vm, dlam::embeddedStdlibImage()));
+  auto protoOf = [&](const char* name) {
+    dlam::Value v = dlam::unwrapAttached(vm.libraryValue(name));
+    EXPECT_TRUE(dlam::isClosure(v)) << name;
+    return dlam::asClosure(v)->proto;
+  };
+  size_t lazy = 0, closures = 0;
+  for (const auto& [name, sym] : vm.symbolTable()) {
+    dlam::Value v = dlam::unwrapAttached(vm.libraryValue(name));
+    if (!dlam::isClosure(v)) continue;
+    ++closures;
+    lazy += dlam::asClosure(v)->proto->lazyBody != 0;
+  }
+  EXPECT_GT(closures, 200u);
+  EXPECT_GT(lazy, closures / 2) << lazy << " of " << closures;
+  dlam::Proto* filter = protoOf("filter");
+  dlam::Proto* dedup = protoOf("delete-duplicates");
+  EXPECT_NE(filter->lazyBody, 0u);
+  EXPECT_EQ(filter->callKey, dlam::kLazyCallKey);
+  EXPECT_TRUE(filter->code.empty());
+  dlam::evalSource(vm, "(define junk (length (map (lambda (i) (list i i)) (iota 200000))))",
+                   "t.dlam");
+  vm.collectGarbage(dlam::VM::GcKind::Major);
+  vm.collectGarbage(dlam::VM::GcKind::Major);
+  EXPECT_EQ(vm.show(dlam::evalSource(vm, "(filter odd? '(1 2 3 4 5))", "t.dlam")), "(1 3 5)");
+  EXPECT_EQ(filter->lazyBody, 0u);
+  EXPECT_EQ(filter->callKey, 2u);
+  EXPECT_FALSE(filter->code.empty());
+  // decoded by the transform, never called plain
+  EXPECT_DOUBLE_EQ(
+      num(vm, "((gradient (lambda (x) (apply + (delete-duplicates (list x (* x x) x))))) 3)"), 7);
+  EXPECT_EQ(dedup->lazyBody, 0u);
+  EXPECT_EQ(vm.show(dlam::evalSource(vm, "(delete-duplicates '(1 2 1 3 2))", "t.dlam")), "(1 2 3)");
 }
 
 TEST(Image, GuardFromTheImageServesUserCode) {

@@ -53,6 +53,7 @@ std::string VM::disassemble(const Proto* p, bool recursive) const {
   while (!todo.empty()) {
     const Proto* f = todo.front();
     todo.erase(todo.begin());
+    self->ensureBody(const_cast<Proto*>(f));  // (one loaded from the image, not yet run)
     char line[256];
     snprintf(line, sizeof line, "function %s (%s:%u:%u) params=%u%s regs=%u constants=%zu\n",
              f->name.empty() ? "<anonymous>" : f->name.c_str(), f->file.c_str(), f->loc.line,

@@ -385,6 +385,7 @@ void VM::markRoots(std::vector<Obj*>& work) {
     markValue(b.macro, work);
   }
   for (Value v : tempRoots_) markValue(v, work);
+  for (Value v : imageObjects) markValue(v, work);
   for (Value v : pendingCall_) markValue(v, work);
   markValue(raisedValue_, work);
   markValue(commandLine_, work);

@@ -630,6 +630,7 @@ Value VM::execute(bool resume) {
     closure = frame->closure;
     forceClosure(closure);
     Proto* p = closure->proto;
+    ensureBody(p);
     uint32_t top = frame->base + p->nregs;
     if (top >= stack_.size()) [[unlikely]]
       ensureStack(top + 1);

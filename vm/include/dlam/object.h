@@ -135,6 +135,8 @@ using Instr = uint64_t;
 // In Proto::callKey: the function takes its one argument in parts (CALLP). (Above
 // any argument count: apply can pass more than 65535 arguments.)
 constexpr uint32_t kCallParts = 0x80000000u;
+// Proto::callKey of a proto whose body is still in the start-up image (Proto::lazyBody).
+constexpr uint32_t kLazyCallKey = 0xfffffffeu;
 
 // A compiled function. The compiler owns its construction; the VM only executes it.
 // `ir` keeps the function's A-normal form so a later transform can derive its
@@ -187,6 +189,13 @@ struct Proto : Obj {
   // and the lambda in it.
   uint32_t irForm = 0;
   uint32_t irLambda = 0;
+  // Loaded from the start-up image with its body (code, constants, child protos,
+  // captures, locations, free variables and callKey) still to decode: where the body
+  // starts in the image, plus 1 (0: decoded, or never from an image). A start runs
+  // few of the library's functions, so the rest are never decoded. Until then callKey
+  // is kLazyCallKey, which no call matches, so the first call takes the path that
+  // decodes it (VM::ensureBody); so does anything else that reads the body.
+  uint32_t lazyBody = 0;
   uint64_t ownedBytes = 0;  // the C++ memory above, as counted by VM::noteProtoBytes
 };
 

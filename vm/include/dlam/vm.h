@@ -698,6 +698,14 @@ class VM {
   // The start-up image the library was loaded from (compiler-owned, compiler/src/image.cpp):
   // what the IR of its protos is decoded from when the transform first needs it.
   std::shared_ptr<void> imageState;
+  // Decodes the body of a proto loaded from the image (Proto::lazyBody); set with it.
+  void (*loadProtoBody)(VM&, Proto*) = nullptr;
+  void ensureBody(Proto* p) {
+    if (p->lazyBody) [[unlikely]]
+      loadProtoBody(*this, p);
+  }
+  // The image's objects, which the bodies still to decode refer to: roots.
+  std::vector<Value> imageObjects;
   // Prints a proto's bytecode (vm/src/disasm.cpp).
   std::string disassemble(const Proto* p, bool recursive = true) const;
 
