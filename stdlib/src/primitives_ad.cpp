@@ -537,6 +537,18 @@ Value coArrayLeaf(VM&, Value* a, int) {
   return isObj(leaf, ObjType::Vector) ? leaf : Value::boolean(false);
 }
 
+// s with a sparse vector sensitivity (object.h), itself or a part of a bundle or
+// cobundle, made dense; s itself when it holds none. (Recursive in the nesting of tags
+// only.)
+Value denseSens(VM& vm, Value s) {
+  if (isObj(s, ObjType::Vector)) return Value::object(vm.dense(static_cast<Vector*>(s.asObject())));
+  if (!isFwd(s)) return s;
+  Fwd* f = asFwd(s);
+  Value p = denseSens(vm, f->primal), t = denseSens(vm, f->tangent);
+  if (p == f->primal && t == f->tangent) return s;
+  return Value::object(vm.makeFwd(f->tag(), p, t, f->co()));
+}
+
 // (%materialize sens value): sens with every symbolic zero replaced by the zero of the
 // corresponding part of value (VM::zeroOf), and the sensitivity of a discrete value
 // (its own, or any other discrete value a custom derivative gave for it) made that
@@ -582,8 +594,9 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
       continue;
     }
     Value v = unwrapAttached(it.v);
-    // A sparse vector sensitivity (object.h) leaves as its dense form.
-    if (isObj(s, ObjType::Vector)) s = Value::object(vm.dense(static_cast<Vector*>(s.asObject())));
+    // A sparse vector sensitivity (object.h) leaves as its dense form, also as a part
+    // of a bundle (a gradient taken under forward mode).
+    s = denseSens(vm, s);
     int tags = 0;
     for (; isObj(v, ObjType::Rev); ++tags) v = static_cast<Rev*>(v.asObject())->primal;
     // The sensitivity of a bundle's perturbation that reached a value without one

@@ -51,6 +51,8 @@ bool rank0Arg(Value* a, int i) { return unwrapAttached(a[i]).isNumber(); }
 double rank0Value(Value* a, int i) { return unwrapAttached(a[i]).asNumber(); }
 
 Shape shapeOf(const Vector* v) {
+  // (A sparse vector sensitivity, met before it is made dense, has its length's shape.)
+  if (isSparse(v)) return Shape{vectorLength(v)};
   const uint32_t* s = arrayShape(v);
   return Shape(s, s + v->rank);
 }
