@@ -247,8 +247,12 @@ Value VM::fwdApply(Native* n, Value* args, int nargs) {
       case NativeId::Mul: {
         int c = isCo(0) ? 0 : 1, o = 1 - c;
         if (isCo(o)) coMisuse(*this, n->name);
-        if (isB(o))  // the transpose of multiplying by the bundle
-          return make(arith(NativeId::Add, coArith(NativeId::Mul, p[c], p[o]),
+        // The transpose of multiplying by the bundle. The primal part's two terms are
+        // sensitivities of one value, added as such (%sens+): one may carry the axes of
+        // a broadcast the other does not (the sensitivity of a number used beside its
+        // product with a vector), which + would count the other once per element of.
+        if (isB(o))
+          return make(arith(NativeId::SensAdd, coArith(NativeId::Mul, p[c], p[o]),
                             coArith(NativeId::Mul, t[c], t[o])),
                       coArith(NativeId::Mul, t[c], p[o]));
         return make(coArith(NativeId::Mul, p[c], args[o]), coArith(NativeId::Mul, t[c], args[o]));
