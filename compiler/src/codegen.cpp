@@ -655,6 +655,7 @@ class FnCompiler {
           continue;
         }
       }
+      if (deferToJump(b, i)) continue;
       if (last && chain && bd.kind == Bind::If)
         *chain = {&bd};
       else
@@ -1313,39 +1314,142 @@ class FnCompiler {
       if (readsReg(b->binds[k], r)) return std::nullopt;
     bool oneInstruction = bd.kind == Bind::Call && !usesWindow(vm_, bd) && bd.args.size() <= 3;
     if (!oneInstruction && readsReg(bd, r)) return std::nullopt;
+    // (A computation put off to the jump reads its operands there, after this.)
+    for (const auto& [v, d] : deferred_)
+      if (readsReg(*d, r)) return std::nullopt;
     return r;
   }
 
+  // Binding i of a loop's body, an arithmetic operation whose one use is as argument j
+  // of a self-call of the loop later in the block, which cannot be computed straight
+  // into parameter j's register (loopSlot: a binding after it still reads that
+  // parameter, as acc + i reads i in (loop (+ i 1) (+ acc i))): put off to the jump
+  // (compileLoopJump), where it is computed into the register with no move, in an
+  // order that reads each parameter before it is written. Only where it reads nothing
+  // but the loop's parameters and number constants (registers the bindings in between
+  // leave alone, loopSlot seeing to it) and only past bindings that are inline
+  // primitives themselves: it has no effect to reorder, and what it reads is the same
+  // at the jump. (An error of one of them may now come before its own.)
+  bool deferToJump(const Block* b, size_t i) {
+    const Bind& bd = b->binds[i];
+    if (!loop_ || bd.kind != Bind::Call || bd.level != 0 || bd.args.size() != 3 || !bd.dst ||
+        bd.dst->rec || reg_.count(bd.dst) || usesWindow(vm_, bd) || plan_->ahead.count(&bd) ||
+        plan_->untagged.count(bd.dst))
+      return false;
+    NativeId id = builtinOf(vm_, bd.args[0]);
+    if (id != NativeId::Add && id != NativeId::Sub && id != NativeId::Mul && id != NativeId::Div)
+      return false;
+    for (size_t k = 1; k < 3; ++k) {
+      const Atom& a = bd.args[k];
+      if (isNumberConst(a)) continue;
+      if (a.kind != Atom::Local || lazyUpval_.count(a.var)) return false;
+      auto r = reg_.find(a.var);
+      if (r == reg_.end() ||
+          std::find(loop_->params.begin(), loop_->params.end(), r->second) == loop_->params.end())
+        return false;
+    }
+    auto u = plan_->vars.find(bd.dst);
+    if (u == plan_->vars.end() || u->second.count != 1 || u->second.last <= i ||
+        u->second.last >= b->binds.size() || u->second.last - i > kMaxPlacedScan)
+      return false;
+    size_t last = u->second.last;
+    if (!isLoopJump(b->binds[last])) return false;
+    for (size_t k = i + 1; k < last; ++k) {
+      const Bind& x = b->binds[k];
+      if (x.kind != Bind::Call || x.level != 0 || usesWindow(vm_, x) || isLoopJump(x) ||
+          builtinOf(vm_, x.args[0]) == NativeId::None)
+        return false;
+    }
+    if (loopSlot(b, i)) return false;
+    deferred_[bd.dst] = &bd;
+    return true;
+  }
+
   // A self-call of the loop being compiled in place: its arguments moved into the
-  // parameters' registers (as one parallel assignment) and a jump to the start.
+  // parameters' registers (as one parallel assignment) and a jump to the start. An
+  // argument is a register (moved), an atom to load, or a computation put off to here
+  // (deferToJump, computed into its parameter's register); each is written once no
+  // other still to write reads its parameter, and where they all wait on each other
+  // one parameter is first copied to a new register, which those read instead.
   void compileLoopJump(const Bind& bd) {
     loc_ = bd.loc;
+    SrcLoc at = loc_;
     uint32_t saved = top_;
     const std::vector<uint32_t>& params = loop_->params;
     size_t n = params.size();
-    constexpr uint32_t kNone = UINT32_MAX;
-    std::vector<uint32_t> src(n, kNone);  // the register of each argument, if it is in one
+    struct Arg {
+      enum Kind { Done, Move, Load, Compute } kind;
+      uint32_t src = 0;             // Move
+      std::vector<Atom> operation;  // Compute: the primitive's atoms (callee first)
+      SrcLoc loc;
+    };
+    std::vector<Arg> args(n);
     for (size_t j = 0; j < n; ++j) {
       const Atom& a = bd.args[j + 1];
-      if (a.kind == Atom::Local && !lazyUpval_.count(a.var)) src[j] = regOf(a.var);
+      Arg& g = args[j];
+      if (a.kind == Atom::Local && deferred_.count(a.var)) {
+        const Bind* d = deferred_.at(a.var);
+        deferred_.erase(a.var);
+        g = {Arg::Compute, 0, d->args, d->loc};
+      } else if (a.kind == Atom::Local && !lazyUpval_.count(a.var)) {
+        uint32_t r = regOf(a.var);
+        g = {r == params[j] ? Arg::Done : Arg::Move, r, {}, {}};
+      } else {
+        g = {Arg::Load, 0, {}, {}};
+      }
     }
-    // A parameter another argument still reads is copied before it is written.
-    for (size_t j = 0; j < n; ++j) {
-      if (src[j] == kNone || src[j] == params[j]) continue;
-      for (size_t m = 0; m < n; ++m)
-        if (m != j && params[m] == src[j] && src[m] != params[m]) {
-          uint32_t tmp = allocReg();
-          emit(instr::make(Op::MOVE, tmp, src[j]));
-          src[j] = tmp;
-          break;
+    auto reads = [&](const Arg& g, uint32_t r) {
+      if (g.kind == Arg::Move) return g.src == r;
+      if (g.kind == Arg::Compute)
+        for (size_t k = 1; k < g.operation.size(); ++k)
+          if (inReg(g.operation[k], r)) return true;
+      return false;
+    };
+    for (size_t left = n; left > 0;) {
+      left = 0;
+      size_t ready = n;
+      for (size_t j = 0; j < n; ++j) {
+        if (args[j].kind == Arg::Done) continue;
+        ++left;
+        bool read = false;
+        for (size_t m = 0; m < n && !read; ++m)
+          read = m != j && args[m].kind != Arg::Done && reads(args[m], params[j]);
+        if (!read && ready == n) ready = j;
+      }
+      if (left == 0) break;
+      if (ready == n) {
+        // Every one left waits on another: the first's parameter is copied aside.
+        size_t j = 0;
+        while (args[j].kind == Arg::Done) ++j;
+        uint32_t tmp = allocReg();
+        emit(instr::make(Op::MOVE, tmp, params[j]));
+        Var* alias = mod_->newVar("");
+        reg_[alias] = tmp;
+        for (Arg& g : args) {
+          if (g.kind == Arg::Move && g.src == params[j]) g.src = tmp;
+          if (g.kind == Arg::Compute)
+            for (size_t k = 1; k < g.operation.size(); ++k)
+              if (inReg(g.operation[k], params[j])) g.operation[k] = localAtom(alias, at);
         }
-    }
-    for (size_t j = 0; j < n; ++j) {
-      if (src[j] == params[j]) continue;
-      if (src[j] != kNone)
-        emit(instr::make(Op::MOVE, params[j], src[j]));
-      else
-        loadAtom(bd.args[j + 1], params[j]);
+        continue;
+      }
+      Arg& g = args[ready];
+      switch (g.kind) {
+        case Arg::Move:
+          emit(instr::make(Op::MOVE, params[ready], g.src));
+          break;
+        case Arg::Load:
+          loadAtom(bd.args[ready + 1], params[ready]);
+          break;
+        case Arg::Compute:
+          loc_ = g.loc;
+          emitPrimitive(builtinOf(vm_, g.operation[0]), g.operation, params[ready]);
+          loc_ = at;
+          break;
+        case Arg::Done:
+          break;
+      }
+      g.kind = Arg::Done;
     }
     // The loop's body starts with its test, a compare-and-jump: the test is repeated
     // here, jumping back into the body where it leads (opcodes.h), and the JMP after it
@@ -1422,6 +1526,8 @@ class FnCompiler {
   std::vector<GroupClosure> groupClosures_;
   std::vector<Window> windows_;  // reserved, for calls not compiled yet (lowest first)
   LoopCtx* loop_ = nullptr;      // the innermost loop being compiled in place
+  // Computations put off to the loop's jump (deferToJump), by the variable they bind.
+  std::unordered_map<const Var*, const Bind*> deferred_;
   uint32_t top_ = 0;
   uint32_t maxTop_ = 0;
   SrcLoc loc_;
