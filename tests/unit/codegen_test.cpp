@@ -742,6 +742,17 @@ TEST_F(Codegen, ALoopWhoseNameIsOnlyTailCalledIsAJump) {
             "50");
 }
 
+// The instructions (f 2000) executes beyond those of (f 1000): a thousand iterations of
+// f's loop.
+uint64_t perThousandMore(dlam::VM& vm, const char* f) {
+  uint64_t before = vm.instructionsExecuted();
+  dlam::evalSource(vm, ("(" + std::string(f) + " 1000)").c_str(), "<codegen>");
+  uint64_t thousand = vm.instructionsExecuted() - before;
+  before = vm.instructionsExecuted();
+  dlam::evalSource(vm, ("(" + std::string(f) + " 2000)").c_str(), "<codegen>");
+  return vm.instructionsExecuted() - before - thousand;
+}
+
 // The arguments of a loop's self-call are one parallel assignment: computations put off
 // to the jump (deferToJump) are ordered so that each parameter is read before it is
 // written, and where the arguments wait on each other (a rotation, a swap) one is
@@ -771,12 +782,7 @@ TEST_F(Codegen, ALoopsSelfCallIsOneParallelAssignment) {
   EXPECT_EQ(show("(mixed 4)"), "(3 -3)");
   // x and y each read the other: one copy aside, the rest computed in place, so five
   // instructions an iteration: k - 1, the copy, y + 1, x' * 2, the test repeated.
-  uint64_t before = vm.instructionsExecuted();
-  show("(swap2 1000)");
-  uint64_t thousand = vm.instructionsExecuted() - before;
-  before = vm.instructionsExecuted();
-  show("(swap2 2000)");
-  EXPECT_EQ(vm.instructionsExecuted() - before - thousand, 5000u);
+  EXPECT_EQ(perThousandMore(vm, "swap2"), 5000u);
 }
 
 // A loop whose body starts with its test (a compare-and-jump) repeats the test at its
@@ -809,12 +815,8 @@ TEST_F(Codegen, ALoopRepeatsItsTestAtItsEnd) {
                    "(define (sum-below n) (let loop ((i 0) (acc 0)) (if (< i n) (loop (+ i 1) "
                    "(+ acc i)) acc)))",
                    "<codegen>");
-  uint64_t before = vm.instructionsExecuted();
-  EXPECT_EQ(show("(sum-below 1000)"), "499500");
-  uint64_t thousand = vm.instructionsExecuted() - before;
-  before = vm.instructionsExecuted();
   EXPECT_EQ(show("(sum-below 2000)"), "1999000");
-  EXPECT_EQ(vm.instructionsExecuted() - before - thousand, 3000u);
+  EXPECT_EQ(perThousandMore(vm, "sum-below"), 3000u);
 
   // A do: the self-call is in the branch the test jumps to, which the test repeated as
   // it is jumps back to; the JMP after it leads to the branch after the test.
