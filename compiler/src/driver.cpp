@@ -186,8 +186,9 @@ class Toplevel {
       v = vm_.runToplevel(proto);
     } catch (Error& e) {
       // When the form tail-called into library code, no frame of the script is left:
-      // the error then belongs to the form being evaluated.
-      if (isLibrary(e.file) && !isLibrary(opts.file)) {
+      // the error then belongs to the form being evaluated. So does one raised before
+      // the form's frame was made (the heap limit, reached making its closure).
+      if ((isLibrary(e.file) && !isLibrary(opts.file)) || !e.loc.known()) {
         e.file = opts.file;
         e.loc = f->loc;
       }

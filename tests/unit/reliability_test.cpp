@@ -74,6 +74,12 @@ void expectOutOfMemory(const Error& e, const std::string& what, uint64_t n) {
   EXPECT_NE(e.message.find("out of memory"), std::string::npos)
       << what << ", allocation " << n << ": " << e.format();
 }
+// A program's: located, as every error of a program is, also one raised before the
+// form's frame was made (its closure's allocation).
+void expectProgramOutOfMemory(const Error& e, const std::string& what, uint64_t n) {
+  expectOutOfMemory(e, what, n);
+  EXPECT_TRUE(e.loc.known()) << what << ", allocation " << n << ": " << e.format();
+}
 
 std::string eval(VM& vm, const std::string& src) {
   Value v = dlam::evalSource(vm, src, "<check>");
@@ -314,7 +320,7 @@ TEST_P(AllocationFailureIn, ProgramBecomesCleanError) {
       completed = true;
       break;
     } catch (const Error& e) {
-      expectOutOfMemory(e, sc.name, n);
+      expectProgramOutOfMemory(e, sc.name, n);
     }
     ++failed;
     vm.failAllocationAt = 0;
@@ -350,7 +356,7 @@ TEST_P(AllocationFailureIn, OneVmThroughManyFailures) {
       eval(vm, sc.source);
       break;  // no failure: past the end of the program
     } catch (const Error& e) {
-      expectOutOfMemory(e, sc.name, at);
+      expectProgramOutOfMemory(e, sc.name, at);
     }
     vm.failAllocationAt = 0;
     vm.recover();
