@@ -433,14 +433,14 @@ Value bundleOfP(VM& vm, Value* a, int) {
 Value repClosureP(VM&, Value* a, int) {
   return Value::boolean(isClosure(a[0]) && asClosure(a[0])->proto->primal != nullptr);
 }
-// (%projected? s): whether the sensitivity s (under reverse tags) is a cobundle, or a
-// bundle of a tag whose forward pass has ended: what %materialize projects on a value
-// without that tag (VM::fwdProject). A number's sensitivity that is one (reverse over a
-// jvp taken inside vector-map's function) is no number to list->vector.
-Value projectedP(VM& vm, Value* a, int) {
-  Value s = untagged(a[0]);
-  return Value::boolean(isFwd(s) && (asFwd(s)->co() || asFwd(s)->tag() > vm.fwdTagInUse()));
+// Whether the sensitivity s is a cobundle, or a bundle of a tag whose forward pass has
+// ended: what %materialize projects on a value without that tag (VM::fwdProject).
+bool projected(const VM& vm, Value s) {
+  return isFwd(s) && (asFwd(s)->co() || asFwd(s)->tag() > vm.fwdTagInUse());
 }
+// (%projected? s): the same under reverse tags. A number's sensitivity that is one
+// (reverse over a jvp taken inside vector-map's function) is no number to list->vector.
+Value projectedP(VM& vm, Value* a, int) { return Value::boolean(projected(vm, untagged(a[0]))); }
 // Reverse over reverse over forward: the sensitivity of a cobundle (P, T), which pairs
 // with it as u·P + v·T, is the bundle u + vε of its tag. It is a bundle, not a
 // cobundle, because the outer backward pass multiplies it the way the dual-number rule
@@ -607,7 +607,7 @@ Value materializeTree(VM& vm, Value s0, Value v0) {
       Value c = s;
       int k = 0;
       for (; k < tags && isObj(c, ObjType::Rev); ++k) c = static_cast<Rev*>(c.asObject())->primal;
-      if (isFwd(c) && (asFwd(c)->co() || asFwd(c)->tag() > vm.fwdTagInUse())) {
+      if (projected(vm, c)) {
         Value p = vm.fwdProject(c, v);
         if (p != c) {
           // (The symbolic zero stays itself, the zero of the value below: wrapped in
@@ -694,11 +694,11 @@ Value materialize(VM& vm, Value* a, int) {
     bool scalar = vc.isNumber() || (isFwd(vc) && fwdPrimal(vc).isNumber());
     // (A reverse-tagged cobundle, reverse over reverse over forward, takes it too: it is
     // projected there; so does a bundle of a tag whose forward pass has ended.)
-    if (scalar && (sc.isNumber() ||
-                   (isObj(sc, ObjType::Rev) && !isObj(untagged(sc), ObjType::Vector) &&
-                    !isFwd(untagged(sc))) ||
-                   (isFwd(sc) && !asFwd(sc)->co() && asFwd(sc)->tag() <= vm.fwdTagInUse() &&
-                    !isObj(untagged(fwdPrimal(sc)), ObjType::Vector))))
+    if (scalar &&
+        (sc.isNumber() ||
+         (isObj(sc, ObjType::Rev) && !isObj(untagged(sc), ObjType::Vector) &&
+          !isFwd(untagged(sc))) ||
+         (isFwd(sc) && !projected(vm, sc) && !isObj(untagged(fwdPrimal(sc)), ObjType::Vector))))
       continue;
     Value m;
     if (scalar && sc.isZero()) {
