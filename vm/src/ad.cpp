@@ -571,14 +571,12 @@ uint16_t VM::callerAdLevel() {
   return 0;
 }
 
-// Plain code (level 0) and code of level 1 are sent through %j-boundary (at level 1 by
-// way of %j-boundary-at, which gives the boundary's backpropagator the caller's
-// convention); code of level 2 or more calls the function as it is and sees the
-// symbolic zero where nothing reached (docs/internals.md).
+// Code of every level is sent through %j-boundary (plain code directly, code of level 1
+// by way of %j-boundary-at and of level 2 or more by way of %j-boundary-up, which give
+// the boundary's backpropagator the caller's convention; docs/internals.md).
 bool VM::observedRep() {
   const Proto* p = frames_.back().closure->proto;
   uint16_t c = callerAdLevel();
-  if (c > 1) return false;
   for (uint16_t i = 0; i <= c; ++i)
     if (!(p = p->primal)) return false;
   return true;
@@ -632,15 +630,19 @@ int VM::toJBoundary() {
     return 2;
   }
   // Called by code of level 1: through %j-boundary-at, which hands on a backpropagator
-  // of the caller's convention (prelude.dlam).
-  Value at = libraryValue("%j-boundary-at");
-  if (!isClosure(at)) runtimeError("*j: the library's %j-boundary-at is missing");
+  // of the caller's convention (prelude.dlam); of level 2 or more, through
+  // %j-boundary-up, which does so at each level, given the level first.
+  const char* name = level == 1 ? "%j-boundary-at" : "%j-boundary-up";
+  Value at = libraryValue(name);
+  if (!isClosure(at)) runtimeError(std::string("*j: the library's ") + name + " is missing");
+  uint32_t k = 0;
   stack_[base - 1] = at;
-  stack_[base] = b;
-  stack_[base + 1] = Value::object(closure);
-  stack_[base + 2] = args;
+  if (level > 1) stack_[base + k++] = Value::number(level);
+  stack_[base + k++] = b;
+  stack_[base + k++] = Value::object(closure);
+  stack_[base + k++] = args;
   frames_.back().closure = asClosure(at);
-  return 3;
+  return static_cast<int>(k);
 }
 
 Value VM::observedCopy(Value bp, Value w) {

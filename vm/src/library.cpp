@@ -46,12 +46,12 @@ constexpr const char* kCalledByName[] = {
     "%record-predicate", "%record-accessor",
     "%rec-fix",          "%xbar-rest",
     "%call-vjp",         "%j-boundary",
-    "%j-boundary-at",    "%attached-forward",
-    "%list->array",      "%nary-+",
-    "%nary--",           "%nary-*",
-    "%nary-/",           "%nary-min",
-    "%nary-max",         "%nary-list",
-    "%nary-append",
+    "%j-boundary-at",    "%j-boundary-up",
+    "%attached-forward", "%list->array",
+    "%nary-+",           "%nary--",
+    "%nary-*",           "%nary-/",
+    "%nary-min",         "%nary-max",
+    "%nary-list",        "%nary-append",
 };
 
 // A second load (after a failed one, or again) starts from fresh twins: its code must

@@ -398,15 +398,14 @@ class VM {
   // is a reverse-transformed function rather than a backpropagator: undone as many
   // times as that code's level, it is still the image of a function (Proto::primal).
   // (A backpropagator's result is given materialized by the flag %observed puts on it.)
-  // Only plain code and code of level 1 are sent through %j-boundary: at a higher level
-  // the call runs as it is (ad.cpp).
   [[gnu::noinline]] bool observedRep();
   // The prelude's %j-boundary at `level` (*j of it taken level times): how ADENTRY runs
   // a reverse-transformed function called by code that observes it (ad.cpp).
   Value jBoundary(uint16_t level);
   // The newest frame (a reverse-transformed function at its ADENTRY, called by code
   // that observes its result) made a call of %j-boundary on it and its arguments (from
-  // code of level 1, of %j-boundary-at on that boundary, it and its arguments); the
+  // code of level 1, of %j-boundary-at on that boundary, it and its arguments; from
+  // code of level c >= 2, of %j-boundary-up on c, that boundary, it and its arguments); the
   // number of arguments to enter it with.
   int toJBoundary();
   // ADENTRY: toJBoundary if the newest frame's function is called by code that observes
