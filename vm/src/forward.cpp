@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "dlam/vm.h"
+#include "forward_arith.h"
 
 namespace dlam {
 
@@ -40,7 +41,10 @@ Fwd* VM::makeFwd(uint32_t tag, Value primal, Value tangent, bool co) {
   f->aux = tag;
   f->primal = primal;
   f->tangent = tangent;
-  if (co) f->flags |= kCoBundle;
+  if (co)
+    f->flags |= kCoBundle;
+  else if (primal.isNumber() && tangent.isNumber())
+    f->flags |= kScalarFwd;
   return f;
 }
 
@@ -62,77 +66,6 @@ uint32_t tagOf(Value v) { return isFwd(v) ? asFwd(v)->tag() : 0; }
 }
 
 }  // namespace
-
-namespace {
-
-// The parts of a number or of a bundle of numbers (a plain number: tag 0, no tangent).
-// Inline, with one test of the object's header for "a bundle, not a cobundle": this is
-// the whole cost of forward-mode arithmetic but for the allocation.
-inline bool numberParts(Value v, uint32_t& tag, double& p, double& t) {
-  if (v.isNumber()) {
-    tag = 0;
-    p = v.asNumber();
-    t = 0;
-    return true;
-  }
-  if (!v.isObject()) return false;
-  const Obj* o = v.asObject();
-  if (o->type != ObjType::Fwd || (o->flags & kCoBundle)) return false;
-  const auto* f = static_cast<const Fwd*>(o);
-  if (!f->primal.isNumber() || !f->tangent.isNumber()) return false;
-  tag = f->tag();
-  p = f->primal.asNumber();
-  t = f->tangent.asNumber();
-  return true;
-}
-
-}  // namespace
-
-// + - * / of two numbers or bundles of numbers at one tag, computed in place: the
-// dual-number rules of ad_rules.cpp (the tangent rules), term for term and in the same
-// order, so the bits are the same, without their generic calls. Undefined otherwise.
-// (As the + primitive sums from 0, a sum is 0 + a + b: -0 + -0 is +0 there too. A
-// missing tangent is the symbolic zero there: x + 0 is x, 0 - x is -x, 0 x is absent.)
-// The interpreter calls it straight from its arithmetic instructions (arith_slow).
-Value VM::fwdArith2(NativeId id, Value a, Value b) {
-  uint32_t ta, tb;
-  double pa, da, pb, db;
-  if (!numberParts(a, ta, pa, da) || !numberParts(b, tb, pb, db)) return Value::undefined();
-  if (ta != tb && ta != 0 && tb != 0) return Value::undefined();
-  uint32_t e = ta > tb ? ta : tb;
-  bool ha = ta == e, hb = tb == e;  // which operands carry a tangent
-  double y, yd;
-  switch (id) {
-    case NativeId::Add:
-      y = (0.0 + pa) + pb;
-      yd = ha && hb ? (0.0 + da) + db : ha ? da : db;
-      break;
-    case NativeId::SensAdd:  // (as the %sens+ native adds two numbers: VM::plus)
-      y = pa + pb;
-      yd = ha && hb ? da + db : ha ? da : db;
-      break;
-    case NativeId::Sub:
-      y = pa - pb;
-      yd = ha && hb ? da - db : ha ? da : -db;
-      break;
-    case NativeId::Mul:
-      y = pa * pb;
-      yd = ha && hb ? (0.0 + da * pb) + pa * db : ha ? da * pb : pa * db;
-      break;
-    case NativeId::Div:
-      y = pa / pb;
-      yd = ha && hb ? (da - y * db) / pb : ha ? da / pb : -(y * db) / pb;
-      break;
-    default:
-      return Value::undefined();
-  }
-  // makeFwd, inline.
-  auto* f = static_cast<Fwd*>(allocate(ObjType::Fwd, sizeof(Fwd)));
-  f->aux = e;
-  f->primal = Value::numberChecked(y);
-  f->tangent = Value::numberChecked(yd);
-  return Value::object(f);
-}
 
 Value VM::fwdApply(Native* n, Value* args, int nargs) {
   if (n->fwdRule) return fwdRuleApply(n, args, nargs);
@@ -647,6 +580,32 @@ Value VM::fwdBundle(uint32_t tag, Value x, Value t) {
     return p;  // (), booleans, strings, symbols: their own bundle
   };
   if (!isPair(x)) return leaf(x, t);
+  // A list of leaves (a point given as a list of reals, the common case): along its
+  // spine, the list rebuilt from its end. A list with a pair among its elements takes
+  // the general walk below. (Nothing here collects: allocation only requests it.)
+  {
+    std::vector<Value> leaves;
+    Value xi = x, ti = t;
+    bool flat = true;
+    while (isPair(xi)) {
+      Value xc = asPair(xi)->car;
+      if (isPair(xc)) {
+        flat = false;
+        break;
+      }
+      if (!ti.isZero() && !isPair(ti))
+        runtimeError("bundle: the tangent " + show(ti, true) + " does not have the shape of " +
+                     show(xi, true));
+      leaves.push_back(leaf(xc, ti.isZero() ? ti : asPair(ti)->car));
+      if (!ti.isZero()) ti = asPair(ti)->cdr;
+      xi = asPair(xi)->cdr;
+    }
+    if (flat) {
+      Value r = leaf(xi, ti);
+      for (size_t i = leaves.size(); i-- > 0;) r = cons(leaves[i], r);
+      return r;
+    }
+  }
   // Walk x and t together (t may end in the symbolic zero: zeros from there on).
   struct Item {
     Value x, t;

@@ -14,6 +14,7 @@
 
 #include "dlam/opcodes.h"
 #include "dlam/vm.h"
+#include "forward_arith.h"
 
 namespace dlam {
 

@@ -64,6 +64,7 @@ enum ObjFlag : uint16_t {
   kZeroTree = 1 << 10,        // dict node: every value in its subtree is the symbolic zero
   kAsciiKnown = 1 << 11,      // string: whether it is all ASCII was found (kAscii says)
   kAscii = 1 << 12,           // string: every byte is ASCII (a character index is a byte index)
+  kScalarFwd = 1 << 12,       // Fwd: a bundle (not a cobundle) whose primal and tangent are numbers
   kCoBundle = 1 << 13,        // Fwd: the sensitivity of a bundle (see Fwd), not a bundle
   kDualRule = 1 << 14,        // native: numeric, so bundles among its arguments go to VM::fwdApply
   kForwardRep = 1 << 15,      // attached: rep is the value's j* (attach-j*), not its *j

@@ -588,7 +588,8 @@ class VM {
   // the parts computed by callPrimitive again (lower tags); cobundles (sensitivities)
   // by the transposed rules of + - * /.
   Value fwdApply(Native* n, Value* args, int nargs);
-  Value fwdArith2(NativeId id, Value a, Value b);  // forward.cpp: the numbers' fast path
+  // the numbers' fast path (vm/src/forward_arith.h, inline there)
+  [[gnu::always_inline]] inline Value fwdArith2(NativeId id, Value a, Value b);
   // (op a b) for + - * / through callPrimitive (bundles of any tag).
   Value arith(NativeId op, Value a, Value b);
   // A new forward tag above every tag in use (the nesting level of a perturbation),
