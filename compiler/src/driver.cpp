@@ -120,11 +120,19 @@ class Toplevel {
         /*intoLambdas=*/true);
   }
 
+  // Errors raised on the way that carry no location of their own (the heap limit,
+  // reached expanding a macro use or compiling) belong to the form.
   void form(Sx* f, const ExpandOptions& opts) {
     try {
       formBody(f, opts);
     } catch (const std::bad_alloc&) {
       outOfMemory(opts.file, f->loc);
+    } catch (Error& e) {
+      if (e.file.empty() || !e.loc.known()) {
+        e.file = opts.file;
+        e.loc = f->loc;
+      }
+      throw;
     }
   }
 
@@ -159,21 +167,11 @@ class Toplevel {
     }
     vm_.safePoint();
     auto mod = std::make_shared<anf::Module>();
-    Proto* proto;
-    try {
-      anf::Lambda* lam = expandToplevel(vm_, *mod, f, arena_, opts);
-      if (vm_.loadingLibrary()) bindToLibrary(lam);
-      countSyntax();
-      proto = compileLambda(vm_, mod, lam);
-      if (vm_.loadingLibrary() && definesInternal(f)) markInternal(proto);
-    } catch (Error& e) {
-      // Errors raised while compiling (say the heap limit) belong to the form.
-      if (e.file.empty() || !e.loc.known()) {
-        e.file = opts.file;
-        e.loc = f->loc;
-      }
-      throw;
-    }
+    anf::Lambda* lam = expandToplevel(vm_, *mod, f, arena_, opts);
+    if (vm_.loadingLibrary()) bindToLibrary(lam);
+    countSyntax();
+    Proto* proto = compileLambda(vm_, mod, lam);
+    if (vm_.loadingLibrary() && definesInternal(f)) markInternal(proto);
     if (onCompiled) onCompiled(proto);
     if (!run_) {
       protos.push_back(proto);
@@ -186,9 +184,9 @@ class Toplevel {
       v = vm_.runToplevel(proto);
     } catch (Error& e) {
       // When the form tail-called into library code, no frame of the script is left:
-      // the error then belongs to the form being evaluated. So does one raised before
-      // the form's frame was made (the heap limit, reached making its closure).
-      if ((isLibrary(e.file) && !isLibrary(opts.file)) || !e.loc.known()) {
+      // the error then belongs to the form being evaluated (as one with no location
+      // does: form()).
+      if (isLibrary(e.file) && !isLibrary(opts.file)) {
         e.file = opts.file;
         e.loc = f->loc;
       }

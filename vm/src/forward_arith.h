@@ -42,7 +42,8 @@ inline bool numberParts(Value v, uint32_t& tag, double& p, double& t) {
 inline Value VM::fwdArith2(NativeId id, Value a, Value b) {
   uint32_t ta, tb;
   double pa, da, pb, db;
-  if (!fwd_detail::numberParts(a, ta, pa, da) || !fwd_detail::numberParts(b, tb, pb, db)) return Value::undefined();
+  if (!fwd_detail::numberParts(a, ta, pa, da) || !fwd_detail::numberParts(b, tb, pb, db))
+    return Value::undefined();
   if (ta != tb && ta != 0 && tb != 0) return Value::undefined();
   uint32_t e = ta > tb ? ta : tb;
   bool ha = ta == e, hb = tb == e;  // which operands carry a tangent
@@ -79,6 +80,5 @@ inline Value VM::fwdArith2(NativeId id, Value a, Value b) {
   f->tangent = Value::numberChecked(yd);
   return Value::object(f);
 }
-
 
 }  // namespace dlam
