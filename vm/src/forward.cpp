@@ -577,6 +577,9 @@ Value VM::fwdBundle(uint32_t tag, Value x, Value t) {
       }
       return Value::object(r);
     }
+    // The end of a list: a tangent list that goes on past it has not its shape.
+    if (p.isNil() && !d.isNil())
+      runtimeError("bundle: the tangent " + show(d, true) + " does not have the shape of ()");
     return p;  // (), booleans, strings, symbols: their own bundle
   };
   if (!isPair(x)) return leaf(x, t);
@@ -594,12 +597,15 @@ Value VM::fwdBundle(uint32_t tag, Value x, Value t) {
         break;
       }
       if (!ti.isZero() && !isPair(ti))
-        runtimeError("bundle: the tangent " + show(ti, true) + " does not have the shape of " +
-                     show(xi, true));
+        runtimeError("bundle: the tangent " + show(t, true) + " does not have the shape of " +
+                     show(x, true));
       leaves.push_back(leaf(xc, ti.isZero() ? ti : asPair(ti)->car));
       if (!ti.isZero()) ti = asPair(ti)->cdr;
       xi = asPair(xi)->cdr;
     }
+    if (flat && xi.isNil() && isPair(ti))
+      runtimeError("bundle: the tangent " + show(t, true) + " does not have the shape of " +
+                   show(x, true));
     if (flat) {
       Value r = leaf(xi, ti);
       for (size_t i = leaves.size(); i-- > 0;) r = cons(leaves[i], r);
