@@ -174,6 +174,18 @@ struct Machine {
     vm->restoreBindings();
     vm->random().seed(0x5eed);
   }
+  // Whether what the inputs left behind fills half the heap limit after a collection:
+  // the library's code decoded on first use and its transforms, cached for the VM's life
+  // at every level of derivative used (six nested gradients of a small function leave
+  // some 40 MB, docs/performance.md), grow with the inputs; a VM whose caches fill the
+  // limit is replaced rather than failing the next input for want of room.
+  bool full() {
+    uint64_t half = (kHeapLimitMb << 20) / 2;
+    if (vm->gcStats().liveBytes <= half) return false;
+    vm->restoreBindings();
+    vm->collectGarbage();
+    return vm->gcStats().liveBytes > half;
+  }
   dlam::Value savedAt(int i) {
     dlam::Value l = saved->get();
     for (; i > 0; --i) l = dlam::asPair(l)->cdr;
@@ -211,7 +223,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     own = std::make_unique<Machine>();
     m = own.get();
   } else {
-    if (!shared || ++uses >= kInputsPerVm) {
+    if (!shared || ++uses >= kInputsPerVm || shared->full()) {
       shared.reset();
       shared = std::make_unique<Machine>();
       uses = 0;
