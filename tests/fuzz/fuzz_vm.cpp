@@ -175,10 +175,10 @@ struct Machine {
     vm->random().seed(0x5eed);
   }
   // Whether what the inputs left behind fills half the heap limit after a collection:
-  // the library's code decoded on first use and its transforms, cached for the VM's life
-  // at every level of derivative used (six nested gradients of a small function leave
-  // some 40 MB, docs/performance.md), grow with the inputs; a VM whose caches fill the
-  // limit is replaced rather than failing the next input for want of room.
+  // the library's code decoded on first use and its first-level transforms, cached for
+  // the VM's life (docs/differentiation.md, "What a derivative costs"), grow with the
+  // inputs; a VM whose caches fill the limit is replaced rather than failing the next
+  // input for want of room.
   bool full() {
     uint64_t half = (kHeapLimitMb << 20) / 2;
     if (vm->gcStats().liveBytes <= half) return false;

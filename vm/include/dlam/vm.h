@@ -763,6 +763,8 @@ class VM {
   void buildTrace(Error& e);
   void markRoots(std::vector<Obj*>& work);
   void traceChildren(Obj* o, std::vector<Obj*>& work);
+  void weakDerivatives(uint64_t& marked, uint64_t& markedBytes);
+  [[gnu::noinline]] void holdWeakly(Obj* o);
   // The collection the allocation threshold asked for: minor, or full by the policy
   // (heap.cpp).
   void collectDue();
@@ -787,8 +789,14 @@ class VM {
 
   GcStats stats_;
   bool gcRequested_ = false;
-  bool majorRequested_ = false;      // the next collection is full
-  std::vector<Obj*> remembered_;     // old objects that may point at young ones (kRemembered)
+  bool majorRequested_ = false;   // the next collection is full
+  std::vector<Obj*> remembered_;  // old objects that may point at young ones (kRemembered)
+  // A full collection holds the caches of nested derivatives weakly (heap.cpp,
+  // weakDerivatives): the transform of a proto made by a transform, and *j of a closure
+  // of such a proto. weakPass_ is set while it marks; the objects holding such links wait
+  // here until marking ends.
+  bool weakPass_ = false;
+  std::vector<Obj*> weakHolders_;
   uint64_t oldBytes_ = 0;            // the bytes that survived the last collection (all old)
   uint64_t oldObjects_ = 0;          // and the objects
   uint64_t liveAfterMajor_ = 0;      // the bytes that survived the last full collection
