@@ -29,26 +29,26 @@ def functions_run(binary):
                         f"--callgrind-out-file={out}", binary, "-e", "1"],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         lines = open(out).read().split("\n")
-    objects, names, seen, order = {}, {}, set(), []
-    obj = None
+    # Callgrind names an object (ob=) or a function (fn=) in full the first time, by its
+    # number after that; the c- forms (cob=, cfn=) name a callee, not what follows.
+    tables = {"ob": {}, "fn": {}}
+    current = {"ob": None, "fn": None}
+    seen, order = set(), []
     for line in lines:
-        m = re.match(r"(c?)ob=\((\d+)\)(?: (.*))?", line)
-        if m:
-            if m.group(3):
-                objects[m.group(2)] = m.group(3)
-            if not m.group(1):
-                obj = objects.get(m.group(2))
+        m = re.match(r"(c?)(ob|fn)=\((\d+)\)(?: (.*))?", line)
+        if not m:
             continue
-        m = re.match(r"(c?)fn=\((\d+)\)(?: (.*))?", line)
-        if m:
-            if m.group(3):
-                names[m.group(2)] = m.group(3)
-            if not m.group(1):
-                fn = names.get(m.group(2))
-                if obj and os.path.basename(obj) == os.path.basename(binary) and fn not in seen \
-                        and not fn.startswith("0x"):
-                    seen.add(fn)
-                    order.append(fn)
+        callee, kind, number, name = m.groups()
+        if name:
+            tables[kind][number] = name
+        if callee:
+            continue
+        current[kind] = tables[kind].get(number)
+        fn, obj = current["fn"], current["ob"]
+        if kind == "fn" and obj and os.path.basename(obj) == os.path.basename(binary) \
+                and fn not in seen and not fn.startswith("0x"):
+            seen.add(fn)
+            order.append(fn)
     return order
 
 
