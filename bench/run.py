@@ -370,6 +370,16 @@ WORKLOADS += [
              {"dlam": Rep("logistic", "derivative", 1000, 8000)}),
     Workload("logistic-grad", GRAD, "d/dr of the logistic map by `gradient` (reverse mode)",
              {"dlam": Rep("logistic", "grad", 1000, 3000)}),
+    # memory: one derivative of 10^6 and of 10^7 steps (peak RSS; time incl. start-up):
+    # forward mode keeps no tape (TAPE_CHECKS). (Below 10^6 steps the peak still grows
+    # as the collector's young space fills with dead bundles: 5.1 MB at 10^3, 8.6 MB at
+    # 10^5, 9.3 MB from 10^6 on; a gradient of 10^5 steps peaks at 38 MB.)
+    Workload("logistic-derivative-1e6", GRAD, "memory: one derivative of the logistic map, "
+             "10^6 steps (wall incl. start-up)",
+             {"dlam": Rep("logistic", "derivative", 10**6, 1, base=None)}),
+    Workload("logistic-derivative-1e7", GRAD, "memory: one derivative of the logistic map, "
+             "10^7 steps (wall incl. start-up)",
+             {"dlam": Rep("logistic", "derivative", 10**7, 1, base=None)}),
     Workload("mlp-f", GRAD, "MLP 2-16-16-1 tanh, MSE over 256 samples, scalar ops: evaluation",
              _mlp("f", dlam=90, cpp=2000, lua=100, torch=Rep("mlp", "f", 0, 3, runs=3, scale=False))),
     Workload("mlp-grad", GRAD, "MLP loss: gradient w.r.t. the 337 weights",
@@ -514,6 +524,10 @@ COST_RATIOS = [
 ]
 # dlam peak RSS after REPS vs after `base` repetitions in one process: at most this ratio
 GROWTH_CHECKS = [("rosen-grad-growth", 1.05), ("rosen-grad-growth-warm", 1.05)]
+# dlam peak RSS of one workload vs another (the same computation, more operations): at
+# most this ratio. Issue #30: a forward pass allocates no tape.
+TAPE_CHECKS = [("forward pass, 10^7 vs 10^6 steps", "logistic-derivative-1e7",
+                "logistic-derivative-1e6", 1.05)]
 # With the first of them, dlam's live heap after a full collection, after `base` and
 # after REPS gradients (MODE live): what repeated gradients keep, without the garbage
 # the collector's pace lets accumulate (which peak RSS counts). It must not grow.
@@ -1041,8 +1055,19 @@ def report_rep_group(opts, g, ws, all_results):
                 line = live_heap_line(opts, next(x for x in ws if x.name == wname))
                 if line:
                     lines.append(line)
+    for label, big, small, limit in TAPE_CHECKS:
+        if not any(x.name == big for x in ws):
+            continue
+        rb, rs = all_results.get(big, {}).get("dlam"), all_results.get(small, {}).get("dlam")
+        if not (rb and rs and rb.ok and rs.ok and rb.peak_kb and rs.peak_kb):
+            continue
+        ratio = rb.peak_kb / rs.peak_kb
+        lines.append(f"- dlam, {label}: peak RSS {fmt_mb(rs.peak_kb)} MB -> {fmt_mb(rb.peak_kb)} MB "
+                     f"({ratio:.2f}×; target ≤ {limit:g}×): {'PASS' if ratio <= limit else 'MISS'}")
     if lines:
-        print(f"\n### memory growth ({g}): {', '.join(n for n, _ in GROWTH_CHECKS)}\n")
+        names = [n for n, _ in GROWTH_CHECKS] + [big for _, big, _, _ in TAPE_CHECKS]
+        names = [n for n in names if any(x.name == n for x in ws)]
+        print(f"\n### memory growth ({g}): {', '.join(names)}\n")
         print("\n".join(lines))
 
 
