@@ -558,12 +558,14 @@ Value VM::fwdTangent(uint32_t tag, Value v) {
 }
 
 Value VM::fwdBundle(uint32_t tag, Value x, Value t) {
+  auto shapeError = [&](Value d, Value p) {
+    runtimeError("bundle: the tangent " + show(d, true) + " does not have the shape of " +
+                 show(p, true));
+  };
   auto leaf = [&](Value p, Value d) -> Value {
     if (d.isZero()) return p;
     if (p.isNumber() || isFwd(p) || isObj(p, ObjType::Vector)) {
-      if (!(d.isNumber() || isFwd(d) || isObj(d, ObjType::Vector)))
-        runtimeError("bundle: the tangent " + show(d, true) + " does not have the shape of " +
-                     show(p, true));
+      if (!(d.isNumber() || isFwd(d) || isObj(d, ObjType::Vector))) shapeError(d, p);
       return Value::object(makeFwd(tag, p, d));
     }
     if (isClosure(p)) {
@@ -578,8 +580,7 @@ Value VM::fwdBundle(uint32_t tag, Value x, Value t) {
       return Value::object(r);
     }
     // The end of a list: a tangent list that goes on past it has not its shape.
-    if (p.isNil() && !d.isNil())
-      runtimeError("bundle: the tangent " + show(d, true) + " does not have the shape of ()");
+    if (p.isNil() && !d.isNil()) shapeError(d, p);
     return p;  // (), booleans, strings, symbols: their own bundle
   };
   if (!isPair(x)) return leaf(x, t);
@@ -596,16 +597,12 @@ Value VM::fwdBundle(uint32_t tag, Value x, Value t) {
         flat = false;
         break;
       }
-      if (!ti.isZero() && !isPair(ti))
-        runtimeError("bundle: the tangent " + show(t, true) + " does not have the shape of " +
-                     show(x, true));
+      if (!ti.isZero() && !isPair(ti)) shapeError(t, x);
       leaves.push_back(leaf(xc, ti.isZero() ? ti : asPair(ti)->car));
       if (!ti.isZero()) ti = asPair(ti)->cdr;
       xi = asPair(xi)->cdr;
     }
-    if (flat && xi.isNil() && isPair(ti))
-      runtimeError("bundle: the tangent " + show(t, true) + " does not have the shape of " +
-                   show(x, true));
+    if (flat && xi.isNil() && isPair(ti)) shapeError(t, x);
     if (flat) {
       Value r = leaf(xi, ti);
       for (size_t i = leaves.size(); i-- > 0;) r = cons(leaves[i], r);
@@ -624,9 +621,7 @@ Value VM::fwdBundle(uint32_t tag, Value x, Value t) {
     work.pop_back();
     if (!it.expanded) {
       if (isPair(it.x)) {
-        if (!it.t.isZero() && !isPair(it.t))
-          runtimeError("bundle: the tangent " + show(it.t, true) + " does not have the shape of " +
-                       show(it.x, true));
+        if (!it.t.isZero() && !isPair(it.t)) shapeError(it.t, it.x);
         Value tc = it.t.isZero() ? it.t : asPair(it.t)->car;
         Value td = it.t.isZero() ? it.t : asPair(it.t)->cdr;
         work.push_back({it.x, it.t, true});
