@@ -104,6 +104,7 @@ def _openblas_flags() -> list:
 # hash of the source and common.h, so an edit rebuilds.
 CXX_PEERS = {
     "rosenbrock": ("rosenbrock.cpp", []),
+    "logistic": ("logistic.cpp", []),
     "mlp": ("mlp.cpp", []),
     "mlp784": ("mlp784.cpp", _openblas_flags()),
     "rosen_array": ("rosen_array.cpp", []),
@@ -187,7 +188,7 @@ PEERS = [
     Peer("luajit", "luajit -joff", lambda o, src: ["luajit", "-joff", src], _which("luajit")),
     # Gradient peers (group `gradients`): each program takes MODE N REPS.
     Peer("cpp", "C++ hand", _no_source, _which("g++"),
-         prepare=_build_cxx(["rosenbrock", "mlp", "mlp784"]),
+         prepare=_build_cxx(["rosenbrock", "logistic", "mlp", "mlp784"]),
          rep_argv=lambda o, prog, mode, n, reps: [_BUILT[prog], mode, str(n), str(reps)]),
     # NumPy-style C++ (bench/peers/rosen_array.cpp): a loop and a new std::vector per
     # array operation, the gradient as whole-array reverse rules (array workloads).
@@ -349,27 +350,45 @@ WORKLOADS += [
                     **{"adolc-replay": Rep("rosenbrock", "hvp", 100, 10000)},
                     torch=Rep("rosenbrock", "hvp", 100, 100, runs=3, scale=False))),
     Workload("rosen-hvp-fr", GRAD, "Hessian-vector product of Rosenbrock n=100 by the library's "
-             "hvp, forward over reverse (C++ by hand as in rosen-hvp)",
+             "hvp, forward over reverse (C++: the hand gradient on dual numbers; PyTorch: "
+             "double backward, as in rosen-hvp)",
              {"dlam": Rep("rosenbrock", "hvp-fr", 100, 4000),
-              "cpp": Rep("rosenbrock", "hvp", 100, 1000000)}),
+              "cpp": Rep("rosenbrock", "hvp-dual", 100, 1000000),
+              "torch": Rep("rosenbrock", "hvp", 100, 100, runs=3, scale=False)}),
     Workload("rosen-jvp", GRAD, "directional derivative of Rosenbrock n=1000 by forward mode "
-             "(jvp-forward): the cost of bundles",
-             {"dlam": Rep("rosenbrock", "jvp", 1000, 1800)}),
+             "(jvp-forward): the cost of bundles (C++: dual numbers; PyTorch: forward_ad)",
+             {"dlam": Rep("rosenbrock", "jvp", 1000, 1800),
+              "cpp": Rep("rosenbrock", "jvp", 1000, 100000),
+              "torch": Rep("rosenbrock", "jvp", 1000, 10, runs=3, scale=False)}),
     Workload("rosen-hvp-fr-1000", GRAD, "Hessian-vector product of Rosenbrock n=1000 by the "
-             "library's hvp, forward over reverse",
-             {"dlam": Rep("rosenbrock", "hvp-fr", 1000, 400)}),
+             "library's hvp, forward over reverse (peers as in rosen-hvp-fr)",
+             {"dlam": Rep("rosenbrock", "hvp-fr", 1000, 400),
+              "cpp": Rep("rosenbrock", "hvp-dual", 1000, 100000),
+              "torch": Rep("rosenbrock", "hvp", 1000, 10, runs=3, scale=False)}),
     Workload("rosen-hessian", GRAD, "Hessian of Rosenbrock n=100 by the library's hessian "
-             "(forward over reverse: n Hessian-vector products)",
-             {"dlam": Rep("rosenbrock", "hessian", 100, 60)}),
+             "(forward over reverse: n Hessian-vector products; C++: the tridiagonal formulas "
+             "into a dense matrix; PyTorch: n backward passes over the gradient's graph)",
+             {"dlam": Rep("rosenbrock", "hessian", 100, 60),
+              "cpp": Rep("rosenbrock", "hessian", 100, 100000),
+              "torch": Rep("rosenbrock", "hessian", 100, 3, runs=3, scale=False)}),
     # A real function of one real (bench/dlam/logistic.dlam: the logistic map iterated
-    # 1000 times): its derivative by forward mode and by reverse mode.
+    # 1000 times): its derivative by forward mode and by reverse mode. C++
+    # (bench/peers/logistic.cpp): by hand, on dual numbers, and with a hand tape.
     Workload("logistic-f", GRAD, "logistic map x <- r x (1 - x), 1000 steps, as a function of r: "
              "plain evaluation",
-             {"dlam": Rep("logistic", "f", 1000, 20000)}),
-    Workload("logistic-derivative", GRAD, "d/dr of the logistic map by `derivative` (forward mode)",
-             {"dlam": Rep("logistic", "derivative", 1000, 8000)}),
-    Workload("logistic-grad", GRAD, "d/dr of the logistic map by `gradient` (reverse mode)",
-             {"dlam": Rep("logistic", "grad", 1000, 3000)}),
+             {"dlam": Rep("logistic", "f", 1000, 20000),
+              "cpp": Rep("logistic", "f", 1000, 1000000),
+              "torch": Rep("logistic", "f", 1000, 20, runs=3, scale=False)}),
+    Workload("logistic-derivative", GRAD, "d/dr of the logistic map by `derivative` (forward "
+             "mode; C++: a dual number; PyTorch: forward_ad)",
+             {"dlam": Rep("logistic", "derivative", 1000, 8000),
+              "cpp": Rep("logistic", "derivative", 1000, 1000000),
+              "torch": Rep("logistic", "derivative", 1000, 10, runs=3, scale=False)}),
+    Workload("logistic-grad", GRAD, "d/dr of the logistic map by `gradient` (reverse mode; C++: "
+             "a hand tape; PyTorch: autograd.grad)",
+             {"dlam": Rep("logistic", "grad", 1000, 3000),
+              "cpp": Rep("logistic", "grad", 1000, 1000000),
+              "torch": Rep("logistic", "grad", 1000, 10, runs=3, scale=False)}),
     # memory: one derivative of 10^6 and of 10^7 steps (peak RSS; time incl. start-up):
     # forward mode keeps no tape (TAPE_CHECKS). (Below 10^6 steps the peak still grows
     # as the collector's young space fills with dead bundles: 5.1 MB at 10^3, 8.6 MB at

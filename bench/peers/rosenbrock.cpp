@@ -1,26 +1,44 @@
-// Hand-written extended Rosenbrock: value, gradient and Hessian-vector product.
+// Hand-written extended Rosenbrock: value, gradient, Hessian-vector product, Hessian and
+// directional derivative.
 //   f(x) = sum_{i=0}^{n-2} 100 (x_{i+1} - x_i^2)^2 + (1 - x_i)^2
-// Usage: rosenbrock MODE N REPS, MODE = f | grad | hvp | dump.  Repeats the computation
-// REPS times (run.py times REPS and 1 and divides the difference), then prints
-// "f" (MODE f) or "f checksum" (grad: of the gradient, hvp: of H v); dump: the
-// gradient's, then f and every gradient element, one a line (for checking others).
+// Usage: rosenbrock MODE N REPS, MODE = f | grad | hvp | hvp-dual | hessian | jvp | dump.
+// Repeats the computation REPS times (run.py times REPS and 1 and divides the
+// difference), then prints "f" (MODE f), "f checksum" (grad: of the gradient; hvp and
+// hvp-dual: of H v; hessian: the checksum of the rows' checksums, as
+// bench/dlam/rosenbrock.dlam), or "f jvp" (jvp: the derivative along v). hvp is the
+// tridiagonal H v written out by hand; hvp-dual is forward over reverse done by the
+// compiler: the hand gradient run on dual numbers x + εv (the hyperdual way), jvp the
+// function on dual numbers. dump: f and every gradient element, one a line.
 #include "common.h"
 
-static double rosen(const double* x, long n) {
-  double acc = 0;
+// A dual number v + d ε (ε² = 0): forward mode by operator overloading.
+struct Dual {
+  double v = 0, d = 0;
+  Dual() = default;
+  Dual(double value, double tangent = 0) : v(value), d(tangent) {}
+};
+static Dual operator+(Dual a, Dual b) { return {a.v + b.v, a.d + b.d}; }
+static Dual operator-(Dual a, Dual b) { return {a.v - b.v, a.d - b.d}; }
+static Dual operator*(Dual a, Dual b) { return {a.v * b.v, a.d * b.v + a.v * b.d}; }
+static Dual& operator+=(Dual& a, Dual b) { return a = a + b; }
+
+template <class T>
+static T rosen(const T* x, long n) {
+  T acc = 0;
   for (long i = 0; i + 1 < n; ++i) {
-    double t = x[i + 1] - x[i] * x[i], u = 1 - x[i];
-    acc = acc + 100 * (t * t) + u * u;
+    T t = x[i + 1] - x[i] * x[i], u = T(1) - x[i];
+    acc = acc + T(100) * (t * t) + u * u;
   }
   return acc;
 }
 
-static void rosenGrad(const double* x, long n, double* g) {
+template <class T>
+static void rosenGrad(const T* x, long n, T* g) {
   for (long i = 0; i < n; ++i) g[i] = 0;
   for (long i = 0; i + 1 < n; ++i) {
-    double t = x[i + 1] - x[i] * x[i], u = 1 - x[i];
-    g[i] += -400 * x[i] * t - 2 * u;
-    g[i + 1] += 200 * t;
+    T t = x[i + 1] - x[i] * x[i], u = T(1) - x[i];
+    g[i] += T(-400) * x[i] * t - T(2) * u;
+    g[i + 1] += T(200) * t;
   }
 }
 
@@ -35,10 +53,51 @@ static void rosenHvp(const double* x, const double* v, long n, double* hv) {
   }
 }
 
+// The dense n x n Hessian, row-major, from the formulas above.
+static void rosenHessian(const double* x, long n, double* h) {
+  for (long k = 0; k < n * n; ++k) h[k] = 0;
+  for (long i = 0; i + 1 < n; ++i) {
+    h[i * n + i] += 1200 * x[i] * x[i] - 400 * x[i + 1] + 2;
+    h[(i + 1) * n + i + 1] += 200;
+    h[i * n + i + 1] = h[(i + 1) * n + i] = -400 * x[i];
+  }
+}
+
 int main(int argc, char** argv) {
-  bench::Args a = bench::parseArgs(argc, argv, "f | grad | hvp | dump");
+  bench::Args a = bench::parseArgs(argc, argv, "f | grad | hvp | hvp-dual | hessian | jvp | dump");
   std::vector<double> x = bench::rosenX(a.n), v = bench::hvpV(a.n), out(a.n);
   volatile double sink = 0;
+  if (!std::strcmp(a.mode, "jvp") || !std::strcmp(a.mode, "hvp-dual")) {
+    bool jvp = a.mode[0] == 'j';
+    std::vector<Dual> xd(a.n), gd(a.n);
+    for (long i = 0; i < a.n; ++i) xd[i] = Dual(x[i], v[i]);
+    Dual y;
+    for (long r = 0; r < a.reps; ++r) {
+      bench::clobber();
+      if (jvp) {
+        y = rosen(xd.data(), a.n);
+        sink = y.d;
+      } else {
+        rosenGrad(xd.data(), a.n, gd.data());
+        sink = gd[0].d;
+      }
+    }
+    if (jvp) return bench::printResult(y.v, y.d), 0;
+    for (long i = 0; i < a.n; ++i) out[i] = gd[i].d;
+    bench::printResult(rosen(x.data(), a.n), bench::checksum(out.data(), a.n));
+    return 0;
+  }
+  if (!std::strcmp(a.mode, "hessian")) {
+    std::vector<double> h(a.n * a.n);
+    for (long r = 0; r < a.reps; ++r) {
+      bench::clobber();
+      rosenHessian(x.data(), a.n, h.data());
+      sink = h[0];
+    }
+    for (long i = 0; i < a.n; ++i) out[i] = bench::checksum(&h[i * a.n], a.n);
+    bench::printResult(rosen(x.data(), a.n), bench::checksum(out.data(), a.n));
+    return 0;
+  }
   if (!std::strcmp(a.mode, "f")) {
     double y = 0;
     for (long r = 0; r < a.reps; ++r) {

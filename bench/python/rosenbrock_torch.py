@@ -6,7 +6,10 @@ Usage: python3 rosenbrock_torch.py MODE N REPS, MODE =
   f     -- evaluate on 0-dim tensors under torch.no_grad()
   grad  -- torch.autograd.grad(f(x), x)
   hvp   -- reverse over reverse: g = grad(f, x, create_graph=True), then grad(g . v, x)
-Prints "f" (f) or "f checksum" like bench/peers/rosenbrock.cpp.
+  hessian -- g as for hvp, then one grad(g_i, x) per row (double backward, n passes)
+  jvp   -- forward mode: f on dual tensors x + eps v (torch.autograd.forward_ad)
+Prints "f" (f), "f checksum" (hessian: of the rows' checksums) or "f jvp" (jvp), like
+bench/peers/rosenbrock.cpp.
 """
 import os
 import sys
@@ -14,7 +17,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
-from common import args, hvp_v, print_result, rosen_x  # noqa: E402
+import torch.autograd.forward_ad as fwad  # noqa: E402
+
+from common import args, checksum, hvp_v, print_result, rosen_x  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -29,9 +34,10 @@ def rosen(x):
 
 
 def main():
-    mode, n, reps = args(("f", "grad", "hvp"))
+    mode, n, reps = args(("f", "grad", "hvp", "hessian", "jvp"))
     xs = rosen_x(n)
-    x = [torch.tensor(v, dtype=torch.float64, requires_grad=(mode != "f")) for v in xs]
+    x = [torch.tensor(v, dtype=torch.float64, requires_grad=(mode not in ("f", "jvp")))
+         for v in xs]
     if mode == "f":
         with torch.no_grad():
             for _ in range(reps):
@@ -39,6 +45,25 @@ def main():
         print_result(float(y))
         return
     v = [torch.tensor(vi, dtype=torch.float64) for vi in hvp_v(n)]
+    if mode == "jvp":
+        with torch.no_grad():
+            for _ in range(reps):
+                with fwad.dual_level():
+                    y = rosen([fwad.make_dual(xi, vi) for xi, vi in zip(x, v)])
+                    value, tangent = fwad.unpack_dual(y)
+        print(f"{float(value):.17g} {float(tangent):.17g}")
+        return
+    if mode == "hessian":
+        zero = torch.zeros((), dtype=torch.float64)
+        for _ in range(reps):
+            y = rosen(x)
+            g = torch.autograd.grad(y, x, create_graph=True)
+            rows = []
+            for gi in g:
+                row = torch.autograd.grad(gi, x, retain_graph=True, allow_unused=True)
+                rows.append([float(zero if h is None else h) for h in row])
+        print_result(float(y), [checksum(row) for row in rows])
+        return
     for _ in range(reps):
         y = rosen(x)
         g = torch.autograd.grad(y, x, create_graph=(mode == "hvp"))
