@@ -16,7 +16,6 @@ Lambda* Transformer::backprop(const Block* body, const Tape& tape, SrcLoc loc,
                               const std::string& name, const FinishFn& finish) {
   Lambda* bp = M.newLambda();
   bp->derived = true;
-  bp->backprop = true;
   bp->name = name.empty() ? "backprop" : "backprop:" + name;
   bp->file = file_;
   bp->loc = loc;
@@ -73,9 +72,8 @@ void Transformer::rhoBind(const Bind& bd, Sens& st) {
     case Bind::MakeLambda: {
       if (st.isZero(bd.dst)) return;
       // A closure's sensitivity is the list of its free variables' sensitivities.
-      // Those of the values it keeps as primal values are their images'.
       const auto& fvs = bd.lambda->freeVars;
-      spread(st, st.term(bd.dst), fvs.begin(), fvs.end(), bd.lambda->primalFree);
+      spread(st, st.term(bd.dst), fvs.begin(), fvs.end());
       return;
     }
     case Bind::If: {

@@ -3,7 +3,7 @@
 // says, other calls by the rep-function convention; conditionals in tail position pass
 // their backpropagators through (phiTail), others return (cons value backprop) from
 // their branches (phiIf). Numeric primitives run on primal values, recovered once per
-// variable (Uses, primalFree). The blocks a sweep leaves to do go to runTasks, so a
+// variable (Uses). The blocks a sweep leaves to do go to runTasks, so a
 // chain of conditionals (anf::chainBranch) costs no C++ stack, and the variables each
 // `if` of a chain needs from outside are found for the whole chain in one pass (outerOf).
 #include <algorithm>
@@ -23,30 +23,6 @@ bool onPrimals(const Native* n) {
 }
 
 }  // namespace
-
-// The free variables of L that its transform captures as primal values rather than
-// as their images (bit i for freeVars[i], i < 64): for a backpropagator, those its
-// body uses only as arguments of numeric primitives (directly, or through closures
-// that keep them so). The transformed body would only take their primal
-// (*j-inverse) at its entry; the closure holds that instead, so the code that makes
-// it tags nothing for it, and *j and *j-inverse of closures leave those values as
-// they are (VM::forceClosure). The sensitivity of such a closure is still that of
-// the values it stands for (the images): ρ takes *j-inverse of a part before giving
-// it to the primal variable (rhoBind), and the transform of a function that keeps
-// values so gives *j of their sensitivities (transformLambda's fbar). Only
-// backpropagators, which no recursive group or self-recursive closure contains. A
-// function of L alone (cached), so every transform of L agrees.
-uint64_t Transformer::primalFree(const Lambda* L) {
-  if (!L->backprop) return 0;
-  if (auto it = primalFree_.find(L); it != primalFree_.end()) return it->second;
-  if (stack_.exceeded()) fail(L->loc, L->file, "*j: function nested too deeply to transform");
-  Uses u = classify(L->body);
-  uint64_t plain = 0;
-  for (size_t i = 0; i < L->freeVars.size() && i < 64; ++i)
-    if (u.arith.count(L->freeVars[i]) && !u.tagged.count(L->freeVars[i])) plain |= uint64_t(1) << i;
-  primalFree_[L] = plain;
-  return plain;
-}
 
 Transformer::Uses Transformer::classify(const Block* body) {
   Uses u;
@@ -69,14 +45,9 @@ Transformer::Uses Transformer::classify(const Block* body) {
         }
         case Bind::If:  // its test is used as a test; its branches are blocks of their own
           break;
-        case Bind::MakeLambda: {
-          // A value the transformed closure keeps as a primal value is used as by
-          // arithmetic; any other capture needs the tagged value.
-          uint64_t plain = primalFree(bd.lambda);
-          for (size_t i = 0; i < bd.lambda->freeVars.size(); ++i)
-            (keepsPrimal(plain, i) ? u.arith : u.tagged).insert(bd.lambda->freeVars[i]);
+        case Bind::MakeLambda:  // a closure captures the tagged values
+          for (Var* f : bd.lambda->freeVars) u.tagged.insert(f);
           break;
-        }
         case Bind::Copy:
           if (bd.atom.kind == Atom::Local) copies.emplace_back(bd.dst, bd.atom.var);
           break;
@@ -212,14 +183,7 @@ void Transformer::phiBind(const Bind& bd, Block* out) {
                   std::count(bd.lambda->freeVars.begin(), bd.lambda->freeVars.end(), bd.dst);
       flatSelf_ = flat ? bd.dst : nullptr;
       flatFree_ = flat ? &bd.lambda->freeVars : nullptr;
-      // The captured values that the transformed closure keeps as primal values
-      // (primalFree) are this function's primal variables.
-      uint64_t plain = primalFree(bd.lambda);
-      std::vector<Var*> primals(bd.lambda->freeVars.size(), nullptr);
-      for (size_t i = 0; i < primals.size(); ++i)
-        if (keepsPrimal(plain, i))
-          primals[i] = primalFwd(out, localAtom(bd.lambda->freeVars[i], loc_)).var;
-      Lambda* t = transformLambda(bd.lambda, &primals);
+      Lambda* t = transformLambda(bd.lambda);
       flatSelf_ = savedSelf;
       flatFree_ = savedFree;
       Bind m;

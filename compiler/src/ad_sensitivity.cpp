@@ -81,11 +81,6 @@ TermP Sens::part(const TermP& tm, bool car) {
   return atomTerm(p);
 }
 
-TermP Sens::primalOfImage(const TermP& tm) {
-  Atom m = materialize(tm);
-  return atomTerm(t->call(out, {t->prim(NativeId::StarJInverse), m}));
-}
-
 // s if a and d are (%scar s) and (%scdr s), else null.
 Var* Transformer::wholeOf(const Atom& a, const Atom& d) const {
   if (a.kind != Atom::Local || d.kind != Atom::Local) return nullptr;

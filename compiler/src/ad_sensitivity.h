@@ -63,7 +63,6 @@ struct Sens {
   TermP tail(const TermP& tm) { return part(tm, false); }
   TermP part(const TermP& tm, bool car);
   // *j-inverse of a sensitivity: that of a primal value whose image got tm.
-  TermP primalOfImage(const TermP& tm);
 };
 
 inline TermP termOf(const anf::Atom& a) { return Sens::atomTerm(a); }
@@ -84,18 +83,11 @@ inline void addTo(Sens& st, const anf::Atom& a, const anf::Atom& e) {
 void spreadExcept(Sens& st, TermP s, const std::vector<anf::Var*>& vars, const anf::Var* skip);
 
 // Gives the elements of the list-shaped sensitivity s to the targets, in order
-// (variables, or atoms of which only local variables take a sensitivity). Element i
-// with keepsPrimal(kept, i) is the sensitivity of the image of target i: its primal
-// gets *j-inverse of it (a closure that keeps captured values as primal values).
+// (variables, or atoms of which only local variables take a sensitivity).
 template <class It>
-void spread(Sens& st, TermP s, It first, It last, uint64_t kept = 0) {
+void spread(Sens& st, TermP s, It first, It last) {
   for (It i = first; i != last; ++i) {
-    if (takes(*i)) {
-      TermP part = st.head(s);
-      if (part && keepsPrimal(kept, static_cast<size_t>(std::distance(first, i))))
-        part = st.primalOfImage(part);
-      addTo(st, *i, part);
-    }
+    if (takes(*i)) addTo(st, *i, st.head(s));
     if (std::none_of(std::next(i), last, [](const auto& t) { return takes(t); })) return;
     s = st.tail(s);
   }

@@ -112,10 +112,7 @@ Atom Transformer::listOf(Block* out, const std::vector<Atom>& items) {
   return l;
 }
 
-// `primals`: for the free variables that the transform keeps as primal values
-// (primalFree), the variables of the enclosing transformed function that hold them;
-// null for the function *j transforms (the VM makes its closure).
-Lambda* Transformer::transformLambda(const Lambda* L, const std::vector<Var*>* primals) {
+Lambda* Transformer::transformLambda(const Lambda* L) {
   if (stack_.exceeded()) fail(L->loc, L->file, "*j: function nested too deeply to transform");
   Lambda* T = M.newLambda();
   T->derived = true;
@@ -125,14 +122,7 @@ Lambda* Transformer::transformLambda(const Lambda* L, const std::vector<Var*>* p
   T->primalOf = L;
   for (Var* p : L->params) T->params.push_back(J_[p] = fresh(p, "`"));
   if (L->rest) T->rest = J_[L->rest] = fresh(L->rest, "`");
-  uint64_t plain = primalFree(L);
-  for (size_t i = 0; i < L->freeVars.size(); ++i) {
-    Var* f = L->freeVars[i];
-    T->freeVars.push_back(!keepsPrimal(plain, i) ? J_.at(f)
-                          : primals              ? primals->at(i)
-                                                 : fresh(f, "'"));
-  }
-  T->primalFree = plain;
+  for (Var* f : L->freeVars) T->freeVars.push_back(J_.at(f));
   T->body = M.newBlock();
   std::string savedFile = std::move(file_);
   file_ = L->file;
@@ -146,8 +136,6 @@ Lambda* Transformer::transformLambda(const Lambda* L, const std::vector<Var*>* p
   P_.clear();
   def_.clear();
   uses_ = classify(L->body);
-  for (size_t i = 0; i < L->freeVars.size(); ++i)
-    if (keepsPrimal(plain, i)) P_[L->freeVars[i]] = T->freeVars[i];
   for (Var* p : L->params) notePrimal(T->body, p);
   for (Var* f : L->freeVars) notePrimal(T->body, f);
 
@@ -158,15 +146,8 @@ Lambda* Transformer::transformLambda(const Lambda* L, const std::vector<Var*>* p
       fbar = constAtom(Value::nil(), loc_);
     } else {
       std::vector<Atom> items;
-      for (size_t i = 0; i < L->freeVars.size(); ++i) {
-        Var* f = L->freeVars[i];
-        Atom s = closedRec_.count(f) || f == flatSelf_ ? st.zero() : st.get(f);
-        // A value L's closures keep as a primal value stands for its image: *j of
-        // the primal's sensitivity is the image's.
-        if (keepsPrimal(L->primalFree, i) && !(s.kind == Atom::Const && s.value.isZero()))
-          s = call(out, {prim(NativeId::StarJ), s});
-        items.push_back(s);
-      }
+      for (Var* f : L->freeVars)
+        items.push_back(closedRec_.count(f) || f == flatSelf_ ? st.zero() : st.get(f));
       fbar = listOf(out, items);
     }
     Atom xbar;

@@ -83,7 +83,7 @@ class Transformer {
     const Var* flatSelf;  // flatSelf_ there
   };
 
-  Lambda* transformLambda(const Lambda* L, const std::vector<Var*>* primals = nullptr);
+  Lambda* transformLambda(const Lambda* L);
   void runTasks(Task first);
 
   // ---- primal values in the forward sweep (ad_forward.cpp) -------------------------
@@ -98,7 +98,6 @@ class Transformer {
     std::unordered_set<const Var*> arith;   // an argument of a numeric primitive
     std::unordered_set<const Var*> tagged;  // used any other way (except as a test)
   };
-  uint64_t primalFree(const Lambda* L);
   Uses classify(const Block* body);
   void notePrimal(Block* out, const Var* v);
   Atom primalFwd(Block* out, const Atom& a);
@@ -175,7 +174,6 @@ class Transformer {
 
   Uses uses_;
   std::unordered_map<const Var*, Var*> P_;  // primal variable → variable holding its primal value
-  std::unordered_map<const Lambda*, uint64_t> primalFree_;  // primalFree's cache
 
   // The variables bound outside each non-tail `if` that its branches use (outerOf).
   std::unordered_map<const Bind*, std::vector<Var*>> outer_;

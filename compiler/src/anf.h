@@ -72,9 +72,6 @@ struct Lambda {
   SrcLoc loc;
   const Lambda* primalOf = nullptr;  // set by the reverse transform: the lambda this one transforms
   bool derived = false;  // made by the reverse transform (a transformed function, a backpropagator)
-  bool backprop = false;  // a backpropagator the reverse transform made
-  uint64_t primalFree =
-      0;  // transformed: bit i, freeVars[i] holds a primal value (Proto::primalUpvals)
 };
 
 // The `if` that ends block b and gives its value, if there is one: b continues a chain.

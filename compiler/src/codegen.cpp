@@ -93,7 +93,6 @@ class FnCompiler {
     // one used once, as an argument (or the callee) of a call through a window: it is
     // loaded where it is used, straight into the call's window (lazyUpval_), which
     // saves a MOVE, and ends the run.
-    proto_->primalUpvals = lam_->primalFree;
     // A reverse-transformed function (the image of a lambda, not a backpropagator)
     // first looks at who called it: code that observes its result gets it through
     // %j-boundary, its backpropagator materializing (vm/src/ad.cpp, observedCallee).

@@ -36,7 +36,7 @@ using namespace anf;
 namespace {
 
 constexpr char kMagic[8] = {'d', 'l', 'a', 'm', 'i', 'm', 'g', '\n'};
-constexpr uint32_t kFormatVersion = 2;
+constexpr uint32_t kFormatVersion = 3;
 constexpr size_t kHeaderBytes = sizeof kMagic + 4 + 8;
 
 // The tables the bytecode and the IR name by number.
@@ -335,7 +335,6 @@ class Writer {
     w.u8(p->rawParams);
     w.uv(p->nregs);
     w.u8(p->adInternal);
-    w.u64(p->primalUpvals);
     if (!p->ir) {
       w.uv(0);
     } else {
@@ -435,8 +434,6 @@ class Writer {
       w.str(l->file);
       w.loc(l->loc);
       w.u8(l->derived);
-      w.u8(l->backprop);
-      w.u64(l->primalFree);
     }
     for (const Block* b : blocks) {
       w.uv(b->binds.size());
@@ -533,8 +530,6 @@ std::vector<Lambda*> decodeModule(In& in_, const std::vector<Value>& objects, Mo
     l->file = in_.str();
     l->loc = in_.loc();
     l->derived = in_.u8();
-    l->backprop = in_.u8();
-    l->primalFree = in_.u64();
   }
   for (Block* b : blocks) {
     b->binds.resize(in_.uv());
@@ -744,7 +739,6 @@ class Loader {
     p->rawParams = in_.u8();
     p->nregs = static_cast<uint16_t>(in_.uv());
     p->adInternal = in_.u8();
-    p->primalUpvals = in_.u64();
     if ((p->irForm = in_.u32v())) {
       p->irLambda = in_.u32v();
       irProtos_.push_back(p);

@@ -109,28 +109,17 @@ Proto* VM::transformed(Proto* p) {
   return t;
 }
 
-// Captured value i of c, a closure *j (inverse: *j-inverse) made, mapped as c's lazy
-// environment maps it: the values the transformed proto keeps as primal values stay as
-// they are (the transformed proto: c's, or the one of which c's is the primal).
-Value VM::mapCaptured(const Closure* c, bool inverse, uint32_t i, Value v) {
-  const Proto* t = inverse ? c->proto->transformed : c->proto;
-  if (t && keepsPrimal(t->primalUpvals, i)) return v;
-  return inverse ? starJInverse(v) : starJ(v);
-}
-
 void VM::forceClosureSlow(Closure* c) {
   auto lazy = static_cast<uint16_t>(c->flags & (kLazyJ | kLazyJInv));
   bool inverse = lazy & kLazyJInv;
   c->flags &= static_cast<uint16_t>(~(kLazyJ | kLazyJInv));
   // The whole environment is mapped before any of it is stored: if mapping fails part
   // way (out of memory, a limit), the closure stays lazy as it was, not half mapped.
-  // The values the transformed proto keeps as primal values stay as they are (the
-  // transformed proto: this one, or the one of which this one is the primal).
   std::vector<Value> mapped;
   try {
     mapped.reserve(c->aux);
     for (uint32_t i = 0; i < c->aux; ++i)
-      mapped.push_back(mapCaptured(c, inverse, i, c->upvals[i]));
+      mapped.push_back(inverse ? starJInverse(c->upvals[i]) : starJ(c->upvals[i]));
   } catch (...) {
     c->flags |= lazy;
     throw;
@@ -166,7 +155,7 @@ void VM::patchCaptured(Closure* c, uint32_t i, Value v) {
       Closure* to = asClosure(m);
       if (i >= to->aux) break;
       bool lazy = to->flags & (inverse ? kLazyJInv : kLazyJ);
-      if (!lazy) value = mapCaptured(to, inverse, i, value);
+      if (!lazy) value = inverse ? starJInverse(value) : starJ(value);
       to->upvals[i] = value;
       writeBarrier(to, value);
       if (lazy) break;
@@ -675,17 +664,10 @@ Value VM::starJConstant(Value v) {
 }
 Value VM::starJInverse(Value v) { return isPair(v) ? adMap(v, true) : jInvLeaf(v); }
 
-// The values a closure captured, as a list: what its sensitivity has the shape of. A
-// transformed closure keeps some as primal values (Proto::primalUpvals), and so do
-// the closures of its own transforms (their images, one tag more): those are given as
-// their images, with a tag for each proto along the primal chain that keeps them.
+// The values a closure captured, as a list: what its sensitivity has the shape of.
 Value VM::capturedValues(Closure* c) {
   forceClosure(c);
-  std::vector<Value> caps(c->upvals, c->upvals + c->count());
-  for (const Proto* p = c->proto; p; p = p->primal)
-    for (size_t i = 0; i < caps.size(); ++i)
-      if (keepsPrimal(p->primalUpvals, i)) caps[i] = starJ(caps[i]);
-  return list(caps.data(), caps.size());
+  return list(c->upvals, c->count());
 }
 
 // The zero sensitivity shaped like v, built eagerly (docs/language.md says why): a

@@ -430,10 +430,6 @@ void VM::markRoots(std::vector<Obj*>& work) {
       } else {
         markValue(c->memo, work);
       }
-      // A closure whose environment *j-inverse maps lazily reads its proto's transform
-      // (mapCaptured): that stays, where it is held weakly.
-      if (weakPass_ && (c->flags & kLazyJInv) && c->proto->adLevel > 1 && c->proto->transformed)
-        markValue(Value::object(c->proto->transformed), work);
       for (uint32_t i = 0, n = closureSlots(c); i < n; ++i) markValue(c->upvals[i], work);
       break;
     }

@@ -177,10 +177,6 @@ struct Proto : Obj {
   // reverse-transformed functions it calls and the backpropagators it gets are its own
   // business, their results not observed (ADENTRY and observedCallee let them be raw).
   bool adInternal = false;
-  // A transformed proto: bit i set when its closures hold upvals[i] as the primal
-  // value (what *j-inverse of the image gives), not as its image; *j and *j-inverse
-  // of closures copy those as they are (VM::forceClosure).
-  uint64_t primalUpvals = 0;
   // The memory of the IR it keeps for the transform (its own lambda: the nodes of its
   // body, not those of the lambdas nested in it, which their protos count). Set by the
   // compiler; counted with the rest in ownedBytes.
@@ -199,10 +195,6 @@ struct Proto : Obj {
   uint32_t lazyBody = 0;
   uint64_t ownedBytes = 0;  // the C++ memory above, as counted by VM::noteProtoBytes
 };
-
-// Whether a primalUpvals-style mask keeps captured value i as its primal value (the
-// mask covers the first 64; later ones are always images).
-inline bool keepsPrimal(uint64_t mask, size_t i) { return i < 64 && (mask >> i & 1); }
 
 using NativeFn = Value (*)(VM& vm, Value* args, int nargs);
 struct Native;

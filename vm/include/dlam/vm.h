@@ -544,7 +544,6 @@ class VM {
   // a closure of a letrec group can be differentiated or undone before the group is
   // complete (a custom-vjp of a procedure that calls itself, made in differentiated code).
   void patchCaptured(Closure* c, uint32_t i, Value v);
-  Value mapCaptured(const Closure* c, bool inverse, uint32_t i, Value v);
   // Whether *j-inverse of v is known without a walk: v is a closure, primitive or pair
   // with its *j-inverse memoised, or a transformed closure.
   bool hasInverse(Value v) const;
