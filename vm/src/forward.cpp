@@ -647,9 +647,17 @@ Value VM::fwdProject(Value g, Value v) {
   // a bundle of a tag whose forward pass has ended, the sensitivity of a cobundle
   // (reverse over reverse over forward, primitives_ad.cpp): of v's tag where v is a
   // cobundle. (A bundle of a tag in use is a perturbation, forward over reverse: kept.)
+  // Where v's top tag is above g's, g has none of it: it stands for g at v's primal
+  // part (its part at v's tangent is 0), so it is projected on that. (Taken as having
+  // nothing of v, it kept only its primal part, and reverse twice over three nested
+  // forward passes lost the sensitivity of the outermost pass's tangent.)
   while (isFwd(g) && (asFwd(g)->co() || asFwd(g)->tag() > fwdTagInUse())) {
     while (isObj(v, ObjType::Rev)) v = static_cast<Rev*>(v.asObject())->primal;
     Fwd* c = asFwd(g);
+    if (isFwd(v) && asFwd(v)->tag() > c->tag()) {
+      v = asFwd(v)->primal;
+      continue;
+    }
     if (tagOf(v) == c->tag() && asFwd(v)->co() != c->co()) {
       Value P = fwdProject(c->primal, asFwd(v)->primal);
       Value T = fwdProject(c->tangent, asFwd(v)->tangent);
