@@ -366,15 +366,27 @@ Value VM::list(const Value* xs, size_t n) {
 // Grey objects go on the work list unchecked: whether one is already marked is
 // only looked at when it comes off the list, by which time the prefetch issued
 // here has usually brought its header into the cache.
-[[gnu::always_inline]] inline void VM::markValue(Value v, std::vector<Obj*>& work) {
+[[gnu::always_inline]] inline void VM::markValue(Value v, MarkStack& work) {
   if (!v.isObject()) return;
   Obj* o = v.asObject();
   __builtin_prefetch(o, 1);
-  work.push_back(o);
+  work.push(o);
+}
+
+void MarkStack::grow(size_t atLeast) {
+  size_t size = static_cast<size_t>(top_ - base_), cap = static_cast<size_t>(end_ - base_);
+  size_t want = cap ? 2 * cap : 256;
+  if (want < atLeast) want = atLeast;
+  Obj** grown = new Obj*[want];  // (std::bad_alloc: the collection fails whole)
+  for (size_t i = 0; i < size; ++i) grown[i] = base_[i];
+  delete[] base_;
+  base_ = grown;
+  top_ = grown + size;
+  end_ = grown + want;
 }
 
 // Every root set, at minor and full collections alike (a root may hold a young object).
-void VM::markRoots(std::vector<Obj*>& work) {
+void VM::markRoots(MarkStack& work) {
   for (uint32_t i = 0; i < stackTop_ && i < stack_.size(); ++i) markValue(stack_[i], work);
   for (const CallFrame& f : frames_)
     if (f.closure) markValue(Value::object(f.closure), work);
@@ -404,7 +416,7 @@ void VM::markRoots(std::vector<Obj*>& work) {
   }
 }
 
-[[gnu::always_inline]] inline void VM::traceChildren(Obj* o, std::vector<Obj*>& work) {
+[[gnu::always_inline]] inline void VM::traceChildren(Obj* o, MarkStack& work) {
   switch (o->type) {
     case ObjType::Symbol:
       markValue(static_cast<Symbol*>(o)->macro, work);
@@ -522,12 +534,12 @@ void VM::forgetRemembered() {
 // store into an old object without its barrier breaks it at once, whether or not the
 // young object would also be reached from a root.
 void VM::checkRememberedSet() {
-  std::vector<Obj*> children;
+  MarkStack children;
   arena_.forEachObject([&](Obj* o) {
     if (!arena_.isMarked(o) || (o->flags & kRemembered)) return;
-    children.clear();
     traceChildren(o, children);
-    for (Obj* child : children) {
+    while (!children.empty()) {
+      Obj* child = children.pop();
       if (arena_.isMarked(child)) continue;
       fprintf(stderr,
               "dlam: GC check failed: an old object of type %d points at a young one of type %d "
@@ -599,7 +611,7 @@ void VM::weakDerivatives(uint64_t& marked, uint64_t& markedBytes) {
 void VM::collectGarbage(GcKind kind) {
   if (bytesAllocated_ > stats_.peakBytes) stats_.peakBytes = bytesAllocated_;
   bool major = kind == GcKind::Major;
-  std::vector<Obj*> work;
+  MarkStack work;
   // If the mark stack cannot grow (std::bad_alloc), nothing is freed, and no mark may stay
   // behind: a later collection would take a marked object for traced and skip its
   // children. Every object is then young again, the remembered set is not needed, and
@@ -647,8 +659,7 @@ void VM::collectGarbage(GcKind kind) {
   for (;;) {
     Obj* o;
     if (!work.empty()) {
-      Obj* next = work.back();
-      work.pop_back();
+      Obj* next = work.pop();
       if (ringCount < kRing) {
         ring[(ringHead + ringCount++) % kRing] = next;
         continue;

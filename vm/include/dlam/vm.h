@@ -26,6 +26,7 @@
 #include "dlam/config.h"
 #include "dlam/error.h"
 #include "dlam/mapped_array.h"
+#include "dlam/mark_stack.h"
 #include "dlam/object.h"
 #include "dlam/port.h"
 #include "dlam/random.h"
@@ -689,7 +690,7 @@ class VM {
   uint64_t failAllocationAt = 0;
   // Extra roots owned by embedders (handle tables); marked at every collection.
   std::vector<std::function<void(std::vector<Obj*>&)>> rootProviders;
-  void markValue(Value v, std::vector<Obj*>& work);
+  void markValue(Value v, MarkStack& work);
 
   // ---- hooks set by higher layers --------------------------------------------
   // Compiles and returns the reverse-mode transform of a proto (compiler/ad).
@@ -760,8 +761,8 @@ class VM {
   Value returnRepList(Instr ins, const Instr* words, Value* R, const Value* K, uint8_t split);
   void arrangeArguments(const Proto* p, Value* R, uint32_t nargs, uint32_t parts);
   void buildTrace(Error& e);
-  void markRoots(std::vector<Obj*>& work);
-  void traceChildren(Obj* o, std::vector<Obj*>& work);
+  void markRoots(MarkStack& work);
+  void traceChildren(Obj* o, MarkStack& work);
   void weakDerivatives(uint64_t& marked, uint64_t& markedBytes);
   [[gnu::noinline]] void holdWeakly(Obj* o);
   // The collection the allocation threshold asked for: minor, or full by the policy
