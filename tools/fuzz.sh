@@ -29,7 +29,7 @@
 #                           thousands of inputs, reset between them)
 #   DLAM_FUZZ_ARGS="..."    extra libFuzzer flags (e.g. "-max_len=2048 -only_ascii=1")
 #   DLAM_FUZZ_SANITIZE=0    build without ASan + UBSan (in build-fuzz-fast unless DLAM_FUZZ_BUILD
-#                           says otherwise): about 3x the executions per second, but a memory
+#                           says otherwise): 4-7x the executions per second, but a memory
 #                           error shows only if it crashes (the regressions it finds are replayed
 #                           under ASan by the test suite's ASan build)
 #   DLAM_FUZZ_ENTROPIC=1    libFuzzer's entropic power schedule (off by default: its bookkeeping
