@@ -62,7 +62,6 @@ struct Sens {
   TermP head(const TermP& tm) { return part(tm, true); }
   TermP tail(const TermP& tm) { return part(tm, false); }
   TermP part(const TermP& tm, bool car);
-  // *j-inverse of a sensitivity: that of a primal value whose image got tm.
 };
 
 inline TermP termOf(const anf::Atom& a) { return Sens::atomTerm(a); }
