@@ -226,7 +226,8 @@ for t in "${targets[@]}"; do
     # Every crashing input, minimized, into the regressions replayed by ctest.
     if is_text "$t"; then regdir="$root/tests/fuzz/regressions"; else regdir="$root/tests/fuzz/regressions-$t"; fi
     for a in "$artifacts"/crash-* "$artifacts"/leak-* "$artifacts"/timeout-* "$artifacts"/oom-*; do
-      [[ -f "$a" ]] || continue
+      # (an input an earlier campaign took already is renamed NAME.done: not again)
+      [[ -f "$a" && "$a" != *.done ]] || continue
       kind=$(basename "$a" | cut -d- -f1)
       min="$artifacts/min-$(basename "$a")"
       if [[ "$kind" == crash || "$kind" == leak ]]; then
