@@ -304,27 +304,34 @@ CHECK_ORDER = ["cpp", "cpp-np", "adolc", "adolc-replay", "torch", "lua", "dlam"]
 GRAD_RTOL = 1e-9
 
 
-def _rosen(mode, n, **reps):
-    """impls of one Rosenbrock row: peer=REPS, or peer=Rep(...) for anything special."""
-    modes = {"adolc": "tape", "adolc-replay": "replay"}
-    return {k: (v if isinstance(v, Rep) else Rep("rosenbrock", modes.get(k, mode), n, v))
-            for k, v in reps.items()}
+def _impls(prog, mode, n, modes=None, **reps):
+    """impls of one row of PROG: peer=REPS, or peer=Rep(...) for anything special. A peer
+    runs MODE unless `modes` names another for it (ADOL-C: its tape modes); PyTorch,
+    slow to repeat, runs at most 3 times and REPS is not scaled by --quick."""
+    modes = {"adolc": "tape", "adolc-replay": "replay", **(modes or {})}
+    def rep(k, v):
+        if isinstance(v, Rep):
+            return v
+        if k == "torch":
+            return Rep(prog, modes.get(k, mode), n, v, runs=3, scale=False)
+        return Rep(prog, modes.get(k, mode), n, v)
+    return {k: rep(k, v) for k, v in reps.items()}
+
+
+def _rosen(mode, n, modes=None, **reps):
+    return _impls("rosenbrock", mode, n, modes, **reps)
 
 
 def _mlp(mode, **reps):
-    modes = {"adolc": "tape", "adolc-replay": "replay"}
-    return {k: (v if isinstance(v, Rep) else Rep("mlp", modes.get(k, mode), 0, v))
-            for k, v in reps.items()}
+    return _impls("mlp", mode, 0, **reps)
 
 
 GRAD = "gradients"
 WORKLOADS += [
     Workload("rosen-f-100", GRAD, "extended Rosenbrock n=100, plain evaluation",
-             _rosen("f", 100, dlam=60000, cpp=1000000, lua=60000,
-                    torch=Rep("rosenbrock", "f", 100, 600, runs=3, scale=False))),
+             _rosen("f", 100, dlam=60000, cpp=1000000, lua=60000, torch=600)),
     Workload("rosen-f", GRAD, "extended Rosenbrock n=1000, plain evaluation",
-             _rosen("f", 1000, dlam=6000, cpp=100000, lua=6000,
-                    torch=Rep("rosenbrock", "f", 1000, 60, runs=3, scale=False))),
+             _rosen("f", 1000, dlam=6000, cpp=100000, lua=6000, torch=60)),
     Workload("rosen-f-10k", GRAD, "extended Rosenbrock n=10000, plain evaluation",
              _rosen("f", 10000, dlam=600, cpp=10000, lua=600)),
     Workload("rosen-grad-100", GRAD, "gradient of Rosenbrock n=100",
@@ -332,7 +339,7 @@ WORKLOADS += [
     Workload("rosen-grad", GRAD, "gradient of Rosenbrock n=1000 (ADOL-C: retaping each call / "
              "replaying one tape; PyTorch: scalar autograd)",
              _rosen("grad", 1000, dlam=1800, cpp=100000, adolc=1000, **{"adolc-replay": 3000},
-                    torch=Rep("rosenbrock", "grad", 1000, 10, runs=3, scale=False)),
+                    torch=10),
              peer_targets={"adolc": 1.0, "torch": 0.01}),
     Workload("rosen-grad-10k", GRAD, "gradient of Rosenbrock n=10000",
              _rosen("grad", 10000, dlam=150, cpp=10000)),
@@ -347,48 +354,35 @@ WORKLOADS += [
     Workload("rosen-hvp", GRAD, "Hessian-vector product of Rosenbrock n=100: dlam reverse over "
              "reverse, PyTorch create_graph=True, ADOL-C hess_vec on one tape, C++ by hand",
              _rosen("hvp", 100, dlam=4000, cpp=1000000,
-                    **{"adolc-replay": Rep("rosenbrock", "hvp", 100, 10000)},
-                    torch=Rep("rosenbrock", "hvp", 100, 100, runs=3, scale=False))),
+                    **{"adolc-replay": Rep("rosenbrock", "hvp", 100, 10000)}, torch=100)),
     Workload("rosen-hvp-fr", GRAD, "Hessian-vector product of Rosenbrock n=100 by the library's "
              "hvp, forward over reverse (C++: the hand gradient on dual numbers; PyTorch: "
              "double backward, as in rosen-hvp)",
-             {"dlam": Rep("rosenbrock", "hvp-fr", 100, 4000),
-              "cpp": Rep("rosenbrock", "hvp-dual", 100, 1000000),
-              "torch": Rep("rosenbrock", "hvp", 100, 100, runs=3, scale=False)}),
+             _rosen("hvp-fr", 100, {"cpp": "hvp-dual", "torch": "hvp"},
+                    dlam=4000, cpp=1000000, torch=100)),
     Workload("rosen-jvp", GRAD, "directional derivative of Rosenbrock n=1000 by forward mode "
              "(jvp-forward): the cost of bundles (C++: dual numbers; PyTorch: forward_ad)",
-             {"dlam": Rep("rosenbrock", "jvp", 1000, 1800),
-              "cpp": Rep("rosenbrock", "jvp", 1000, 100000),
-              "torch": Rep("rosenbrock", "jvp", 1000, 10, runs=3, scale=False)}),
+             _rosen("jvp", 1000, dlam=1800, cpp=100000, torch=10)),
     Workload("rosen-hvp-fr-1000", GRAD, "Hessian-vector product of Rosenbrock n=1000 by the "
              "library's hvp, forward over reverse (peers as in rosen-hvp-fr)",
-             {"dlam": Rep("rosenbrock", "hvp-fr", 1000, 400),
-              "cpp": Rep("rosenbrock", "hvp-dual", 1000, 100000),
-              "torch": Rep("rosenbrock", "hvp", 1000, 10, runs=3, scale=False)}),
+             _rosen("hvp-fr", 1000, {"cpp": "hvp-dual", "torch": "hvp"},
+                    dlam=400, cpp=100000, torch=10)),
     Workload("rosen-hessian", GRAD, "Hessian of Rosenbrock n=100 by the library's hessian "
              "(forward over reverse: n Hessian-vector products; C++: the tridiagonal formulas "
              "into a dense matrix; PyTorch: n backward passes over the gradient's graph)",
-             {"dlam": Rep("rosenbrock", "hessian", 100, 60),
-              "cpp": Rep("rosenbrock", "hessian", 100, 100000),
-              "torch": Rep("rosenbrock", "hessian", 100, 3, runs=3, scale=False)}),
+             _rosen("hessian", 100, dlam=60, cpp=100000, torch=3)),
     # A real function of one real (bench/dlam/logistic.dlam: the logistic map iterated
     # 1000 times): its derivative by forward mode and by reverse mode. C++
     # (bench/peers/logistic.cpp): by hand, on dual numbers, and with a hand tape.
     Workload("logistic-f", GRAD, "logistic map x <- r x (1 - x), 1000 steps, as a function of r: "
              "plain evaluation",
-             {"dlam": Rep("logistic", "f", 1000, 20000),
-              "cpp": Rep("logistic", "f", 1000, 1000000),
-              "torch": Rep("logistic", "f", 1000, 20, runs=3, scale=False)}),
+             _impls("logistic", "f", 1000, dlam=20000, cpp=1000000, torch=20)),
     Workload("logistic-derivative", GRAD, "d/dr of the logistic map by `derivative` (forward "
              "mode; C++: a dual number; PyTorch: forward_ad)",
-             {"dlam": Rep("logistic", "derivative", 1000, 8000),
-              "cpp": Rep("logistic", "derivative", 1000, 1000000),
-              "torch": Rep("logistic", "derivative", 1000, 10, runs=3, scale=False)}),
+             _impls("logistic", "derivative", 1000, dlam=8000, cpp=1000000, torch=10)),
     Workload("logistic-grad", GRAD, "d/dr of the logistic map by `gradient` (reverse mode; C++: "
              "a hand tape; PyTorch: autograd.grad)",
-             {"dlam": Rep("logistic", "grad", 1000, 3000),
-              "cpp": Rep("logistic", "grad", 1000, 1000000),
-              "torch": Rep("logistic", "grad", 1000, 10, runs=3, scale=False)}),
+             _impls("logistic", "grad", 1000, dlam=3000, cpp=1000000, torch=10)),
     # memory: one derivative of 10^6 and of 10^7 steps (peak RSS; time incl. start-up):
     # forward mode keeps no tape (TAPE_CHECKS). (Below 10^6 steps the peak still grows
     # as the collector's young space fills with dead bundles: 5.1 MB at 10^3, 8.6 MB at
@@ -400,10 +394,9 @@ WORKLOADS += [
              "10^7 steps (wall incl. start-up)",
              {"dlam": Rep("logistic", "derivative", 10**7, 1, base=None)}),
     Workload("mlp-f", GRAD, "MLP 2-16-16-1 tanh, MSE over 256 samples, scalar ops: evaluation",
-             _mlp("f", dlam=90, cpp=2000, lua=100, torch=Rep("mlp", "f", 0, 3, runs=3, scale=False))),
+             _mlp("f", dlam=90, cpp=2000, lua=100, torch=3)),
     Workload("mlp-grad", GRAD, "MLP loss: gradient w.r.t. the 337 weights",
-             _mlp("grad", dlam=18, cpp=1500, adolc=30, **{"adolc-replay": 60},
-                  torch=Rep("mlp", "grad", 0, 2, runs=3, scale=False)),
+             _mlp("grad", dlam=18, cpp=1500, adolc=30, **{"adolc-replay": 60}, torch=2),
              peer_targets={"adolc": 5.0, "torch": 0.01}),
     # The same MLP written with arrays (bench/dlam/mlp-array.dlam), against PyTorch
     # vectorized (whole-tensor matmul and tanh, bench/python/mlp_array_torch.py) and the

@@ -577,7 +577,7 @@ void VM::collectDue() { collectGarbage(majorDue() ? GcKind::Major : GcKind::Mino
 // collection) stay cached. (A record of both memos keeps its *j-inverse, marked
 // strongly; with its *j gone, the closure keeps the *j-inverse alone.) `marked` and
 // `markedBytes` count the records kept.
-// (Out of line, so that the marking loop's own pushes stay inline.)
+// (Out of line: only a full collection's marking meets these, rarely.)
 void VM::holdWeakly(Obj* o) { weakHolders_.push_back(o); }
 
 void VM::weakDerivatives(uint64_t& marked, uint64_t& markedBytes) {
