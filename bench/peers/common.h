@@ -114,6 +114,18 @@ inline Mlp784Data mlp784Data() {
   return d;
 }
 
+// A dual number v + d ε (ε² = 0): forward mode by operator overloading (the
+// forward-mode peers: rosenbrock.cpp's jvp and hvp-dual, logistic.cpp's derivative).
+struct Dual {
+  double v = 0, d = 0;
+  Dual() = default;
+  Dual(double value, double tangent = 0) : v(value), d(tangent) {}
+};
+inline Dual operator+(Dual a, Dual b) { return {a.v + b.v, a.d + b.d}; }
+inline Dual operator-(Dual a, Dual b) { return {a.v - b.v, a.d - b.d}; }
+inline Dual operator*(Dual a, Dual b) { return {a.v * b.v, a.d * b.v + a.v * b.d}; }
+inline Dual& operator+=(Dual& a, Dual b) { return a = a + b; }
+
 // Keeps the optimiser from dropping repeated pure computations.
 inline void clobber() { asm volatile("" ::: "memory"); }
 

@@ -11,16 +11,7 @@
 // function on dual numbers. dump: f and every gradient element, one a line.
 #include "common.h"
 
-// A dual number v + d ε (ε² = 0): forward mode by operator overloading.
-struct Dual {
-  double v = 0, d = 0;
-  Dual() = default;
-  Dual(double value, double tangent = 0) : v(value), d(tangent) {}
-};
-static Dual operator+(Dual a, Dual b) { return {a.v + b.v, a.d + b.d}; }
-static Dual operator-(Dual a, Dual b) { return {a.v - b.v, a.d - b.d}; }
-static Dual operator*(Dual a, Dual b) { return {a.v * b.v, a.d * b.v + a.v * b.d}; }
-static Dual& operator+=(Dual& a, Dual b) { return a = a + b; }
+using bench::Dual;
 
 template <class T>
 static T rosen(const T* x, long n) {
